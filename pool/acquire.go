@@ -1,0 +1,294 @@
+package pool
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sqlpool/sqlpool/validate"
+)
+
+// This file is the hot path: acquire and release. A clean cycle within the bypass window takes
+// the store mutex twice, reads the clock twice and touches nothing else shared.
+
+// acquire returns a connection in state inUse, or an error: ErrClosed, ErrPoolExhausted, an
+// *AcquireTimeoutError, or the ctx's error wrapped when ctx was cancelled.
+func (p *Pool) acquire(ctx context.Context) (*entry, error) {
+	if p.closed.Load() {
+		return nil, ErrClosed
+	}
+	start := p.nanotime()
+	var timer *time.Timer // created on the first wait; bounds the whole acquire
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	if p.suspended.Load() {
+		if err := p.awaitResume(ctx, start, &timer); err != nil {
+			return nil, err
+		}
+	}
+	now := start
+	for {
+		e := p.store.get()
+		if e == nil {
+			var err error
+			if e, err = p.wait(ctx, start, &timer); err != nil {
+				return nil, err
+			}
+			now = p.nanotime()
+		}
+		if p.usable(ctx, e, now, start) {
+			e.borrowedAt = now
+			if p.cfg.LeakDetectionThreshold > 0 {
+				e.leak = p.watchLeak(e)
+			}
+			return e, nil
+		}
+		now = p.nanotime()
+		if p.closed.Load() {
+			return nil, ErrClosed
+		}
+	}
+}
+
+// usable checks an acquired entry, and closes it and returns false when check finds it unfit.
+func (p *Pool) usable(ctx context.Context, e *entry, now, start int64) bool {
+	if reason := p.check(ctx, e, now, start); reason != "" {
+		p.closeEntry(e, reason)
+		return false
+	}
+	return true
+}
+
+// usableLent is usable for a connection checked out of database/sql's idle list (mode b): an
+// unfit one is only marked, because database/sql closes it through the proxy.
+func (p *Pool) usableLent(ctx context.Context, e *entry, now int64) bool {
+	if reason := p.check(ctx, e, now, 0); reason != "" {
+		e.evict.Store(true)
+		return false
+	}
+	return true
+}
+
+// check returns "" when e may be handed out, or why not: it is marked, expired, or fails its
+// probe. A probe (driver Pinger, within ValidationTimeout) runs when the connection was last
+// known alive before the bypass window, or before a connection reported that the server went
+// away. When start is not zero the probe also ends at the acquire's AcquireTimeout deadline.
+func (p *Pool) check(ctx context.Context, e *entry, now, start int64) string {
+	if e.evict.Load() {
+		return "evicted"
+	}
+	if e.expired(now) {
+		return "passed MaxLifetime"
+	}
+	alive := e.lastAlive.Load()
+	if w := durNanos(p.cfg.AliveBypassWindow); now-alive <= w && alive >= p.goneAt.Load() {
+		return ""
+	}
+	p.validations.Add(1)
+	timeout := p.cfg.ValidationTimeout
+	if at := p.cfg.AcquireTimeout; start != 0 && at > 0 {
+		timeout = min(timeout, max(time.Duration(start+durNanos(at)-now), time.Millisecond))
+	}
+	if err := validate.Probe(ctx, e.conn, timeout); err != nil {
+		p.probeFailed.Add(1)
+		if ctx.Err() == nil {
+			p.setLastError(fmt.Errorf("validating connection: %w", err))
+			p.cfg.Logger.Warn("sqlpool: connection failed validation; closing it",
+				"pool", p.cfg.Name, "conn", e.id, "error", err)
+		}
+		return "dead (validation failed)"
+	}
+	e.lastAlive.Store(p.nanotime())
+	return ""
+}
+
+// wait queues the caller until a connection is pushed for it, the deadline passes, the ctx
+// ends or the pool closes.
+func (p *Pool) wait(ctx context.Context, start int64, timer **time.Timer) (*entry, error) {
+	s := &p.store
+	w := waiterPool.Get().(*waiter)
+	w.barged = false
+	s.mu.Lock()
+	if e := s.popLocked(); e != nil {
+		s.mu.Unlock()
+		waiterPool.Put(w)
+		return e, nil
+	}
+	if s.closed {
+		s.mu.Unlock()
+		waiterPool.Put(w)
+		return nil, ErrClosed
+	}
+	if mw := p.cfg.MaxWaiters; mw < 0 || (mw > 0 && s.nwait >= mw) {
+		s.mu.Unlock()
+		waiterPool.Put(w)
+		p.exhausted.Add(1)
+		return nil, fmt.Errorf("%w (pool %s, MaxWaiters %d)", ErrPoolExhausted, p.cfg.Name, p.cfg.MaxWaiters)
+	}
+	s.pushBackLocked(w)
+	s.mu.Unlock()
+	p.signalCreator()
+
+	timeout := p.startTimer(start, timer)
+	for {
+		select {
+		case e := <-w.ch:
+			if e != nil {
+				waiterPool.Put(w)
+				return e, nil
+			}
+			s.mu.Lock()
+			if e := s.popLocked(); e != nil {
+				s.mu.Unlock()
+				waiterPool.Put(w)
+				return e, nil
+			}
+			if s.closed {
+				s.mu.Unlock()
+				waiterPool.Put(w)
+				return nil, ErrClosed
+			}
+			// A running goroutine barged in; keep our place at the head.
+			w.barged = true
+			s.pushFrontLocked(w)
+			s.mu.Unlock()
+		case <-timeout:
+			return nil, p.giveUp(ctx, w, start, false)
+		case <-ctx.Done():
+			return nil, p.giveUp(ctx, w, start, true)
+		}
+	}
+}
+
+// giveUp leaves the queue after a deadline or cancellation. If a connection or a wake-up was
+// already sent to w, it is passed on so that no connection is stranded.
+func (p *Pool) giveUp(ctx context.Context, w *waiter, start int64, byCtx bool) error {
+	s := &p.store
+	s.mu.Lock()
+	if w.queued {
+		s.unlinkLocked(w)
+		s.mu.Unlock()
+	} else {
+		s.mu.Unlock()
+		if e := <-w.ch; e != nil {
+			if !s.put(e) {
+				p.closeEntry(e, "pool closed")
+			}
+		} else {
+			s.mu.Lock()
+			if len(s.idle) > 0 {
+				s.wakeLocked()
+			}
+			s.mu.Unlock()
+		}
+	}
+	waiterPool.Put(w)
+	if p.closed.Load() {
+		return ErrClosed
+	}
+	return p.timeoutError(ctx, start, byCtx)
+}
+
+func (p *Pool) timeoutError(ctx context.Context, start int64, byCtx bool) error {
+	if byCtx && ctx.Err() != context.DeadlineExceeded {
+		return fmt.Errorf("sqlpool: %s: acquire abandoned: %w", p.cfg.Name, ctx.Err())
+	}
+	p.timeouts.Add(1)
+	st := p.Stats()
+	return &AcquireTimeoutError{
+		Pool:        p.cfg.Name,
+		Waited:      time.Duration(p.nanotime() - start),
+		Total:       st.Total,
+		Active:      st.Active,
+		Idle:        st.Idle,
+		Waiting:     st.Waiting + 1,
+		CtxDeadline: byCtx,
+		LastErr:     p.lastError(),
+	}
+}
+
+// startTimer arms the AcquireTimeout timer once per acquire and returns its channel (nil when
+// AcquireTimeout is off: only the ctx bounds the wait).
+func (p *Pool) startTimer(start int64, timer **time.Timer) <-chan time.Time {
+	if p.cfg.AcquireTimeout <= 0 {
+		return nil
+	}
+	if *timer == nil {
+		left := time.Duration(start + durNanos(p.cfg.AcquireTimeout) - p.nanotime())
+		*timer = time.NewTimer(max(left, 0))
+	}
+	return (*timer).C
+}
+
+// awaitResume blocks a new acquire while the pool is suspended.
+func (p *Pool) awaitResume(ctx context.Context, start int64, timer **time.Timer) error {
+	p.suspendMu.Lock()
+	ch, suspended := p.resumeCh, p.suspended.Load()
+	p.suspendMu.Unlock()
+	if !suspended {
+		return nil
+	}
+	select {
+	case <-ch:
+		if p.closed.Load() {
+			return ErrClosed
+		}
+		return nil
+	case <-p.startTimer(start, timer):
+		return p.timeoutError(ctx, start, false)
+	case <-ctx.Done():
+		return p.timeoutError(ctx, start, true)
+	}
+}
+
+// release takes back a connection from its borrower. A connection that saw a fatal error, that
+// the driver says is broken, that cannot be cleaned, that is marked or expired, or that comes
+// back to a closed pool is closed; any other goes on the idle stack.
+func (p *Pool) release(e *entry) {
+	now := p.nanotime()
+	if reason := p.clean(e, now); reason != "" {
+		p.closeEntry(e, reason)
+		return
+	}
+	p.stow(e, now)
+}
+
+// stow puts a clean entry back on the stack, stamping its return time.
+func (p *Pool) stow(e *entry, now int64) {
+	e.lastReturned.Store(now)
+	e.lastAlive.Store(now)
+	if !p.store.put(e) {
+		p.closeEntry(e, "pool closed")
+	}
+}
+
+// clean makes e ready for the next borrower and returns "" or why it cannot be reused.
+func (p *Pool) clean(e *entry, now int64) string {
+	if e.leak != nil {
+		e.leak.stop(p, e)
+		e.leak = nil
+	}
+	switch {
+	case e.fatal != nil:
+		return "fatal error: " + e.fatal.Error()
+	case e.evict.Load():
+		return "evicted"
+	case e.expired(now):
+		return "passed MaxLifetime"
+	case p.closed.Load():
+		return "pool closed"
+	}
+	if !driverValid(e.conn) {
+		return "driver reports the connection is no longer valid"
+	}
+	if !e.sess.clean() {
+		p.releasePlans.Add(1)
+		if err := p.runPlan(e); err != nil {
+			return err.Error()
+		}
+	}
+	return ""
+}

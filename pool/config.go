@@ -1,0 +1,299 @@
+package pool
+
+import (
+	"context"
+	"database/sql/driver"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults and floors, named after the HikariCP settings they mirror.
+const (
+	// DefaultMaxConns is MaxConns when the field is zero (HikariCP maximumPoolSize).
+	DefaultMaxConns = 10
+	// DefaultAcquireTimeout is AcquireTimeout when the field is zero (HikariCP connectionTimeout).
+	DefaultAcquireTimeout = 30 * time.Second
+	// DefaultValidationTimeout is ValidationTimeout when the field is zero.
+	DefaultValidationTimeout = 5 * time.Second
+	// DefaultAliveBypassWindow is AliveBypassWindow when the field is zero
+	// (HikariCP's aliveBypassWindowMs).
+	DefaultAliveBypassWindow = 500 * time.Millisecond
+	// DefaultIdleTimeout is IdleTimeout when the field is zero.
+	DefaultIdleTimeout = 10 * time.Minute
+	// DefaultMaxLifetime is MaxLifetime when the field is zero.
+	DefaultMaxLifetime = 30 * time.Minute
+	// DefaultInitializationFailTimeout is InitializationFailTimeout when the field is zero.
+	DefaultInitializationFailTimeout = time.Millisecond
+	// DefaultHousekeepingPeriod is HousekeepingPeriod when the field is zero.
+	DefaultHousekeepingPeriod = 30 * time.Second
+	// DefaultCloseTimeout is CloseTimeout when the field is zero.
+	DefaultCloseTimeout = 10 * time.Second
+
+	// TimeoutFloor is the smallest AcquireTimeout and ValidationTimeout accepted.
+	TimeoutFloor = 250 * time.Millisecond
+	// MinIdleTimeout is the smallest IdleTimeout accepted.
+	MinIdleTimeout = 10 * time.Second
+	// MinMaxLifetime is the smallest MaxLifetime accepted.
+	MinMaxLifetime = 30 * time.Second
+	// MinKeepaliveTime is the smallest KeepaliveTime accepted.
+	MinKeepaliveTime = 30 * time.Second
+	// MinLeakDetectionThreshold is the smallest LeakDetectionThreshold accepted.
+	MinLeakDetectionThreshold = 2 * time.Second
+)
+
+// Config configures a Pool. The zero value of every field means "the default" and a negative
+// duration or count means "off" or "none", as each field's comment says. New fixes up values out
+// of range the way HikariCP does, with one warning log line naming the field, and rejects values
+// that cannot be fixed with an error naming the field.
+type Config struct {
+	// Name labels the pool in errors, logs and metrics. Zero value: "pool-N", N counting pools
+	// created by this process.
+	Name string
+
+	// MaxConns is the most physical connections the pool holds at once, idle and in use.
+	// Zero value: 10. Negative: an error.
+	MaxConns int
+
+	// MinIdleConns is how many idle connections the pool tries to keep ready. Zero value:
+	// MaxConns (a fixed-size pool, as HikariCP recommends). Negative: no minimum. Values above
+	// MaxConns are lowered to MaxConns.
+	MinIdleConns int
+
+	// MaxWaiters bounds how many goroutines may wait for a connection at once; one more fails at
+	// once with ErrPoolExhausted. Zero value: unbounded. Negative: no waiting at all (an acquire
+	// that finds no idle connection fails at once).
+	MaxWaiters int
+
+	// AcquireTimeout bounds how long Connect waits for a connection; the caller's ctx may end it
+	// sooner. Zero value: 30 s. Negative: only the ctx bounds the wait. Values below 250 ms are
+	// raised to 30 s (HikariCP's rule).
+	AcquireTimeout time.Duration
+
+	// ConnectTimeout bounds each dial by the creator, including ConnectionInit and the session
+	// baseline query. Zero value: AcquireTimeout (or 30 s when AcquireTimeout is off).
+	// Negative: no bound beyond the pool's lifetime.
+	ConnectTimeout time.Duration
+
+	// ValidationTimeout bounds one liveness probe or one release plan. Zero value: 5 s, or half
+	// of AcquireTimeout when that is shorter. Values below 250 ms are raised to 5 s; values not
+	// below an enabled AcquireTimeout are lowered to half of it. Negative: an error.
+	ValidationTimeout time.Duration
+
+	// AliveBypassWindow is how recently a connection must have been returned for Connect to hand
+	// it out without probing it. Zero value: 500 ms. Negative: probe on every acquire.
+	AliveBypassWindow time.Duration
+
+	// IdleTimeout retires idle connections above MinIdleConns that have been idle this long. It
+	// applies only when MinIdleConns < MaxConns. Zero value: 10 min. Negative: never. Values
+	// below 10 s are raised to 10 min; values within 1 s of MaxLifetime turn it off.
+	IdleTimeout time.Duration
+
+	// MaxLifetime is the longest a physical connection lives; each connection gets a lifetime
+	// shortened by a random 0–2.5 % so that connections do not expire together. An in-use
+	// connection is retired when it comes back. Zero value: 30 min. Negative: unlimited. Values
+	// below 30 s are raised to 30 min.
+	MaxLifetime time.Duration
+
+	// KeepaliveTime pings idle connections this long after their last use (minus a random
+	// 0–10 %) so that middleboxes and wait_timeout do not drop them. Zero value and negative:
+	// off. Values below 30 s, or not below MaxLifetime, turn it off.
+	KeepaliveTime time.Duration
+
+	// LeakDetectionThreshold logs one warning, with the borrower's stack, for a connection held
+	// longer than this, and an info line if it comes back later. Zero value and negative: off.
+	// Values below 2 s, or above MaxLifetime, turn it off.
+	LeakDetectionThreshold time.Duration
+
+	// InitializationFailTimeout governs New's first connection: New retries for up to this long
+	// to open one good connection and returns the last error if it cannot. Zero value: 1 ms, that
+	// is one attempt that must succeed (HikariCP's default). Negative: New does not connect; the
+	// pool starts at once and fills in the background (HikariCP's "skip the check"). A failure of
+	// ConnectionInit fails New at once without further attempts.
+	InitializationFailTimeout time.Duration
+
+	// HousekeepingPeriod is how often the housekeeper retires idle and expired connections,
+	// pings for keepalive and refills to MinIdleConns. Zero value: 30 s. Lower it only in tests.
+	// Negative: an error.
+	HousekeepingPeriod time.Duration
+
+	// CloseTimeout bounds how long Close waits for connections still in use. Zero value: 10 s.
+	// Negative: Close does not wait.
+	CloseTimeout time.Duration
+
+	// ConnectionInit runs once on every new physical connection, before the session baseline is
+	// recorded; an error fails that connection. Zero value: none.
+	ConnectionInit func(ctx context.Context, conn driver.Conn) error
+
+	// FatalError adds to or vetoes the pool's own decision (validate.Classify) that an error
+	// means the connection must be discarded. It returns decided=false to keep the pool's
+	// decision. Zero value: none.
+	FatalError func(err error) (fatal, decided bool)
+
+	// Logger receives the pool's structured log lines. Zero value: slog.Default().
+	Logger *slog.Logger
+
+	// Clock is the pool's source of time, for tests of lifecycle rules. Zero value: the system
+	// clock. Timers and sleeps use real time either way; tests drive housekeeping themselves.
+	Clock Clock
+}
+
+// Clock tells the time. The pool reads it on every acquire and release, so an implementation
+// must be cheap and safe for concurrent use.
+type Clock interface {
+	Now() time.Time
+}
+
+type systemClock struct{}
+
+func (systemClock) Now() time.Time { return time.Now() }
+
+var poolSeq atomic.Int64
+
+// resolved returns cfg with defaults and fix-ups applied, or an error naming the first field that
+// cannot be fixed up. Warnings go to the logger.
+func (cfg Config) resolved() (Config, error) {
+	c := cfg
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Clock == nil {
+		c.Clock = systemClock{}
+	}
+	if c.Name == "" {
+		c.Name = fmt.Sprintf("pool-%d", poolSeq.Add(1))
+	}
+	warn := func(field string, from, to any, why string) {
+		c.Logger.Warn("sqlpool: config value fixed up", "pool", c.Name, "field", field,
+			"given", from, "used", to, "reason", why)
+	}
+
+	switch {
+	case c.MaxConns < 0:
+		return c, fmt.Errorf("sqlpool: Config.MaxConns is %d; it must be at least 1 (zero means %d)", c.MaxConns, DefaultMaxConns)
+	case c.MaxConns == 0:
+		c.MaxConns = DefaultMaxConns
+	}
+	switch {
+	case c.MinIdleConns == 0:
+		c.MinIdleConns = c.MaxConns
+	case c.MinIdleConns < 0:
+		c.MinIdleConns = 0
+	case c.MinIdleConns > c.MaxConns:
+		warn("MinIdleConns", c.MinIdleConns, c.MaxConns, "above MaxConns")
+		c.MinIdleConns = c.MaxConns
+	}
+
+	switch {
+	case c.AcquireTimeout == 0:
+		c.AcquireTimeout = DefaultAcquireTimeout
+	case c.AcquireTimeout < 0:
+		c.AcquireTimeout = -1
+	case c.AcquireTimeout < TimeoutFloor:
+		warn("AcquireTimeout", c.AcquireTimeout, DefaultAcquireTimeout, "below the 250ms floor")
+		c.AcquireTimeout = DefaultAcquireTimeout
+	}
+	if c.ConnectTimeout == 0 {
+		c.ConnectTimeout = c.AcquireTimeout
+		if c.ConnectTimeout < 0 {
+			c.ConnectTimeout = DefaultAcquireTimeout
+		}
+	} else if c.ConnectTimeout < 0 {
+		c.ConnectTimeout = -1
+	}
+
+	switch {
+	case c.ValidationTimeout < 0:
+		return c, fmt.Errorf("sqlpool: Config.ValidationTimeout is %v; it must be positive (zero means %v)", c.ValidationTimeout, DefaultValidationTimeout)
+	case c.ValidationTimeout == 0:
+		c.ValidationTimeout = DefaultValidationTimeout
+	case c.ValidationTimeout < TimeoutFloor:
+		warn("ValidationTimeout", c.ValidationTimeout, DefaultValidationTimeout, "below the 250ms floor")
+		c.ValidationTimeout = DefaultValidationTimeout
+	}
+	if c.AcquireTimeout > 0 && c.ValidationTimeout >= c.AcquireTimeout {
+		v := c.AcquireTimeout / 2
+		if cfg.ValidationTimeout != 0 {
+			warn("ValidationTimeout", c.ValidationTimeout, v, "not below AcquireTimeout")
+		}
+		c.ValidationTimeout = v
+	}
+
+	switch {
+	case c.AliveBypassWindow == 0:
+		c.AliveBypassWindow = DefaultAliveBypassWindow
+	case c.AliveBypassWindow < 0:
+		c.AliveBypassWindow = -1
+	}
+
+	switch {
+	case c.MaxLifetime == 0:
+		c.MaxLifetime = DefaultMaxLifetime
+	case c.MaxLifetime < 0:
+		c.MaxLifetime = -1
+	case c.MaxLifetime < MinMaxLifetime:
+		warn("MaxLifetime", c.MaxLifetime, DefaultMaxLifetime, "below the 30s minimum")
+		c.MaxLifetime = DefaultMaxLifetime
+	}
+
+	switch {
+	case c.IdleTimeout == 0:
+		c.IdleTimeout = DefaultIdleTimeout
+	case c.IdleTimeout < 0:
+		c.IdleTimeout = -1
+	}
+	if c.IdleTimeout > 0 && c.MinIdleConns < c.MaxConns {
+		switch {
+		case c.MaxLifetime > 0 && c.IdleTimeout+time.Second > c.MaxLifetime:
+			warn("IdleTimeout", c.IdleTimeout, "off", "close to or more than MaxLifetime")
+			c.IdleTimeout = -1
+		case c.IdleTimeout < MinIdleTimeout:
+			warn("IdleTimeout", c.IdleTimeout, DefaultIdleTimeout, "below the 10s minimum")
+			c.IdleTimeout = DefaultIdleTimeout
+		}
+	}
+
+	switch {
+	case c.KeepaliveTime <= 0:
+		c.KeepaliveTime = -1
+	case c.KeepaliveTime < MinKeepaliveTime:
+		warn("KeepaliveTime", c.KeepaliveTime, "off", "below the 30s minimum")
+		c.KeepaliveTime = -1
+	case c.MaxLifetime > 0 && c.KeepaliveTime >= c.MaxLifetime:
+		warn("KeepaliveTime", c.KeepaliveTime, "off", "not below MaxLifetime")
+		c.KeepaliveTime = -1
+	}
+
+	switch {
+	case c.LeakDetectionThreshold <= 0:
+		c.LeakDetectionThreshold = -1
+	case c.LeakDetectionThreshold < MinLeakDetectionThreshold:
+		warn("LeakDetectionThreshold", c.LeakDetectionThreshold, "off", "below the 2s minimum")
+		c.LeakDetectionThreshold = -1
+	case c.MaxLifetime > 0 && c.LeakDetectionThreshold > c.MaxLifetime:
+		warn("LeakDetectionThreshold", c.LeakDetectionThreshold, "off", "above MaxLifetime")
+		c.LeakDetectionThreshold = -1
+	}
+
+	switch {
+	case c.InitializationFailTimeout == 0:
+		c.InitializationFailTimeout = DefaultInitializationFailTimeout
+	case c.InitializationFailTimeout < 0:
+		c.InitializationFailTimeout = -1
+	}
+
+	switch {
+	case c.HousekeepingPeriod < 0:
+		return c, fmt.Errorf("sqlpool: Config.HousekeepingPeriod is %v; it must be positive (zero means %v)", c.HousekeepingPeriod, DefaultHousekeepingPeriod)
+	case c.HousekeepingPeriod == 0:
+		c.HousekeepingPeriod = DefaultHousekeepingPeriod
+	}
+	switch {
+	case c.CloseTimeout == 0:
+		c.CloseTimeout = DefaultCloseTimeout
+	case c.CloseTimeout < 0:
+		c.CloseTimeout = 0
+	}
+	return c, nil
+}

@@ -1,0 +1,313 @@
+package pool
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+)
+
+// conn is the driver.Conn that database/sql sees: one per borrow, over one physical connection.
+//
+// Optional interfaces. conn implements every optional driver.Conn interface database/sql looks
+// for, and each method falls back to exactly what database/sql does when the wrapped connection
+// lacks that interface: ExecContext/QueryContext return driver.ErrSkip (database/sql then
+// prepares), BeginTx applies database/sql's own rules for non-default options, Ping returns nil,
+// CheckNamedValue returns driver.ErrSkip (database/sql's default converter). So behaviour and
+// round trips are those of the wrapped driver whatever subset it implements. SessionResetter
+// and Validator are the pool's own hooks for mode (b); they call the driver's when it has them.
+// database/sql only keeps a connection after a cancelled transaction when both are present, and
+// they always are here: the release plan then rolls back whatever was left open.
+type conn struct {
+	p      *Pool
+	e      *entry
+	closed bool
+}
+
+var (
+	_ driver.Conn               = (*conn)(nil)
+	_ driver.ConnBeginTx        = (*conn)(nil)
+	_ driver.ConnPrepareContext = (*conn)(nil)
+	_ driver.ExecerContext      = (*conn)(nil)
+	_ driver.QueryerContext     = (*conn)(nil)
+	_ driver.Pinger             = (*conn)(nil)
+	_ driver.NamedValueChecker  = (*conn)(nil)
+	_ driver.SessionResetter    = (*conn)(nil)
+	_ driver.Validator          = (*conn)(nil)
+)
+
+// Unwrap returns the driver's own connection, for sql.Conn.Raw users:
+//
+//	conn.Raw(func(dc any) error { mc := dc.(interface{ Unwrap() driver.Conn }).Unwrap(); … })
+//
+// The pool cannot see what is done with it, so the session state becomes unknown and the
+// connection gets a full reset (or is discarded) when it is returned.
+func (c *conn) Unwrap() driver.Conn {
+	c.e.sess.unknown()
+	return c.e.conn
+}
+
+// Unwrap returns the driver connection under a connection handed out by a Pool (the value
+// sql.Conn.Raw passes to its function), or dc itself when it is not one of the pool's.
+func Unwrap(dc any) driver.Conn {
+	if c, ok := dc.(*conn); ok {
+		return c.Unwrap()
+	}
+	d, _ := dc.(driver.Conn)
+	return d
+}
+
+// observe records a fatal error so that the connection is never handed out again.
+func (c *conn) observe(err error) error {
+	if err != nil && err != driver.ErrSkip {
+		c.p.observe(c.e, err)
+	}
+	return err
+}
+
+func (c *conn) Prepare(query string) (driver.Stmt, error) {
+	return c.PrepareContext(context.Background(), query)
+}
+
+func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	var ds driver.Stmt
+	var err error
+	if pc, ok := c.e.conn.(driver.ConnPrepareContext); ok {
+		ds, err = pc.PrepareContext(ctx, query)
+	} else {
+		ds, err = c.e.conn.Prepare(query)
+		if err == nil {
+			select {
+			case <-ctx.Done():
+				_ = ds.Close()
+				return nil, ctx.Err()
+			default:
+			}
+		}
+	}
+	if err != nil {
+		return nil, c.observe(err)
+	}
+	return newStmt(c, ds, query), nil
+}
+
+// Close returns the connection to the pool (mode a), or hands it back to the pool for good when
+// database/sql drops a connection from its own idle list (mode b).
+func (c *conn) Close() error {
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	p, e := c.p, c.e
+	switch e.state.Load() {
+	case stateInUse:
+		p.release(e)
+	case stateLent:
+		// Already cleaned by IsValid; take it back from database/sql.
+		if e.state.CompareAndSwap(stateLent, stateReserved) {
+			now := p.nanotime()
+			switch {
+			case e.evict.Load():
+				p.closeEntry(e, "evicted")
+			case e.expired(now):
+				p.closeEntry(e, "passed MaxLifetime")
+			default:
+				if !p.store.put(e) {
+					p.closeEntry(e, "pool closed")
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (c *conn) Begin() (driver.Tx, error) {
+	return c.BeginTx(context.Background(), driver.TxOptions{})
+}
+
+func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	var t driver.Tx
+	var err error
+	if bc, ok := c.e.conn.(driver.ConnBeginTx); ok {
+		t, err = bc.BeginTx(ctx, opts)
+	} else {
+		// database/sql's rules for a driver without ConnBeginTx (ctxutil.go).
+		if opts.Isolation != driver.IsolationLevel(0) {
+			return nil, errors.New("sql: driver does not support non-default isolation level")
+		}
+		if opts.ReadOnly {
+			return nil, errors.New("sql: driver does not support read-only transactions")
+		}
+		t, err = c.e.conn.Begin() //nolint:staticcheck // the legacy path is the point
+		if err == nil {
+			select {
+			case <-ctx.Done():
+				_ = t.Rollback()
+				return nil, ctx.Err()
+			default:
+			}
+		}
+	}
+	c.e.sess.begin(opts)
+	if err != nil {
+		c.e.sess.failed()
+		return nil, c.observe(err)
+	}
+	return &tx{c: c, t: t}, nil
+}
+
+func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	var r driver.Result
+	var err error
+	if ec, ok := c.e.conn.(driver.ExecerContext); ok {
+		c.e.sess.statement(query)
+		r, err = ec.ExecContext(ctx, query, args)
+	} else if ex, ok := c.e.conn.(driver.Execer); ok { //nolint:staticcheck
+		var vals []driver.Value
+		if vals, err = namedValuesToValues(args); err != nil {
+			return nil, err
+		}
+		if err = ctx.Err(); err != nil {
+			return nil, err
+		}
+		c.e.sess.statement(query)
+		r, err = ex.Exec(query, vals)
+	} else {
+		return nil, driver.ErrSkip
+	}
+	if err != nil {
+		c.e.sess.failed()
+		return nil, c.observe(err)
+	}
+	return r, nil
+}
+
+func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	var r driver.Rows
+	var err error
+	if qc, ok := c.e.conn.(driver.QueryerContext); ok {
+		c.e.sess.statement(query)
+		r, err = qc.QueryContext(ctx, query, args)
+	} else if q, ok := c.e.conn.(driver.Queryer); ok { //nolint:staticcheck
+		var vals []driver.Value
+		if vals, err = namedValuesToValues(args); err != nil {
+			return nil, err
+		}
+		if err = ctx.Err(); err != nil {
+			return nil, err
+		}
+		c.e.sess.statement(query)
+		r, err = q.Query(query, vals)
+	} else {
+		return nil, driver.ErrSkip
+	}
+	if err != nil {
+		c.e.sess.failed()
+		return nil, c.observe(err)
+	}
+	return r, nil
+}
+
+func (c *conn) Ping(ctx context.Context) error {
+	if pc, ok := c.e.conn.(driver.Pinger); ok {
+		return c.observe(pc.Ping(ctx))
+	}
+	return nil
+}
+
+func (c *conn) CheckNamedValue(nv *driver.NamedValue) error {
+	if nc, ok := c.e.conn.(driver.NamedValueChecker); ok {
+		return nc.CheckNamedValue(nv)
+	}
+	return driver.ErrSkip
+}
+
+// ResetSession is called by database/sql before it reuses a connection from its own idle list
+// (mode b). It runs the pool's acquire checks and returns driver.ErrBadConn for a connection
+// that is marked, expired, dead or owned by a closed pool; database/sql then closes it and
+// tries another.
+func (c *conn) ResetSession(ctx context.Context) error {
+	p, e := c.p, c.e
+	if !e.state.CompareAndSwap(stateLent, stateInUse) {
+		if e.state.Load() == stateInUse {
+			return nil // not lent: nothing to check (a fresh connection)
+		}
+		return driver.ErrBadConn // closed by the pool while parked
+	}
+	if p.closed.Load() {
+		return driver.ErrBadConn
+	}
+	now := p.nanotime()
+	if sr, ok := e.conn.(driver.SessionResetter); ok {
+		if err := sr.ResetSession(ctx); err != nil {
+			e.evict.Store(true)
+			return driver.ErrBadConn
+		}
+	}
+	if !p.usableLent(ctx, e, now) {
+		return driver.ErrBadConn
+	}
+	p.dbAcquires.Add(1)
+	e.borrowedAt = now
+	if p.cfg.LeakDetectionThreshold > 0 {
+		e.leak = p.watchLeak(e)
+	}
+	return nil
+}
+
+// IsValid is called by database/sql when a borrower is done with the connection, before it
+// parks it (mode b) or closes it (mode a). It runs the release plan, keeps ownership, and
+// returns false when the connection cannot be reused; database/sql then closes it.
+func (c *conn) IsValid() bool {
+	p, e := c.p, c.e
+	if e.state.Load() != stateInUse {
+		return e.state.Load() == stateLent
+	}
+	now := p.nanotime()
+	if reason := p.clean(e, now); reason != "" {
+		e.evict.Store(true)
+		if e.fatal == nil {
+			e.fatal = errors.New(reason)
+		}
+		return false
+	}
+	e.lastReturned.Store(now)
+	e.lastAlive.Store(now)
+	e.state.Store(stateLent)
+	return true
+}
+
+func namedValuesToValues(named []driver.NamedValue) ([]driver.Value, error) {
+	vals := make([]driver.Value, len(named))
+	for i, nv := range named {
+		if nv.Name != "" {
+			return nil, errors.New("sql: driver does not support the use of Named Parameters")
+		}
+		vals[i] = nv.Value
+	}
+	return vals, nil
+}
+
+func driverValid(dc driver.Conn) bool {
+	if v, ok := dc.(driver.Validator); ok {
+		return v.IsValid()
+	}
+	return true
+}
+
+// tx tracks the end of a transaction for the release plan.
+type tx struct {
+	c *conn
+	t driver.Tx
+}
+
+func (t *tx) Commit() error {
+	err := t.t.Commit()
+	t.c.e.sess.commit(err)
+	return t.c.observe(err)
+}
+
+func (t *tx) Rollback() error {
+	err := t.t.Rollback()
+	t.c.e.sess.rollback(err)
+	return t.c.observe(err)
+}

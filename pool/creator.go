@@ -1,0 +1,140 @@
+package pool
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// creator is the pool's one dialling goroutine: borrowers never dial. It creates connections
+// while the pool is below MaxConns and either below MinIdleConns idle or has more waiters than
+// idle connections, and backs off (10 ms doubling, capped at min(5 s, AcquireTimeout/2)) after
+// a failure.
+func (p *Pool) creator() {
+	defer p.wg.Done()
+	backoff := time.Duration(0)
+	maxBackoff := 5 * time.Second
+	if at := p.cfg.AcquireTimeout; at > 0 {
+		maxBackoff = min(maxBackoff, at/2)
+	}
+	for {
+		select {
+		case <-p.createCh:
+		case <-p.done:
+			return
+		}
+		for p.shouldCreate() {
+			e, err := p.dial()
+			if err != nil {
+				if p.closed.Load() {
+					return
+				}
+				p.setLastError(err)
+				p.cfg.Logger.Warn("sqlpool: cannot open a connection; retrying",
+					"pool", p.cfg.Name, "error", err, "retry_in", backoff)
+				backoff = min(max(backoff*2, 10*time.Millisecond), maxBackoff)
+				t := time.NewTimer(backoff)
+				select {
+				case <-t.C:
+				case <-p.done:
+					t.Stop()
+					return
+				}
+				continue
+			}
+			backoff = 0
+			if p.closed.Load() {
+				_ = e.conn.Close()
+				return
+			}
+			p.register(e)
+			p.cfg.Logger.Debug("sqlpool: connection opened", "pool", p.cfg.Name, "conn", e.id)
+			if !p.store.put(e) {
+				p.closeEntry(e, "pool closed")
+			}
+		}
+	}
+}
+
+func (p *Pool) shouldCreate() bool {
+	if p.closed.Load() || int(p.total.Load()) >= p.cfg.MaxConns {
+		return false
+	}
+	idle, waiting, _ := p.store.counts()
+	return idle < p.cfg.MinIdleConns || waiting > idle
+}
+
+// initError marks a failure of ConnectionInit: the database answered, the setup is wrong.
+type initError struct{ err error }
+
+func (e *initError) Error() string { return "ConnectionInit: " + e.err.Error() }
+func (e *initError) Unwrap() error { return e.err }
+
+// dial opens one physical connection, runs ConnectionInit and records the session baseline,
+// all within ConnectTimeout.
+func (p *Pool) dial() (*entry, error) {
+	ctx := p.dialCtx
+	if p.cfg.ConnectTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.cfg.ConnectTimeout)
+		defer cancel()
+	}
+	dc, err := p.connector.Connect(ctx)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && p.dialCtx.Err() == nil {
+			err = fmt.Errorf("connect timed out after ConnectTimeout %v: %w", p.cfg.ConnectTimeout, err)
+		}
+		return nil, err
+	}
+	if dc == nil {
+		return nil, errors.New("the connector returned a nil connection and no error")
+	}
+	if f := p.cfg.ConnectionInit; f != nil {
+		if err := f(ctx, dc); err != nil {
+			_ = dc.Close()
+			return nil, &initError{err}
+		}
+	}
+	e := &entry{conn: dc}
+	if err := e.sess.init(ctx, dc); err != nil {
+		_ = dc.Close()
+		return nil, fmt.Errorf("recording the session baseline: %w", err)
+	}
+	now := p.nanotime()
+	e.createdAt = now
+	e.expiresAt, e.keepaliveGap = p.lifetime(now)
+	e.lastReturned.Store(now)
+	e.lastAlive.Store(now)
+	e.state.Store(stateReserved)
+	return e, nil
+}
+
+// observe is called with every error a driver call returned while e was in use. A fatal error
+// marks e so that it is closed on release; one that says the server went away also makes every
+// idle connection last known alive before now be probed on its next acquire.
+func (p *Pool) observe(e *entry, err error) {
+	fatal, reason, gone := p.classify(e, err)
+	if !fatal {
+		return
+	}
+	if e.fatal == nil {
+		e.fatal = fmt.Errorf("%s: %w", reason, err)
+	}
+	if gone {
+		p.goneAt.Store(p.nanotime())
+		p.signalCreator()
+	}
+}
+
+func (p *Pool) classify(e *entry, err error) (fatal bool, reason string, gone bool) {
+	if f := p.cfg.FatalError; f != nil {
+		if fatal, decided := f(err); decided {
+			return fatal, "fatal by Config.FatalError", false
+		}
+	}
+	return classifyErr(err, e.sess.readOnlyTx())
+}
+
+var _ = driver.ErrBadConn

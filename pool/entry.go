@@ -1,0 +1,53 @@
+package pool
+
+import (
+	"database/sql/driver"
+	"sync/atomic"
+	"time"
+)
+
+// Entry states. Every physical connection has exactly one, changed with atomic stores under
+// store.mu (idle ↔ inUse) or compare-and-swap elsewhere (inUse ↔ lent, anything → removed).
+const (
+	stateIdle     int32 = iota // on the idle stack
+	stateInUse                 // handed out by Connect, or checked out of database/sql's idle list
+	stateLent                  // mode (b): parked in database/sql's idle list; counts as idle
+	stateReserved              // taken off the stack by the housekeeper or Close
+	stateRemoved               // closed or being closed
+)
+
+var stateNames = [...]string{"idle", "inUse", "lent", "reserved", "removed"}
+
+// entry is the registry's record of one physical connection.
+type entry struct {
+	conn driver.Conn
+	id   uint64
+
+	state atomic.Int32
+	// evict marks the connection for closing at its next acquire or release (SoftEvict,
+	// MaxLifetime of a connection in use, Close).
+	evict atomic.Bool
+
+	// Times in nanoseconds on the pool's clock (Pool.nanotime).
+	createdAt    int64
+	expiresAt    int64 // 0: never
+	keepaliveGap int64 // jittered KeepaliveTime; 0: off
+	// lastReturned is stamped at every release; IdleTimeout counts from it.
+	lastReturned atomic.Int64
+	// lastAlive is the last time the connection was known good: created, returned, or probed.
+	// AliveBypassWindow counts from it.
+	lastAlive atomic.Int64
+	// borrowedAt is stamped at every acquire; read by the owner and by leak reports.
+	borrowedAt int64
+
+	// Owned by the goroutine that holds the connection.
+	sess  session
+	fatal error // first fatal error seen while in use
+	leak  *leakTask
+}
+
+func (e *entry) expired(now int64) bool { return e.expiresAt != 0 && now >= e.expiresAt }
+
+func (e *entry) stateName() string { return stateNames[e.state.Load()] }
+
+func durNanos(d time.Duration) int64 { return int64(d) }

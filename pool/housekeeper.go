@@ -1,0 +1,83 @@
+package pool
+
+import (
+	"context"
+	"time"
+
+	"github.com/sqlpool/sqlpool/validate"
+)
+
+// housekeeper runs housekeep every HousekeepingPeriod until the pool closes.
+func (p *Pool) housekeeper() {
+	defer p.wg.Done()
+	t := time.NewTicker(p.cfg.HousekeepingPeriod)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			p.housekeep()
+		case <-p.done:
+			return
+		}
+	}
+}
+
+// housekeep retires idle connections past IdleTimeout above MinIdleConns, closes idle ones past
+// MaxLifetime or marked, marks expired ones that are in use or parked in database/sql, pings
+// idle ones due for keepalive, and wakes the creator to refill.
+func (p *Pool) housekeep() {
+	if p.closed.Load() {
+		return
+	}
+	now := p.nanotime()
+	idleTimeout := durNanos(p.cfg.IdleTimeout)
+	useIdleTimeout := idleTimeout > 0 && p.cfg.MinIdleConns < p.cfg.MaxConns
+	type job struct {
+		e      *entry
+		reason string
+	}
+	var retire []job
+	var ping []*entry
+	p.store.takeIf(func(e *entry, remaining int) bool {
+		switch {
+		case e.evict.Load():
+			retire = append(retire, job{e, "evicted"})
+		case e.expired(now):
+			retire = append(retire, job{e, "passed MaxLifetime"})
+		case useIdleTimeout && remaining > p.cfg.MinIdleConns && now-e.lastReturned.Load() > idleTimeout:
+			retire = append(retire, job{e, "passed IdleTimeout"})
+		case e.keepaliveGap > 0 && now-e.lastAlive.Load() > e.keepaliveGap:
+			ping = append(ping, e)
+		default:
+			return false
+		}
+		return true
+	})
+	for _, j := range retire {
+		p.closeEntry(j.e, j.reason)
+	}
+	for _, e := range ping {
+		ctx, cancel := context.WithCancel(p.dialCtx)
+		err := validate.Probe(ctx, e.conn, p.cfg.ValidationTimeout)
+		cancel()
+		if err != nil {
+			p.setLastError(err)
+			p.closeEntry(e, "dead (keepalive failed)")
+			continue
+		}
+		e.lastAlive.Store(p.nanotime())
+		if !p.store.put(e) {
+			p.closeEntry(e, "pool closed")
+		}
+	}
+	// Connections in use or parked in database/sql are only marked; they are closed when
+	// returned or checked out.
+	p.regMu.Lock()
+	for e := range p.all {
+		if e.expired(now) {
+			e.evict.Store(true)
+		}
+	}
+	p.regMu.Unlock()
+	p.signalCreator()
+}

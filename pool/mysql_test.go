@@ -1,0 +1,248 @@
+package pool_test
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"fmt"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"go.uber.org/goleak"
+
+	"github.com/sqlpool/sqlpool/internal/mysqltest"
+	"github.com/sqlpool/sqlpool/pool"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, mysqltest.GoleakOptions()...)
+}
+
+var quietLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+
+func mysqlConnector(t testing.TB, dsn string) driver.Connector {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatalf("ParseDSN: %v", err)
+	}
+	c, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatalf("NewConnector: %v", err)
+	}
+	return c
+}
+
+func newMySQLPool(t testing.TB, dsn string, cfg pool.Config) *pool.Pool {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quietLog
+	}
+	p, err := pool.New(mysqlConnector(t, dsn), cfg)
+	if err != nil {
+		t.Fatalf("pool.New: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := p.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return p
+}
+
+// The database/sql round trip, in the three ways a user can put database/sql in front.
+func TestMySQLRoundTrip(t *testing.T) {
+	dsn := mysqltest.DSN(t)
+	for i, mode := range []string{"sql.OpenDB", "OpenDB", "OpenDB(KeepIdleInDB)"} {
+		t.Run(mode, func(t *testing.T) {
+			p := newMySQLPool(t, dsn, pool.Config{MaxConns: 4, MinIdleConns: -1})
+			var db *sql.DB
+			switch mode {
+			case "sql.OpenDB":
+				db = sql.OpenDB(p)
+			case "OpenDB":
+				db = p.OpenDB()
+			default:
+				db = p.OpenDB(pool.KeepIdleInDB())
+			}
+			defer db.Close()
+			ctx := context.Background()
+			table := fmt.Sprintf("pool_roundtrip_%d", i)
+			mustExec(t, db, "DROP TABLE IF EXISTS "+table)
+			mustExec(t, db, "CREATE TABLE "+table+" (id INT PRIMARY KEY, v VARCHAR(32))")
+			defer mustExec(t, db, "DROP TABLE IF EXISTS "+table)
+
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j := 0; j < 10; j++ {
+				if _, err := tx.ExecContext(ctx, "INSERT INTO "+table+" VALUES (?, ?)", j, fmt.Sprint("v", j)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+			var n int
+			if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+table).Scan(&n); err != nil || n != 10 {
+				t.Fatalf("count = %d, %v; want 10", n, err)
+			}
+			var v string
+			if err := db.QueryRowContext(ctx, "SELECT v FROM "+table+" WHERE id = ?", 7).Scan(&v); err != nil || v != "v7" {
+				t.Fatalf("v = %q, %v", v, err)
+			}
+			stmt, err := db.PrepareContext(ctx, "SELECT v FROM "+table+" WHERE id = ?")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j := 0; j < 5; j++ {
+				if err := stmt.QueryRowContext(ctx, j).Scan(&v); err != nil || v != fmt.Sprint("v", j) {
+					t.Fatalf("stmt: %q, %v", v, err)
+				}
+			}
+			_ = stmt.Close()
+			if err := db.PingContext(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if s := p.Stats(); s.Total > 4 || s.Created == 0 {
+				t.Fatalf("stats: %+v", s)
+			}
+		})
+	}
+}
+
+// waitFor polls cond until it holds or 10 s pass; only for background work (the creator).
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func mustExec(t testing.TB, db *sql.DB, q string, args ...any) {
+	t.Helper()
+	if _, err := db.ExecContext(context.Background(), q, args...); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// Invariant 1: after warm-up, db.Conn+Close cycles through p.OpenDB() send nothing, and cycles
+// running autocommit statements send exactly what plain database/sql sends for them.
+func TestZeroBytesCleanCycle(t *testing.T) {
+	dsn := mysqltest.DSN(t)
+	cfg, _ := mysql.ParseDSN(dsn)
+	proxy := mysqltest.NewProxy(t, cfg.Addr)
+	p := newMySQLPool(t, proxy.DSN(dsn), pool.Config{MaxConns: 2})
+	db := p.OpenDB()
+	defer db.Close()
+	ctx := context.Background()
+
+	cycles := 10000
+	if testing.Short() {
+		cycles = 1000
+	}
+	// Warm up: the creator fills the pool and every connection has been used once.
+	waitFor(t, "the pool is full", func() bool { return p.Stats().Idle == 2 })
+	for i := 0; i < 10; i++ {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.Close()
+	}
+	proxy.Reset()
+	for i := 0; i < cycles; i++ {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := proxy.Counts(); got.ClientBytes != 0 || got.ServerBytes != 0 {
+		t.Fatalf("%d clean db.Conn+Close cycles sent %d bytes (%d packets) to the server and got %d back; want 0",
+			cycles, got.ClientBytes, got.ClientPackets, got.ServerBytes)
+	}
+
+	// Autocommit statements: the pool adds nothing to what the borrower sends.
+	const stmts = 200
+	proxy.Reset()
+	for i := 0; i < stmts; i++ {
+		var one int
+		if err := db.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pooled := proxy.Counts()
+
+	plain := sql.OpenDB(mysqlConnector(t, proxy.DSN(dsn)))
+	defer plain.Close()
+	plain.SetMaxIdleConns(2)
+	var one int
+	_ = plain.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+	proxy.Reset()
+	for i := 0; i < stmts; i++ {
+		if err := plain.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+			t.Fatal(err)
+		}
+	}
+	direct := proxy.Counts()
+	if pooled.ClientBytes != direct.ClientBytes || pooled.ClientPackets != direct.ClientPackets {
+		t.Fatalf("%d SELECT 1 through the pool sent %d bytes/%d packets; plain database/sql sent %d/%d",
+			stmts, pooled.ClientBytes, pooled.ClientPackets, direct.ClientBytes, direct.ClientPackets)
+	}
+}
+
+// Outside the bypass window an acquire sends one COM_PING (5 bytes) and nothing else.
+func TestProbeOutsideWindowIsOnePing(t *testing.T) {
+	dsn := mysqltest.DSN(t)
+	cfg, _ := mysql.ParseDSN(dsn)
+	proxy := mysqltest.NewProxy(t, cfg.Addr)
+	p := newMySQLPool(t, proxy.DSN(dsn), pool.Config{MaxConns: 1, AliveBypassWindow: -1})
+	db := p.OpenDB()
+	defer db.Close()
+	ctx := context.Background()
+	c, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	proxy.Reset()
+	c, err = db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	if got := proxy.Counts(); got.ClientPackets != 1 || got.ClientBytes != 5 {
+		t.Fatalf("acquire with validation sent %d packets, %d bytes; want one COM_PING (1 packet, 5 bytes)", got.ClientPackets, got.ClientBytes)
+	}
+}
+
+// BenchmarkDriverResetSession measures go-sql-driver/mysql's zero-byte liveness check (a
+// non-blocking read on the socket) — the cost the pool would add to every acquire inside the
+// bypass window if it ran it. See docs/ARCHITECTURE.md, "Inside the bypass window".
+func BenchmarkDriverResetSession(b *testing.B) {
+	c := mysqlConnector(b, mysqltest.DSN(b))
+	dc, err := c.Connect(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer dc.Close()
+	sr := dc.(driver.SessionResetter)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := sr.ResetSession(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,425 @@
+// Package pool is a HikariCP-style connection pool behind database/sql.
+//
+// A *Pool wraps any driver.Connector and is itself one, so sql.OpenDB(p) works; p.OpenDB()
+// returns a *sql.DB set up so that every borrow and return goes through the pool (mode a), and
+// p.OpenDB(KeepIdleInDB()) one that lets database/sql keep idle connections (mode b, faster,
+// fewer guarantees). See docs/ARCHITECTURE.md for the two modes and the invariants.
+//
+// What the pool adds to database/sql: validation on acquire for connections idle longer than
+// AliveBypassWindow, a release that rolls back and resets only what the borrower left behind
+// (package txstate), eviction of connections that saw a fatal error (package validate), FIFO
+// waiting bounded by AcquireTimeout and MaxWaiters, one creator goroutine with backoff,
+// MinIdleConns, IdleTimeout, MaxLifetime with jitter, KeepaliveTime, leak detection, SoftEvict,
+// Suspend/Resume and a bounded Close. A clean borrow/return cycle sends nothing to the server.
+package pool
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Pool is a connection pool. Its methods are safe for concurrent use. Create one with New and
+// release it with Close.
+type Pool struct {
+	cfg       Config
+	connector driver.Connector
+	epoch     time.Time
+
+	store store
+
+	regMu sync.Mutex
+	all   map[*entry]struct{}
+	total atomic.Int32
+	seq   uint64
+
+	closed    atomic.Bool
+	done      chan struct{} // closed by Close
+	dialCtx   context.Context
+	dialStop  context.CancelFunc
+	wg        sync.WaitGroup
+	createCh  chan struct{} // wakes the creator
+	returnedC chan struct{} // signalled on every close of an entry while closing
+
+	suspendMu sync.Mutex
+	suspended atomic.Bool
+	resumeCh  chan struct{}
+
+	// goneAt is when a connection last reported that the whole server went away; idle
+	// connections last known alive before it are probed on their next acquire.
+	goneAt atomic.Int64
+
+	lastErr atomic.Pointer[errBox]
+
+	timeouts     atomic.Uint64
+	created      atomic.Uint64
+	closedN      atomic.Uint64
+	dbAcquires   atomic.Uint64 // mode (b) checkouts through ResetSession
+	exhausted    atomic.Uint64
+	validations  atomic.Uint64
+	probeFailed  atomic.Uint64
+	releasePlans atomic.Uint64
+}
+
+type errBox struct{ err error }
+
+// Stats is a snapshot of a pool's state and cumulative counters.
+type Stats struct {
+	Name     string
+	MaxConns int
+	Total    int // physical connections open
+	Active   int // in use by a borrower
+	Idle     int // idle in the pool, or parked idle in database/sql (mode b)
+	Waiting  int // goroutines waiting in Connect
+
+	Acquires      uint64 // successful acquires, through Connect or mode (b) checkouts
+	Timeouts      uint64 // acquires that reached their deadline
+	Exhausted     uint64 // acquires refused with ErrPoolExhausted
+	Created       uint64 // physical connections opened
+	Closed        uint64 // physical connections closed
+	Validations   uint64 // liveness probes run on acquire (bypass window passed)
+	ProbeFailures uint64 // probes that found a dead connection
+	ReleasePlans  uint64 // releases that had to run statements (rollback or reset)
+	// LastError is the last dial, init or validation error, or nil.
+	LastError error
+}
+
+func (s Stats) String() string {
+	return fmt.Sprintf("%s: total=%d active=%d idle=%d waiting=%d acquires=%d timeouts=%d created=%d closed=%d",
+		s.Name, s.Total, s.Active, s.Idle, s.Waiting, s.Acquires, s.Timeouts, s.Created, s.Closed)
+}
+
+// New returns a pool that opens connections with c. It validates cfg (see Config), starts the
+// creator and housekeeper goroutines and, unless InitializationFailTimeout is negative, opens a
+// first connection and fails if it cannot within InitializationFailTimeout.
+func New(c driver.Connector, cfg Config) (*Pool, error) {
+	if c == nil {
+		return nil, errors.New("sqlpool: New: the driver.Connector is nil; pass mysql.NewConnector(cfg) or another connector")
+	}
+	rc, err := cfg.resolved()
+	if err != nil {
+		return nil, err
+	}
+	p := &Pool{
+		cfg:       rc,
+		connector: c,
+		epoch:     rc.Clock.Now(),
+		all:       make(map[*entry]struct{}),
+		done:      make(chan struct{}),
+		createCh:  make(chan struct{}, 1),
+		returnedC: make(chan struct{}, 1),
+	}
+	p.store.idle = make([]*entry, 0, rc.MaxConns)
+	p.dialCtx, p.dialStop = context.WithCancel(context.Background())
+
+	if rc.InitializationFailTimeout > 0 {
+		if err := p.checkFailFast(); err != nil {
+			p.dialStop()
+			return nil, err
+		}
+	}
+	p.wg.Add(2)
+	go p.creator()
+	go p.housekeeper()
+	p.signalCreator()
+	return p, nil
+}
+
+// checkFailFast opens the first connection, retrying until InitializationFailTimeout.
+func (p *Pool) checkFailFast() error {
+	start := time.Now()
+	for {
+		e, err := p.dial()
+		if err == nil {
+			if p.cfg.MinIdleConns > 0 {
+				p.register(e)
+				p.store.put(e)
+			} else {
+				_ = e.conn.Close()
+			}
+			return nil
+		}
+		var ie *initError
+		if errors.As(err, &ie) || time.Since(start)+time.Second > p.cfg.InitializationFailTimeout {
+			return fmt.Errorf("sqlpool: %s: New: cannot open a first connection (InitializationFailTimeout %v; set it negative to start without one): %w",
+				p.cfg.Name, p.cfg.InitializationFailTimeout, err)
+		}
+		select {
+		case <-time.After(time.Second):
+		case <-p.dialCtx.Done():
+			return err
+		}
+	}
+}
+
+// Config returns the pool's configuration with defaults and fix-ups applied.
+func (p *Pool) Config() Config { return p.cfg }
+
+// Driver implements driver.Connector. The driver it returns cannot open connections by name;
+// it exists because database/sql asks for one.
+func (p *Pool) Driver() driver.Driver { return poolDriver{p} }
+
+type poolDriver struct{ p *Pool }
+
+func (d poolDriver) Open(string) (driver.Conn, error) {
+	return nil, fmt.Errorf("sqlpool: %s: a pool's driver cannot open connections by name; use sql.OpenDB(pool) or pool.OpenDB()", d.p.cfg.Name)
+}
+
+// Connect implements driver.Connector: it acquires a connection (see the package doc) and
+// returns a proxy whose Close gives it back to the pool. It never returns driver.ErrBadConn.
+func (p *Pool) Connect(ctx context.Context) (driver.Conn, error) {
+	e, err := p.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &conn{p: p, e: e}, nil
+}
+
+// Stats returns a snapshot of the pool. It takes the pool's locks briefly; it is meant for
+// metrics scrapes and logs, not for hot paths.
+func (p *Pool) Stats() Stats {
+	idle, waiting, acquires := p.store.counts()
+	s := Stats{
+		Name:          p.cfg.Name,
+		MaxConns:      p.cfg.MaxConns,
+		Waiting:       waiting,
+		Acquires:      acquires + p.dbAcquires.Load(),
+		Timeouts:      p.timeouts.Load(),
+		Exhausted:     p.exhausted.Load(),
+		Created:       p.created.Load(),
+		Closed:        p.closedN.Load(),
+		Validations:   p.validations.Load(),
+		ProbeFailures: p.probeFailed.Load(),
+		ReleasePlans:  p.releasePlans.Load(),
+		LastError:     p.lastError(),
+	}
+	p.regMu.Lock()
+	s.Total = len(p.all)
+	lent := 0
+	for e := range p.all {
+		if e.state.Load() == stateLent {
+			lent++
+		}
+	}
+	p.regMu.Unlock()
+	s.Idle = min(idle+lent, s.Total)
+	s.Active = s.Total - s.Idle
+	return s
+}
+
+// SoftEvict marks every connection for closing: idle ones are closed now, ones in use (or
+// parked in database/sql) when they are next returned or checked out. The creator replaces them.
+func (p *Pool) SoftEvict() {
+	p.regMu.Lock()
+	for e := range p.all {
+		e.evict.Store(true)
+	}
+	p.regMu.Unlock()
+	for _, e := range p.store.takeIf(func(*entry, int) bool { return true }) {
+		p.closeEntry(e, "evicted (SoftEvict)")
+	}
+	p.signalCreator()
+}
+
+// Suspend makes new acquires wait until Resume; each still ends at its deadline. Connections
+// already handed out are not affected. Suspend on a suspended pool does nothing.
+func (p *Pool) Suspend() {
+	p.suspendMu.Lock()
+	if !p.suspended.Load() {
+		p.resumeCh = make(chan struct{})
+		p.suspended.Store(true)
+	}
+	p.suspendMu.Unlock()
+}
+
+// Resume lets acquires waiting because of Suspend go on. Resume on a pool that is not
+// suspended does nothing.
+func (p *Pool) Resume() {
+	p.suspendMu.Lock()
+	if p.suspended.Load() {
+		p.suspended.Store(false)
+		close(p.resumeCh)
+	}
+	p.suspendMu.Unlock()
+	p.signalCreator()
+}
+
+// Close closes the pool: new acquires fail with ErrClosed at once, waiters are woken with
+// ErrClosed, idle connections are closed, and Close waits up to CloseTimeout for connections in
+// use, closing each as it comes back. It returns an error naming the connections still out
+// after that; they are closed when returned. Close stops every goroutine the pool started.
+// A second Close returns nil.
+func (p *Pool) Close() error {
+	if !p.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	close(p.done)
+	p.dialStop()
+	p.suspendMu.Lock()
+	if p.suspended.Load() {
+		p.suspended.Store(false)
+		close(p.resumeCh)
+	}
+	p.suspendMu.Unlock()
+
+	for _, e := range p.store.close() {
+		p.closeEntry(e, "pool closed")
+	}
+	// Connections parked in database/sql (mode b) are idle: take them back and close them.
+	p.regMu.Lock()
+	var lent []*entry
+	for e := range p.all {
+		e.evict.Store(true)
+		if e.state.CompareAndSwap(stateLent, stateReserved) {
+			lent = append(lent, e)
+		}
+	}
+	p.regMu.Unlock()
+	for _, e := range lent {
+		p.closeEntry(e, "pool closed")
+	}
+	p.wg.Wait()
+
+	deadline := time.NewTimer(p.cfg.CloseTimeout)
+	defer deadline.Stop()
+	for p.total.Load() > 0 {
+		select {
+		case <-p.returnedC:
+		case <-deadline.C:
+			return p.stillOutError()
+		}
+	}
+	return nil
+}
+
+func (p *Pool) stillOutError() error {
+	p.regMu.Lock()
+	var out []string
+	now := p.nanotime()
+	for e := range p.all {
+		out = append(out, fmt.Sprintf("conn %d (%s, held %v)", e.id, e.stateName(),
+			time.Duration(now-e.borrowedAt).Round(time.Millisecond)))
+	}
+	p.regMu.Unlock()
+	sort.Strings(out)
+	return fmt.Errorf("sqlpool: %s: closed with %d connection(s) still in use after CloseTimeout %v: %s; each is closed when returned",
+		p.cfg.Name, len(out), p.cfg.CloseTimeout, strings.Join(out, ", "))
+}
+
+// nanotime is the pool's clock in nanoseconds since New.
+func (p *Pool) nanotime() int64 { return int64(p.cfg.Clock.Now().Sub(p.epoch)) }
+
+func (p *Pool) signalCreator() {
+	select {
+	case p.createCh <- struct{}{}:
+	default:
+	}
+}
+
+func (p *Pool) setLastError(err error) { p.lastErr.Store(&errBox{err}) }
+
+func (p *Pool) lastError() error {
+	if b := p.lastErr.Load(); b != nil {
+		return b.err
+	}
+	return nil
+}
+
+// register adds a new entry to the registry.
+func (p *Pool) register(e *entry) {
+	p.regMu.Lock()
+	p.seq++
+	e.id = p.seq
+	p.all[e] = struct{}{}
+	p.total.Add(1)
+	p.regMu.Unlock()
+	p.created.Add(1)
+}
+
+// closeEntry removes e from the registry and closes its connection. The caller owns e (it is
+// in use, reserved or lent to the caller), so no one else can hand it out.
+func (p *Pool) closeEntry(e *entry, reason string) {
+	if e.state.Swap(stateRemoved) == stateRemoved {
+		return
+	}
+	if e.leak != nil {
+		e.leak.stop(p, e)
+		e.leak = nil
+	}
+	p.regMu.Lock()
+	_, ok := p.all[e]
+	delete(p.all, e)
+	p.regMu.Unlock()
+	if !ok {
+		return
+	}
+	err := e.conn.Close()
+	p.total.Add(-1)
+	p.closedN.Add(1)
+	p.cfg.Logger.Debug("sqlpool: connection closed", "pool", p.cfg.Name, "conn", e.id, "reason", reason, "close_error", err)
+	if p.closed.Load() {
+		select {
+		case p.returnedC <- struct{}{}:
+		default:
+		}
+		return
+	}
+	p.signalCreator()
+}
+
+// lifetime returns the jittered expiry and keepalive gap for a connection created at now.
+func (p *Pool) lifetime(now int64) (expiresAt, keepaliveGap int64) {
+	if lt := durNanos(p.cfg.MaxLifetime); lt > 0 {
+		expiresAt = now + lt - rand.Int64N(lt/40+1)
+	}
+	if ka := durNanos(p.cfg.KeepaliveTime); ka > 0 {
+		keepaliveGap = ka - rand.Int64N(ka/10+1)
+	}
+	return
+}
+
+// DBOption configures the *sql.DB that OpenDB returns.
+type DBOption func(*dbOptions)
+
+type dbOptions struct{ keepIdle bool }
+
+// KeepIdleInDB selects mode (b): database/sql keeps up to MaxConns idle connections in its own
+// list (SetMaxIdleConns(MaxConns), SetMaxOpenConns(MaxConns)). It is faster per borrow, and
+// validation, the release plan and lifetime rules still apply through the driver hooks, but
+// waiting happens inside database/sql: AcquireTimeout, FIFO order and MaxWaiters do not hold,
+// and only the caller's ctx bounds a wait.
+func KeepIdleInDB() DBOption { return func(o *dbOptions) { o.keepIdle = true } }
+
+// OpenDB returns a *sql.DB over the pool. By default (mode a) database/sql keeps no idle
+// connections (SetMaxIdleConns(0), no MaxOpen), so every borrow and return goes through the
+// pool and every guarantee of the package holds. Closing the returned DB does not close the
+// pool (unlike sql.OpenDB(p), which closes the pool with the DB); close both, DB first.
+func (p *Pool) OpenDB(opts ...DBOption) *sql.DB {
+	var o dbOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	db := sql.OpenDB(connector{p})
+	if o.keepIdle {
+		db.SetMaxOpenConns(p.cfg.MaxConns)
+		db.SetMaxIdleConns(p.cfg.MaxConns)
+	} else {
+		db.SetMaxIdleConns(0)
+		db.SetMaxOpenConns(0)
+	}
+	return db
+}
+
+// connector is the pool without io.Closer, so that closing the DB leaves the pool open.
+type connector struct{ p *Pool }
+
+func (c connector) Connect(ctx context.Context) (driver.Conn, error) { return c.p.Connect(ctx) }
+func (c connector) Driver() driver.Driver                            { return c.p.Driver() }

@@ -1,0 +1,864 @@
+package pool
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sqlpool/sqlpool/internal/fakedb"
+)
+
+// fakeClock is a Clock tests move by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_700_000_000, 0)} }
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// quiet is a logger that drops everything below errors.
+var quiet = slog.New(slog.NewTextHandler(ioDiscard{}, &slog.HandlerOptions{Level: slog.LevelError}))
+
+type ioDiscard struct{}
+
+func (ioDiscard) Write(b []byte) (int, error) { return len(b), nil }
+
+// newPool returns a pool over a fake connector, closed at the end of the test.
+func newPool(t testing.TB, cfg Config) (*Pool, *fakedb.Connector) {
+	t.Helper()
+	fc := fakedb.New()
+	if cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
+	p, err := New(fc, cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p, fc
+}
+
+// eventually polls cond until it holds or 5 s pass. It is used only for background work (the
+// creator) that has no event to wait on.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func mustConnect(t testing.TB, p *Pool) *conn {
+	t.Helper()
+	c, err := p.Connect(context.Background())
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	return c.(*conn)
+}
+
+func TestNewRejectsNilConnector(t *testing.T) {
+	p, err := New(nil, Config{})
+	if err == nil || p != nil {
+		t.Fatalf("New(nil) = %v, %v; want an error", p, err)
+	}
+	if !strings.Contains(err.Error(), "nil") {
+		t.Errorf("error %q does not say the connector is nil", err)
+	}
+}
+
+func TestConfigRules(t *testing.T) {
+	h := time.Hour
+	cases := []struct {
+		name    string
+		in      Config
+		check   func(c Config) bool
+		wantErr string
+	}{
+		{"zero value gives defaults", Config{}, func(c Config) bool {
+			return c.MaxConns == 10 && c.MinIdleConns == 10 && c.AcquireTimeout == 30*time.Second &&
+				c.ConnectTimeout == 30*time.Second && c.ValidationTimeout == 5*time.Second &&
+				c.AliveBypassWindow == 500*time.Millisecond && c.IdleTimeout == 10*time.Minute &&
+				c.MaxLifetime == 30*time.Minute && c.KeepaliveTime < 0 && c.LeakDetectionThreshold < 0 &&
+				c.InitializationFailTimeout == time.Millisecond && c.HousekeepingPeriod == 30*time.Second &&
+				c.MaxWaiters == 0 && strings.HasPrefix(c.Name, "pool-") && c.Logger != nil && c.Clock != nil
+		}, ""},
+		{"negative MaxConns is an error", Config{MaxConns: -1}, nil, "MaxConns"},
+		{"negative ValidationTimeout is an error", Config{ValidationTimeout: -1}, nil, "ValidationTimeout"},
+		{"negative HousekeepingPeriod is an error", Config{HousekeepingPeriod: -1}, nil, "HousekeepingPeriod"},
+		{"MinIdleConns above MaxConns is lowered", Config{MaxConns: 4, MinIdleConns: 9}, func(c Config) bool { return c.MinIdleConns == 4 }, ""},
+		{"negative MinIdleConns means none", Config{MinIdleConns: -1}, func(c Config) bool { return c.MinIdleConns == 0 }, ""},
+		{"AcquireTimeout below floor is reset", Config{AcquireTimeout: 100 * time.Millisecond}, func(c Config) bool { return c.AcquireTimeout == 30*time.Second }, ""},
+		{"negative AcquireTimeout means ctx only", Config{AcquireTimeout: -1}, func(c Config) bool { return c.AcquireTimeout < 0 && c.ConnectTimeout == 30*time.Second }, ""},
+		{"ConnectTimeout follows AcquireTimeout", Config{AcquireTimeout: 2 * time.Second}, func(c Config) bool { return c.ConnectTimeout == 2*time.Second }, ""},
+		{"ValidationTimeout below floor is reset", Config{ValidationTimeout: time.Millisecond}, func(c Config) bool { return c.ValidationTimeout == 5*time.Second }, ""},
+		{"ValidationTimeout not below AcquireTimeout is lowered", Config{AcquireTimeout: time.Second, ValidationTimeout: 2 * time.Second}, func(c Config) bool { return c.ValidationTimeout == 500*time.Millisecond }, ""},
+		{"negative AliveBypassWindow validates always", Config{AliveBypassWindow: -1}, func(c Config) bool { return c.AliveBypassWindow < 0 }, ""},
+		{"MaxLifetime below 30s is reset", Config{MaxLifetime: time.Second}, func(c Config) bool { return c.MaxLifetime == 30*time.Minute }, ""},
+		{"negative MaxLifetime is unlimited", Config{MaxLifetime: -1}, func(c Config) bool { return c.MaxLifetime < 0 }, ""},
+		{"IdleTimeout below 10s is reset when it applies", Config{MinIdleConns: -1, IdleTimeout: time.Second}, func(c Config) bool { return c.IdleTimeout == 10*time.Minute }, ""},
+		{"IdleTimeout near MaxLifetime is off", Config{MinIdleConns: -1, IdleTimeout: h, MaxLifetime: h}, func(c Config) bool { return c.IdleTimeout < 0 }, ""},
+		{"KeepaliveTime below 30s is off", Config{KeepaliveTime: time.Second}, func(c Config) bool { return c.KeepaliveTime < 0 }, ""},
+		{"KeepaliveTime not below MaxLifetime is off", Config{KeepaliveTime: h, MaxLifetime: h}, func(c Config) bool { return c.KeepaliveTime < 0 }, ""},
+		{"KeepaliveTime in range is kept", Config{KeepaliveTime: time.Minute}, func(c Config) bool { return c.KeepaliveTime == time.Minute }, ""},
+		{"LeakDetectionThreshold below 2s is off", Config{LeakDetectionThreshold: time.Second}, func(c Config) bool { return c.LeakDetectionThreshold < 0 }, ""},
+		{"LeakDetectionThreshold above MaxLifetime is off", Config{LeakDetectionThreshold: h, MaxLifetime: time.Minute}, func(c Config) bool { return c.LeakDetectionThreshold < 0 }, ""},
+		{"negative InitializationFailTimeout skips the check", Config{InitializationFailTimeout: -1}, func(c Config) bool { return c.InitializationFailTimeout < 0 }, ""},
+		{"negative CloseTimeout does not wait", Config{CloseTimeout: -1}, func(c Config) bool { return c.CloseTimeout == 0 }, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			tc.in.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+			got, err := tc.in.resolved()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("resolved() error = %v; want one naming %s", err, tc.wantErr)
+				}
+				_, nerr := New(fakedb.New(), tc.in)
+				if nerr == nil {
+					t.Fatalf("New accepted %+v", tc.in)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("resolved() error = %v", err)
+			}
+			if !tc.check(got) {
+				t.Fatalf("resolved() = %+v", got)
+			}
+		})
+	}
+}
+
+func TestConfigFixUpIsLogged(t *testing.T) {
+	var logs bytes.Buffer
+	_, err := Config{MaxLifetime: time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil))}.resolved()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), "field=MaxLifetime") {
+		t.Fatalf("no warning naming MaxLifetime in %q", logs.String())
+	}
+}
+
+func TestClosedPoolReturnsErrClosed(t *testing.T) {
+	p, fc := newPool(t, Config{MaxConns: 2})
+	if err := p.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if _, err := p.Connect(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Connect after Close = %v; want ErrClosed", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatalf("second Close = %v; want nil", err)
+	}
+	if n := fc.Open(); n != 0 {
+		t.Fatalf("%d fake connections still open after Close", n)
+	}
+}
+
+// Invariant 4: total never exceeds MaxConns, under churn with evictions and slow dials.
+func TestTotalNeverExceedsMaxConns(t *testing.T) {
+	const max = 4
+	p, fc := newPool(t, Config{MaxConns: max, MinIdleConns: -1, AcquireTimeout: 5 * time.Second})
+	fc.SetDialDelay(200 * time.Microsecond)
+	stop := make(chan struct{})
+	var peak atomic.Int64
+	var sampler sync.WaitGroup
+	sampler.Add(1)
+	go func() {
+		defer sampler.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			n := fc.Open()
+			if n > peak.Load() {
+				peak.Store(n)
+			}
+			if s := p.Stats(); s.Total > max {
+				t.Errorf("Stats().Total = %d > MaxConns %d", s.Total, max)
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for g := 0; g < 16; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				c, err := p.Connect(context.Background())
+				if err != nil {
+					t.Errorf("Connect: %v", err)
+					return
+				}
+				if i%17 == g%17 {
+					c.(*conn).e.conn.(*fakedb.Conn).Break()
+				}
+				_ = c.Close()
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(stop)
+	sampler.Wait()
+	if peak.Load() > max {
+		t.Fatalf("peak open connections %d > MaxConns %d", peak.Load(), max)
+	}
+}
+
+// Invariant 4: waiters are served in arrival order.
+func TestWaitersServedInArrivalOrder(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 1})
+	held := mustConnect(t, p)
+	const n = 5
+	order := make(chan int, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			c, err := p.Connect(context.Background())
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+				return
+			}
+			order <- i
+			_ = c.Close()
+		}(i)
+		eventually(t, fmt.Sprintf("waiter %d is queued", i), func() bool { return p.Stats().Waiting == i+1 })
+	}
+	_ = held.Close()
+	wg.Wait()
+	close(order)
+	want := 0
+	for got := range order {
+		if got != want {
+			t.Fatalf("waiter %d served before waiter %d", got, want)
+		}
+		want++
+	}
+}
+
+// Invariant 4: an acquire fails at its deadline with ErrAcquireTimeout naming the pool, the
+// counts and the last connection error.
+func TestAcquireTimeout(t *testing.T) {
+	p, fc := newPool(t, Config{Name: "orders", MaxConns: 1, AcquireTimeout: 300 * time.Millisecond})
+	held := mustConnect(t, p)
+	defer held.Close()
+	fc.SetDialError(errors.New("dial tcp 10.0.0.1:3306: connect: connection refused"))
+	p.setLastError(errors.New("dial tcp 10.0.0.1:3306: connect: connection refused"))
+
+	start := time.Now()
+	_, err := p.Connect(context.Background())
+	waited := time.Since(start)
+	if !errors.Is(err, ErrAcquireTimeout) {
+		t.Fatalf("Connect = %v; want ErrAcquireTimeout", err)
+	}
+	if waited < 300*time.Millisecond || waited > 3*time.Second {
+		t.Errorf("failed after %v; want at AcquireTimeout (300ms), loosely", waited)
+	}
+	for _, want := range []string{"orders", "total=1", "active=1", "idle=0", "waiting=1", "connection refused"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not contain %q", err, want)
+		}
+	}
+	var te *AcquireTimeoutError
+	if !errors.As(err, &te) || te.LastErr == nil {
+		t.Errorf("error is not an *AcquireTimeoutError with LastErr: %#v", err)
+	}
+	if p.Stats().Timeouts != 1 {
+		t.Errorf("Stats().Timeouts = %d; want 1", p.Stats().Timeouts)
+	}
+}
+
+func TestAcquireCtxDeadlineAndCancel(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 1})
+	held := mustConnect(t, p)
+	defer held.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := p.Connect(ctx)
+	if !errors.Is(err, ErrAcquireTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Connect with expiring ctx = %v; want ErrAcquireTimeout and DeadlineExceeded", err)
+	}
+
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	go func() {
+		eventually(t, "the waiter is queued", func() bool { return p.Stats().Waiting == 1 })
+		cancel2()
+	}()
+	_, err = p.Connect(ctx2)
+	if !errors.Is(err, context.Canceled) || errors.Is(err, ErrAcquireTimeout) {
+		t.Fatalf("Connect with cancelled ctx = %v; want context.Canceled only", err)
+	}
+	if s := p.Stats(); s.Waiting != 0 {
+		t.Fatalf("Waiting = %d after the waiters left", s.Waiting)
+	}
+	// The held connection still goes to the next borrower.
+	_ = held.Close()
+	c := mustConnect(t, p)
+	_ = c.Close()
+}
+
+func TestMaxWaitersGivesErrPoolExhausted(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 1, MaxWaiters: 1})
+	held := mustConnect(t, p)
+	defer held.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { _, err := p.Connect(ctx); done <- err }()
+	eventually(t, "one waiter is queued", func() bool { return p.Stats().Waiting == 1 })
+	start := time.Now()
+	if _, err := p.Connect(context.Background()); !errors.Is(err, ErrPoolExhausted) {
+		t.Fatalf("second waiter: %v; want ErrPoolExhausted", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("ErrPoolExhausted took %v; want at once", d)
+	}
+	cancel()
+	<-done
+
+	p2, _ := newPool(t, Config{MaxConns: 1, MaxWaiters: -1})
+	h2 := mustConnect(t, p2)
+	defer h2.Close()
+	if _, err := p2.Connect(context.Background()); !errors.Is(err, ErrPoolExhausted) {
+		t.Fatalf("MaxWaiters<0: %v; want ErrPoolExhausted", err)
+	}
+}
+
+// Invariant 3: a connection that saw a fatal error is never handed out again.
+func TestFatalErrorEvicts(t *testing.T) {
+	fatalErrs := []error{
+		driver.ErrBadConn,
+		&net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")},
+		fmt.Errorf("wrapped: %w", driver.ErrBadConn),
+	}
+	for _, ferr := range fatalErrs {
+		t.Run(ferr.Error(), func(t *testing.T) {
+			p, _ := newPool(t, Config{MaxConns: 1})
+			c := mustConnect(t, p)
+			first := c.e.conn.(*fakedb.Conn)
+			first.FailNext(ferr)
+			if _, err := c.ExecContext(context.Background(), "SELECT 1", nil); err == nil {
+				t.Fatal("ExecContext succeeded; the fake should have failed it")
+			}
+			_ = c.Close()
+			if !first.Closed() {
+				t.Fatal("connection that saw a fatal error was not closed on release")
+			}
+			c2 := mustConnect(t, p)
+			defer c2.Close()
+			if c2.e.conn == driver.Conn(first) {
+				t.Fatal("connection that saw a fatal error was handed out again")
+			}
+		})
+	}
+}
+
+func TestNonFatalErrorKeepsConnection(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 1})
+	c := mustConnect(t, p)
+	first := c.e.conn.(*fakedb.Conn)
+	first.FailNext(errors.New("Error 1062 (23000): Duplicate entry"))
+	_, _ = c.ExecContext(context.Background(), "INSERT INTO t VALUES (1)", nil)
+	_ = c.Close()
+	c2 := mustConnect(t, p)
+	defer c2.Close()
+	if c2.e.conn != driver.Conn(first) {
+		t.Fatal("a non-fatal error evicted the connection")
+	}
+}
+
+func TestFatalErrorHookVetoes(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 1, FatalError: func(err error) (bool, bool) {
+		return false, errors.Is(err, driver.ErrBadConn)
+	}})
+	c := mustConnect(t, p)
+	first := c.e.conn.(*fakedb.Conn)
+	first.FailNext(driver.ErrBadConn)
+	_, _ = c.ExecContext(context.Background(), "SELECT 1", nil)
+	_ = c.Close()
+	if first.Closed() {
+		t.Fatal("FatalError vetoed the eviction, but the connection was closed")
+	}
+}
+
+func TestBypassWindowAndValidation(t *testing.T) {
+	clk := newFakeClock()
+	p, fc := newPool(t, Config{MaxConns: 1, Clock: clk})
+	c := mustConnect(t, p)
+	_ = c.Close()
+	pings := fc.Pings.Load()
+
+	clk.Advance(100 * time.Millisecond)
+	c = mustConnect(t, p)
+	_ = c.Close()
+	if fc.Pings.Load() != pings {
+		t.Fatal("a connection returned 100ms ago was probed; the bypass window is 500ms")
+	}
+
+	clk.Advance(600 * time.Millisecond)
+	c = mustConnect(t, p)
+	_ = c.Close()
+	if fc.Pings.Load() != pings+1 {
+		t.Fatalf("pings = %d; want one probe for a connection idle 600ms", fc.Pings.Load()-pings)
+	}
+	if s := p.Stats(); s.Validations != 1 {
+		t.Fatalf("Stats().Validations = %d; want 1", s.Validations)
+	}
+}
+
+func TestDeadConnectionReplacedWithinDeadline(t *testing.T) {
+	clk := newFakeClock()
+	p, fc := newPool(t, Config{MaxConns: 2, Clock: clk, AcquireTimeout: 2 * time.Second})
+	eventually(t, "two idle connections", func() bool { return p.Stats().Idle == 2 })
+	fc.SetPingError(driver.ErrBadConn)
+	clk.Advance(time.Second)
+	go func() {
+		// Once both old connections failed their probe, new ones must pass.
+		eventually(t, "both probes failed", func() bool { return p.Stats().ProbeFailures >= 2 })
+		fc.SetPingError(nil)
+	}()
+	c, err := p.Connect(context.Background())
+	if err != nil {
+		t.Fatalf("Connect: %v", err)
+	}
+	defer c.Close()
+	if s := p.Stats(); s.ProbeFailures < 2 || s.LastError == nil {
+		t.Fatalf("stats after dead connections: %+v", s)
+	}
+}
+
+func TestValidationTimeoutBoundsProbe(t *testing.T) {
+	clk := newFakeClock()
+	p, fc := newPool(t, Config{MaxConns: 1, Clock: clk, AcquireTimeout: time.Second, ValidationTimeout: 300 * time.Millisecond})
+	eventually(t, "one idle connection", func() bool { return p.Stats().Idle == 1 })
+	fc.SetPingBlock(true)
+	fc.SetDialError(errors.New("connection refused"))
+	clk.Advance(time.Second)
+	start := time.Now()
+	c, err := p.Connect(context.Background())
+	if !errors.Is(err, ErrAcquireTimeout) {
+		if c != nil {
+			_ = c.Close()
+		}
+		t.Fatalf("Connect = %v; want ErrAcquireTimeout", err)
+	}
+	if d := time.Since(start); d < time.Second || d > 5*time.Second {
+		t.Fatalf("acquire with hanging probes ended after %v; want ~AcquireTimeout (1s)", d)
+	}
+}
+
+// Invariant 5.
+func TestCloseWaitsForInUseAndNamesThem(t *testing.T) {
+	fc := fakedb.New()
+	p, err := New(fc, Config{MaxConns: 3, CloseTimeout: 200 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "pool filled", func() bool { return p.Stats().Idle == 3 })
+	held := mustConnect(t, p)
+	start := time.Now()
+	err = p.Close()
+	if err == nil || !strings.Contains(err.Error(), "1 connection(s) still in use") {
+		t.Fatalf("Close = %v; want an error naming the connection still out", err)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Errorf("Close returned after %v; want it to wait CloseTimeout", d)
+	}
+	if n := fc.Open(); n != 1 {
+		t.Fatalf("%d connections open after Close; want only the one in use", n)
+	}
+	_ = held.Close()
+	if n := fc.Open(); n != 0 {
+		t.Fatalf("connection returned after Close was not closed (%d open)", n)
+	}
+}
+
+func TestCloseReturnsWhenLastConnectionComesBack(t *testing.T) {
+	fc := fakedb.New()
+	p, err := New(fc, Config{MaxConns: 2, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := mustConnect(t, p)
+	go func() {
+		eventually(t, "Close started", func() bool { return p.closed.Load() })
+		_ = held.Close()
+	}()
+	if err := p.Close(); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	if n := fc.Open(); n != 0 {
+		t.Fatalf("%d connections open after Close", n)
+	}
+}
+
+func TestCloseWakesWaiters(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 1, CloseTimeout: -1})
+	held := mustConnect(t, p)
+	done := make(chan error, 1)
+	go func() { _, err := p.Connect(context.Background()); done <- err }()
+	eventually(t, "waiter queued", func() bool { return p.Stats().Waiting == 1 })
+	_ = p.Close()
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Fatalf("waiter got %v; want ErrClosed", err)
+	}
+	_ = held.Close()
+}
+
+func TestSuspendResume(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 1, AcquireTimeout: 300 * time.Millisecond})
+	p.Suspend()
+	start := time.Now()
+	if _, err := p.Connect(context.Background()); !errors.Is(err, ErrAcquireTimeout) {
+		t.Fatalf("suspended Connect = %v; want ErrAcquireTimeout at its deadline", err)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Fatalf("suspended Connect ended after %v; before its deadline", d)
+	}
+	got := make(chan error, 1)
+	go func() {
+		c, err := p.Connect(context.Background())
+		if err == nil {
+			_ = c.Close()
+		}
+		got <- err
+	}()
+	p.Resume()
+	if err := <-got; err != nil {
+		t.Fatalf("Connect after Resume = %v", err)
+	}
+}
+
+func TestSoftEvict(t *testing.T) {
+	p, fc := newPool(t, Config{MaxConns: 2})
+	eventually(t, "pool filled", func() bool { return p.Stats().Idle == 2 })
+	held := mustConnect(t, p)
+	heldConn := held.e.conn.(*fakedb.Conn)
+	p.SoftEvict()
+	if got := fc.Closes.Load(); got != 1 {
+		t.Fatalf("SoftEvict closed %d connections; want the idle one", got)
+	}
+	if heldConn.Closed() {
+		t.Fatal("SoftEvict closed a connection in use")
+	}
+	_ = held.Close()
+	if !heldConn.Closed() {
+		t.Fatal("an evicted connection was not closed on return")
+	}
+	eventually(t, "the creator refilled", func() bool { return p.Stats().Idle == 2 })
+}
+
+func TestMinIdleFillAndIdleTimeout(t *testing.T) {
+	clk := newFakeClock()
+	p, fc := newPool(t, Config{MaxConns: 4, MinIdleConns: 2, Clock: clk, IdleTimeout: time.Minute})
+	eventually(t, "MinIdleConns filled", func() bool { return p.Stats().Idle == 2 })
+	// Borrow four, so the pool grows to MaxConns, then return them.
+	var cs []*conn
+	for i := 0; i < 4; i++ {
+		cs = append(cs, mustConnect(t, p))
+	}
+	for _, c := range cs {
+		_ = c.Close()
+	}
+	if s := p.Stats(); s.Total != 4 || s.Idle != 4 {
+		t.Fatalf("stats %+v; want 4 idle", s)
+	}
+	clk.Advance(30 * time.Second)
+	p.housekeep()
+	if p.Stats().Total != 4 {
+		t.Fatal("connections idle 30s retired with IdleTimeout 1m")
+	}
+	clk.Advance(31 * time.Second)
+	p.housekeep()
+	if s := p.Stats(); s.Total != 2 || fc.Open() != 2 {
+		t.Fatalf("after IdleTimeout: %+v, %d open; want MinIdleConns (2) kept", s, fc.Open())
+	}
+}
+
+func TestMaxLifetimeWithJitter(t *testing.T) {
+	clk := newFakeClock()
+	p, fc := newPool(t, Config{MaxConns: 2, Clock: clk, MaxLifetime: time.Minute})
+	eventually(t, "pool filled", func() bool { return p.Stats().Idle == 2 })
+	held := mustConnect(t, p)
+	for _, e := range p.snapshot() {
+		life := time.Duration(e.expiresAt - e.createdAt)
+		if life > time.Minute || life < time.Minute-time.Minute/40 {
+			t.Fatalf("lifetime %v; want MaxLifetime minus at most 2.5%%", life)
+		}
+	}
+	clk.Advance(58 * time.Second)
+	p.housekeep()
+	if fc.Closes.Load() != 0 {
+		t.Fatal("connection closed before 97.5% of MaxLifetime")
+	}
+	clk.Advance(3 * time.Second)
+	p.housekeep()
+	if fc.Closes.Load() != 1 {
+		t.Fatalf("closes = %d; want the expired idle connection closed", fc.Closes.Load())
+	}
+	_ = held.Close()
+	if fc.Closes.Load() != 2 {
+		t.Fatal("an expired connection in use was not closed on return")
+	}
+}
+
+func TestKeepalive(t *testing.T) {
+	clk := newFakeClock()
+	p, fc := newPool(t, Config{MaxConns: 1, Clock: clk, KeepaliveTime: time.Minute})
+	eventually(t, "pool filled", func() bool { return p.Stats().Idle == 1 })
+	clk.Advance(30 * time.Second)
+	p.housekeep()
+	if fc.Pings.Load() != 0 {
+		t.Fatal("keepalive ping before KeepaliveTime")
+	}
+	clk.Advance(31 * time.Second)
+	p.housekeep()
+	if fc.Pings.Load() != 1 {
+		t.Fatalf("pings = %d; want one keepalive", fc.Pings.Load())
+	}
+	if p.Stats().Idle != 1 {
+		t.Fatal("keepalive did not put the connection back")
+	}
+	fc.SetPingError(driver.ErrBadConn)
+	clk.Advance(61 * time.Second)
+	p.housekeep()
+	if fc.Closes.Load() != 1 {
+		t.Fatal("a connection that failed keepalive was not closed")
+	}
+}
+
+func TestLeakDetection(t *testing.T) {
+	var logs syncBuffer
+	p, _ := newPool(t, Config{MaxConns: 1, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	p.cfg.LeakDetectionThreshold = 20 * time.Millisecond // below the floor, for the test only
+	c := mustConnect(t, p)
+	eventually(t, "leak warning", func() bool { return strings.Contains(logs.String(), "leak detection triggered") })
+	if !strings.Contains(logs.String(), "TestLeakDetection") {
+		t.Errorf("leak warning has no borrower stack: %s", logs.String())
+	}
+	_ = c.Close()
+	if !strings.Contains(logs.String(), "previously reported leaked connection was returned") {
+		t.Errorf("no info line when the leaked connection came back: %s", logs.String())
+	}
+	if n := strings.Count(logs.String(), "leak detection triggered"); n != 1 {
+		t.Errorf("%d leak warnings; want 1", n)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func TestInitializationFailTimeout(t *testing.T) {
+	fc := fakedb.New()
+	fc.SetDialError(errors.New("connection refused"))
+	if _, err := New(fc, Config{Logger: quiet}); err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("New with an unreachable database = %v; want the dial error", err)
+	}
+	p, err := New(fc, Config{Logger: quiet, InitializationFailTimeout: -1})
+	if err != nil {
+		t.Fatalf("New with InitializationFailTimeout<0 = %v; want a pool", err)
+	}
+	fc.SetDialError(nil)
+	c := mustConnect(t, p)
+	_ = c.Close()
+	_ = p.Close()
+
+	initErr := errors.New("SET sql_mode failed")
+	fc2 := fakedb.New()
+	start := time.Now()
+	_, err = New(fc2, Config{Logger: quiet, InitializationFailTimeout: time.Minute,
+		ConnectionInit: func(context.Context, driver.Conn) error { return initErr }})
+	if !errors.Is(err, initErr) || time.Since(start) > 10*time.Second {
+		t.Fatalf("New with a failing ConnectionInit = %v after %v; want that error at once", err, time.Since(start))
+	}
+	if fc2.Open() != 0 {
+		t.Fatal("a connection whose ConnectionInit failed was left open")
+	}
+}
+
+func TestCreatorBacksOffAndRecovers(t *testing.T) {
+	p, fc := newPool(t, Config{MaxConns: 1, InitializationFailTimeout: -1, AcquireTimeout: 5 * time.Second})
+	fc.SetDialError(errors.New("connection refused"))
+	eventually(t, "a few failed dials", func() bool { return fc.Dials.Load() >= 3 })
+	fc.SetDialError(nil)
+	c := mustConnect(t, p)
+	_ = c.Close()
+	if err := p.Stats().LastError; err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("LastError = %v", err)
+	}
+}
+
+// Invariant 6 and the Raw path.
+func TestUnwrapReachesDriverConnAndForcesReset(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 1})
+	db := p.OpenDB()
+	defer db.Close()
+	ctx := context.Background()
+	sc, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got driver.Conn
+	err = sc.Raw(func(dc any) error {
+		got = Unwrap(dc)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got.(*fakedb.Conn); !ok {
+		t.Fatalf("Unwrap gave %T; want the driver's *fakedb.Conn", got)
+	}
+	_ = sc.Close()
+	if p.Stats().ReleasePlans != 1 {
+		t.Fatalf("ReleasePlans = %d; Raw use must force a reset on release", p.Stats().ReleasePlans)
+	}
+}
+
+func TestDBRoundTripModes(t *testing.T) {
+	for _, mode := range []string{"sql.OpenDB", "OpenDB", "OpenDB(KeepIdleInDB)"} {
+		t.Run(mode, func(t *testing.T) {
+			p, fc := newPool(t, Config{MaxConns: 2})
+			var db *sql.DB
+			switch mode {
+			case "sql.OpenDB":
+				db = sql.OpenDB(p)
+			case "OpenDB":
+				db = p.OpenDB()
+			default:
+				db = p.OpenDB(KeepIdleInDB())
+			}
+			ctx := context.Background()
+			for i := 0; i < 20; i++ {
+				var n int
+				if err := db.QueryRowContext(ctx, "SELECT ?", i).Scan(&n); err != nil || n != i {
+					t.Fatalf("query %d: %d, %v", i, n, err)
+				}
+				tx, err := db.BeginTx(ctx, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := tx.ExecContext(ctx, "INSERT INTO t VALUES (1)"); err != nil {
+					t.Fatal(err)
+				}
+				if err := tx.Commit(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if s := p.Stats(); s.Total > 2 || s.ReleasePlans != 0 {
+				t.Fatalf("stats %+v; want at most 2 connections and no release plans", s)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if mode == "sql.OpenDB" {
+				if !p.closed.Load() {
+					t.Fatal("closing sql.OpenDB(p) did not close the pool")
+				}
+			} else if p.closed.Load() {
+				t.Fatal("closing p.OpenDB() closed the pool")
+			}
+			_ = p.Close()
+			if fc.Open() != 0 {
+				t.Fatalf("%d connections open after closing DB and pool", fc.Open())
+			}
+		})
+	}
+}
+
+// In mode (b), a connection parked in database/sql that the pool marks is not used again.
+func TestKeepIdleInDBHonoursEviction(t *testing.T) {
+	p, fc := newPool(t, Config{MaxConns: 1})
+	db := p.OpenDB(KeepIdleInDB())
+	defer db.Close()
+	ctx := context.Background()
+	if err := db.PingContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := p.Stats(); s.Idle != 1 || s.Active != 0 {
+		t.Fatalf("a connection parked in database/sql should count as idle: %+v", s)
+	}
+	first := fc.Conns()[0]
+	p.SoftEvict()
+	if err := db.PingContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !first.Closed() {
+		t.Fatal("a marked connection parked in database/sql was reused")
+	}
+	if s := p.Stats(); s.Total != 1 {
+		t.Fatalf("stats %+v; want the replacement only", s)
+	}
+}
+
+func TestOpenTransactionRolledBackOnRelease(t *testing.T) {
+	p, fc := newPool(t, Config{MaxConns: 1})
+	db := p.OpenDB()
+	defer db.Close()
+	ctx := context.Background()
+	sc, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.ExecContext(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.ExecContext(ctx, "INSERT INTO t VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	_ = sc.Close()
+	log := fc.Conns()[0].Log()
+	if last := log[len(log)-1]; !strings.EqualFold(last, "ROLLBACK") {
+		t.Fatalf("last statement on release = %q; want ROLLBACK (log %q)", last, log)
+	}
+	// A clean cycle afterwards sends nothing.
+	n := len(log)
+	sc, _ = db.Conn(ctx)
+	_ = sc.Close()
+	if got := len(fc.Conns()[0].Log()); got != n {
+		t.Fatalf("a clean cycle sent %d statements", got-n)
+	}
+}
+
+func (p *Pool) snapshot() []*entry {
+	p.regMu.Lock()
+	defer p.regMu.Unlock()
+	var es []*entry
+	for e := range p.all {
+		es = append(es, e)
+	}
+	return es
+}
