@@ -10,8 +10,8 @@ import (
 // leakTask reports a connection held longer than LeakDetectionThreshold: one warning with the
 // borrower's stack when the threshold passes, and an info line if the connection comes back.
 type leakTask struct {
-	timer    *time.Timer
-	pcs      []uintptr
+	timer *time.Timer
+	pcs   []uintptr
 }
 
 func (p *Pool) watchLeak(e *entry) *leakTask {

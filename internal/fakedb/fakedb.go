@@ -54,7 +54,11 @@ func (c *Connector) SetPingError(err error) { c.mu.Lock(); c.pingErr = err; c.mu
 func (c *Connector) SetPingBlock(b bool) { c.mu.Lock(); c.pingBlock = b; c.mu.Unlock() }
 
 // SetExecError makes Exec and Query return f(query) when it is not nil.
-func (c *Connector) SetExecError(f func(query string) error) { c.mu.Lock(); c.execErr = f; c.mu.Unlock() }
+func (c *Connector) SetExecError(f func(query string) error) {
+	c.mu.Lock()
+	c.execErr = f
+	c.mu.Unlock()
+}
 
 // Conns returns every connection opened so far.
 func (c *Connector) Conns() []*Conn {
@@ -70,7 +74,9 @@ func (c *Connector) Driver() driver.Driver { return fakeDriver{} }
 
 type fakeDriver struct{}
 
-func (fakeDriver) Open(string) (driver.Conn, error) { return nil, errors.New("fakedb: use the Connector") }
+func (fakeDriver) Open(string) (driver.Conn, error) {
+	return nil, errors.New("fakedb: use the Connector")
+}
 
 func (c *Connector) Connect(ctx context.Context) (driver.Conn, error) {
 	c.Dials.Add(1)
@@ -162,7 +168,9 @@ func (cn *Conn) Close() error {
 	return nil
 }
 
-func (cn *Conn) Begin() (driver.Tx, error) { return cn.BeginTx(context.Background(), driver.TxOptions{}) }
+func (cn *Conn) Begin() (driver.Tx, error) {
+	return cn.BeginTx(context.Background(), driver.TxOptions{})
+}
 
 func (cn *Conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
 	if err := cn.record("BEGIN"); err != nil {
