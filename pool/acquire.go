@@ -9,7 +9,8 @@ import (
 )
 
 // This file is the hot path: acquire and release. A clean cycle within the bypass window takes
-// the store mutex twice, reads the clock twice and touches nothing else shared.
+// the store mutex twice, reads the pool's coarse clock (an atomic load) twice and touches nothing
+// else shared. The exact clock is read only when an acquire has to wait or probe.
 
 // acquire returns a connection in state inUse, or an error: ErrClosed, ErrPoolExhausted, an
 // *AcquireTimeoutError, or the ctx's error wrapped when ctx was cancelled.
@@ -17,45 +18,79 @@ func (p *Pool) acquire(ctx context.Context) (*entry, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
-	start := p.nanotime()
-	var timer *time.Timer // created on the first wait; bounds the whole acquire
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
+	var dl deadline
+	defer dl.stop()
 	if p.suspended.Load() {
-		if err := p.awaitResume(ctx, start, &timer); err != nil {
+		if err := p.awaitResume(ctx, &dl); err != nil {
 			return nil, err
 		}
 	}
-	now := start
 	for {
 		e := p.store.get()
 		if e == nil {
 			var err error
-			if e, err = p.wait(ctx, start, &timer); err != nil {
+			if e, err = p.wait(ctx, &dl); err != nil {
 				return nil, err
 			}
-			now = p.nanotime()
 		}
-		if p.usable(ctx, e, now, start) {
+		now := p.now()
+		if p.usable(ctx, e, now, &dl) {
 			e.borrowedAt = now
 			if p.cfg.LeakDetectionThreshold > 0 {
 				e.leak = p.watchLeak(e)
 			}
 			return e, nil
 		}
-		now = p.nanotime()
 		if p.closed.Load() {
 			return nil, ErrClosed
 		}
 	}
 }
 
+// deadline is one acquire's AcquireTimeout, armed on first need so that an acquire that finds
+// an idle connection never reads the exact clock or makes a timer.
+type deadline struct {
+	start int64 // exact pool time when the acquire first had to wait or probe; 0: not yet
+	timer *time.Timer
+}
+
+func (d *deadline) begin(p *Pool) int64 {
+	if d.start == 0 {
+		d.start = max(p.nanotime(), 1)
+	}
+	return d.start
+}
+
+// timeout arms the AcquireTimeout timer once and returns its channel (nil when AcquireTimeout
+// is off: only the ctx bounds the wait).
+func (d *deadline) timeout(p *Pool) <-chan time.Time {
+	if p.cfg.AcquireTimeout <= 0 {
+		return nil
+	}
+	if d.timer == nil {
+		left := time.Duration(d.begin(p) + durNanos(p.cfg.AcquireTimeout) - p.nanotime())
+		d.timer = time.NewTimer(max(left, 0))
+	}
+	return d.timer.C
+}
+
+// left is the time left before AcquireTimeout, or -1 when it is off.
+func (d *deadline) left(p *Pool) time.Duration {
+	if p.cfg.AcquireTimeout <= 0 {
+		return -1
+	}
+	return time.Duration(d.begin(p) + durNanos(p.cfg.AcquireTimeout) - p.nanotime())
+}
+
+func (d *deadline) stop() {
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+}
+
 // usable checks an acquired entry, and closes it and returns false when check finds it unfit.
-func (p *Pool) usable(ctx context.Context, e *entry, now, start int64) bool {
-	if reason := p.check(ctx, e, now, start); reason != "" {
+func (p *Pool) usable(ctx context.Context, e *entry, now int64, dl *deadline) bool {
+	if reason := p.check(ctx, e, now, dl); reason != "" {
 		p.closeEntry(e, reason)
 		return false
 	}
@@ -65,7 +100,7 @@ func (p *Pool) usable(ctx context.Context, e *entry, now, start int64) bool {
 // usableLent is usable for a connection checked out of database/sql's idle list (mode b): an
 // unfit one is only marked, because database/sql closes it through the proxy.
 func (p *Pool) usableLent(ctx context.Context, e *entry, now int64) bool {
-	if reason := p.check(ctx, e, now, 0); reason != "" {
+	if reason := p.check(ctx, e, now, nil); reason != "" {
 		e.evict.Store(true)
 		return false
 	}
@@ -75,22 +110,23 @@ func (p *Pool) usableLent(ctx context.Context, e *entry, now int64) bool {
 // check returns "" when e may be handed out, or why not: it is marked, expired, or fails its
 // probe. A probe (driver Pinger, within ValidationTimeout) runs when the connection was last
 // known alive before the bypass window, or before a connection reported that the server went
-// away. When start is not zero the probe also ends at the acquire's AcquireTimeout deadline.
-func (p *Pool) check(ctx context.Context, e *entry, now, start int64) string {
+// away. When dl is not nil the probe also ends at the acquire's AcquireTimeout deadline.
+func (p *Pool) check(ctx context.Context, e *entry, now int64, dl *deadline) string {
 	if e.evict.Load() {
 		return "evicted"
 	}
 	if e.expired(now) {
 		return "passed MaxLifetime"
 	}
-	alive := e.lastAlive.Load()
-	if w := durNanos(p.cfg.AliveBypassWindow); now-alive <= w && alive >= p.goneAt.Load() {
+	if alive := e.lastAlive.Load(); p.trusted(now, alive) && alive >= p.goneAt.Load() {
 		return ""
 	}
 	p.validations.Add(1)
 	timeout := p.cfg.ValidationTimeout
-	if at := p.cfg.AcquireTimeout; start != 0 && at > 0 {
-		timeout = min(timeout, max(time.Duration(start+durNanos(at)-now), time.Millisecond))
+	if dl != nil {
+		if left := dl.left(p); left >= 0 {
+			timeout = min(timeout, max(left, time.Millisecond))
+		}
 	}
 	if err := validate.Probe(ctx, e.conn, timeout); err != nil {
 		p.probeFailed.Add(1)
@@ -101,13 +137,13 @@ func (p *Pool) check(ctx context.Context, e *entry, now, start int64) string {
 		}
 		return "dead (validation failed)"
 	}
-	e.lastAlive.Store(p.nanotime())
+	e.lastAlive.Store(p.now())
 	return ""
 }
 
 // wait queues the caller until a connection is pushed for it, the deadline passes, the ctx
 // ends or the pool closes.
-func (p *Pool) wait(ctx context.Context, start int64, timer **time.Timer) (*entry, error) {
+func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 	s := &p.store
 	w := waiterPool.Get().(*waiter)
 	w.barged = false
@@ -132,7 +168,8 @@ func (p *Pool) wait(ctx context.Context, start int64, timer **time.Timer) (*entr
 	s.mu.Unlock()
 	p.signalCreator()
 
-	timeout := p.startTimer(start, timer)
+	dl.begin(p)
+	timeout := dl.timeout(p)
 	for {
 		select {
 		case e := <-w.ch:
@@ -156,16 +193,16 @@ func (p *Pool) wait(ctx context.Context, start int64, timer **time.Timer) (*entr
 			s.pushFrontLocked(w)
 			s.mu.Unlock()
 		case <-timeout:
-			return nil, p.giveUp(ctx, w, start, false)
+			return nil, p.giveUp(ctx, w, dl, false)
 		case <-ctx.Done():
-			return nil, p.giveUp(ctx, w, start, true)
+			return nil, p.giveUp(ctx, w, dl, true)
 		}
 	}
 }
 
 // giveUp leaves the queue after a deadline or cancellation. If a connection or a wake-up was
 // already sent to w, it is passed on so that no connection is stranded.
-func (p *Pool) giveUp(ctx context.Context, w *waiter, start int64, byCtx bool) error {
+func (p *Pool) giveUp(ctx context.Context, w *waiter, dl *deadline, byCtx bool) error {
 	s := &p.store
 	s.mu.Lock()
 	if w.queued {
@@ -189,10 +226,10 @@ func (p *Pool) giveUp(ctx context.Context, w *waiter, start int64, byCtx bool) e
 	if p.closed.Load() {
 		return ErrClosed
 	}
-	return p.timeoutError(ctx, start, byCtx)
+	return p.timeoutError(ctx, dl, byCtx)
 }
 
-func (p *Pool) timeoutError(ctx context.Context, start int64, byCtx bool) error {
+func (p *Pool) timeoutError(ctx context.Context, dl *deadline, byCtx bool) error {
 	if byCtx && ctx.Err() != context.DeadlineExceeded {
 		return fmt.Errorf("sqlpool: %s: acquire abandoned: %w", p.cfg.Name, ctx.Err())
 	}
@@ -200,7 +237,7 @@ func (p *Pool) timeoutError(ctx context.Context, start int64, byCtx bool) error 
 	st := p.Stats()
 	return &AcquireTimeoutError{
 		Pool:        p.cfg.Name,
-		Waited:      time.Duration(p.nanotime() - start),
+		Waited:      time.Duration(p.nanotime() - dl.begin(p)),
 		Total:       st.Total,
 		Active:      st.Active,
 		Idle:        st.Idle,
@@ -210,21 +247,8 @@ func (p *Pool) timeoutError(ctx context.Context, start int64, byCtx bool) error 
 	}
 }
 
-// startTimer arms the AcquireTimeout timer once per acquire and returns its channel (nil when
-// AcquireTimeout is off: only the ctx bounds the wait).
-func (p *Pool) startTimer(start int64, timer **time.Timer) <-chan time.Time {
-	if p.cfg.AcquireTimeout <= 0 {
-		return nil
-	}
-	if *timer == nil {
-		left := time.Duration(start + durNanos(p.cfg.AcquireTimeout) - p.nanotime())
-		*timer = time.NewTimer(max(left, 0))
-	}
-	return (*timer).C
-}
-
 // awaitResume blocks a new acquire while the pool is suspended.
-func (p *Pool) awaitResume(ctx context.Context, start int64, timer **time.Timer) error {
+func (p *Pool) awaitResume(ctx context.Context, dl *deadline) error {
 	p.suspendMu.Lock()
 	ch, suspended := p.resumeCh, p.suspended.Load()
 	p.suspendMu.Unlock()
@@ -237,10 +261,10 @@ func (p *Pool) awaitResume(ctx context.Context, start int64, timer **time.Timer)
 			return ErrClosed
 		}
 		return nil
-	case <-p.startTimer(start, timer):
-		return p.timeoutError(ctx, start, false)
+	case <-dl.timeout(p):
+		return p.timeoutError(ctx, dl, false)
 	case <-ctx.Done():
-		return p.timeoutError(ctx, start, true)
+		return p.timeoutError(ctx, dl, true)
 	}
 }
 
@@ -248,7 +272,7 @@ func (p *Pool) awaitResume(ctx context.Context, start int64, timer **time.Timer)
 // the driver says is broken, that cannot be cleaned, that is marked or expired, or that comes
 // back to a closed pool is closed; any other goes on the idle stack.
 func (p *Pool) release(e *entry) {
-	now := p.nanotime()
+	now := p.now()
 	if reason := p.clean(e, now); reason != "" {
 		p.closeEntry(e, reason)
 		return

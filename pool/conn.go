@@ -104,7 +104,7 @@ func (c *conn) Close() error {
 	case stateLent:
 		// Already cleaned by IsValid; take it back from database/sql.
 		if e.state.CompareAndSwap(stateLent, stateReserved) {
-			now := p.nanotime()
+			now := p.now()
 			switch {
 			case e.evict.Load():
 				p.closeEntry(e, "evicted")
@@ -236,7 +236,7 @@ func (c *conn) ResetSession(ctx context.Context) error {
 	if p.closed.Load() {
 		return driver.ErrBadConn
 	}
-	now := p.nanotime()
+	now := p.now()
 	if sr, ok := e.conn.(driver.SessionResetter); ok {
 		if err := sr.ResetSession(ctx); err != nil {
 			e.evict.Store(true)
@@ -262,7 +262,7 @@ func (c *conn) IsValid() bool {
 	if e.state.Load() != stateInUse {
 		return e.state.Load() == stateLent
 	}
-	now := p.nanotime()
+	now := p.now()
 	if reason := p.clean(e, now); reason != "" {
 		e.evict.Store(true)
 		if e.fatal == nil {

@@ -7,15 +7,26 @@ import (
 	"github.com/sqlpool/sqlpool/validate"
 )
 
-// housekeeper runs housekeep every HousekeepingPeriod until the pool closes.
+// housekeeper advances the coarse clock every tick and runs housekeep every
+// HousekeepingPeriod, until the pool closes.
 func (p *Pool) housekeeper() {
 	defer p.wg.Done()
-	t := time.NewTicker(p.cfg.HousekeepingPeriod)
+	period := p.cfg.HousekeepingPeriod
+	tick := period
+	if !p.clk.exact {
+		tick = min(p.clk.tick, period)
+	}
+	t := time.NewTicker(tick)
 	defer t.Stop()
+	next := p.nanotime() + durNanos(period)
 	for {
 		select {
 		case <-t.C:
-			p.housekeep()
+			p.refreshClock()
+			if now := p.nanotime(); now >= next {
+				next = now + durNanos(period)
+				p.housekeep()
+			}
 		case <-p.done:
 			return
 		}

@@ -32,7 +32,7 @@ import (
 type Pool struct {
 	cfg       Config
 	connector driver.Connector
-	epoch     time.Time
+	clk       clock
 
 	store store
 
@@ -111,12 +111,13 @@ func New(c driver.Connector, cfg Config) (*Pool, error) {
 	p := &Pool{
 		cfg:       rc,
 		connector: c,
-		epoch:     rc.Clock.Now(),
 		all:       make(map[*entry]struct{}),
 		done:      make(chan struct{}),
 		createCh:  make(chan struct{}, 1),
 		returnedC: make(chan struct{}, 1),
 	}
+	p.clk.init(&p.cfg, cfg.Clock != nil)
+	p.refreshClock()
 	p.store.idle = make([]*entry, 0, rc.MaxConns)
 	p.dialCtx, p.dialStop = context.WithCancel(context.Background())
 
@@ -314,8 +315,6 @@ func (p *Pool) stillOutError() error {
 		p.cfg.Name, len(out), p.cfg.CloseTimeout, strings.Join(out, ", "))
 }
 
-// nanotime is the pool's clock in nanoseconds since New.
-func (p *Pool) nanotime() int64 { return int64(p.cfg.Clock.Now().Sub(p.epoch)) }
 
 func (p *Pool) signalCreator() {
 	select {
