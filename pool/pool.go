@@ -315,7 +315,6 @@ func (p *Pool) stillOutError() error {
 		p.cfg.Name, len(out), p.cfg.CloseTimeout, strings.Join(out, ", "))
 }
 
-
 func (p *Pool) signalCreator() {
 	select {
 	case p.createCh <- struct{}{}:
