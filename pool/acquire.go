@@ -118,7 +118,7 @@ func (p *Pool) check(ctx context.Context, e *entry, now int64, dl *deadline) str
 	if e.expired(now) {
 		return "passed MaxLifetime"
 	}
-	if alive := e.lastAlive.Load(); p.trusted(now, alive) && alive >= p.goneAt.Load() {
+	if alive := e.lastAlive; p.trusted(now, alive) && alive >= p.goneAt.Load() {
 		return ""
 	}
 	p.validations.Add(1)
@@ -137,7 +137,7 @@ func (p *Pool) check(ctx context.Context, e *entry, now int64, dl *deadline) str
 		}
 		return "dead (validation failed)"
 	}
-	e.lastAlive.Store(p.now())
+	e.lastAlive = p.now()
 	return ""
 }
 
@@ -282,8 +282,8 @@ func (p *Pool) release(e *entry) {
 
 // stow puts a clean entry back on the stack, stamping its return time.
 func (p *Pool) stow(e *entry, now int64) {
-	e.lastReturned.Store(now)
-	e.lastAlive.Store(now)
+	e.lastReturned = now
+	e.lastAlive = now
 	if !p.store.put(e) {
 		p.closeEntry(e, "pool closed")
 	}
@@ -305,7 +305,7 @@ func (p *Pool) clean(e *entry, now int64) string {
 	case p.closed.Load():
 		return "pool closed"
 	}
-	if !driverValid(e.conn) {
+	if e.validator != nil && !e.validator.IsValid() {
 		return "driver reports the connection is no longer valid"
 	}
 	if !e.sess.clean() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sqlpool/sqlpool/internal/fakedb"
 )
@@ -100,4 +101,25 @@ func benchDB(b *testing.B, kind string, size int) *sql.DB {
 	}
 	b.Cleanup(func() { _ = db.Close() })
 	return db
+}
+
+// BenchmarkClock shows why the hot path reads a coarse clock (clock.go): the cost of the
+// exact clocks on this machine against the atomic load that replaces them.
+func BenchmarkClock(b *testing.B) {
+	p, _ := newPool(b, Config{MaxConns: 1})
+	b.Run("time.Now", func(b *testing.B) {
+		for b.Loop() {
+			_ = time.Now()
+		}
+	})
+	b.Run("nanotime", func(b *testing.B) {
+		for b.Loop() {
+			_ = p.nanotime()
+		}
+	})
+	b.Run("coarse", func(b *testing.B) {
+		for b.Loop() {
+			_ = p.now()
+		}
+	})
 }

@@ -270,8 +270,8 @@ func (c *conn) IsValid() bool {
 		}
 		return false
 	}
-	e.lastReturned.Store(now)
-	e.lastAlive.Store(now)
+	e.lastReturned = now
+	e.lastAlive = now
 	e.state.Store(stateLent)
 	return true
 }
@@ -285,13 +285,6 @@ func namedValuesToValues(named []driver.NamedValue) ([]driver.Value, error) {
 		vals[i] = nv.Value
 	}
 	return vals, nil
-}
-
-func driverValid(dc driver.Conn) bool {
-	if v, ok := dc.(driver.Validator); ok {
-		return v.IsValid()
-	}
-	return true
 }
 
 // tx tracks the end of a transaction for the release plan.

@@ -98,6 +98,7 @@ func (p *Pool) dial() (*entry, error) {
 		}
 	}
 	e := &entry{conn: dc}
+	e.validator, _ = dc.(driver.Validator)
 	if err := e.sess.init(ctx, dc); err != nil {
 		_ = dc.Close()
 		return nil, fmt.Errorf("recording the session baseline: %w", err)
@@ -105,8 +106,8 @@ func (p *Pool) dial() (*entry, error) {
 	now := p.nanotime()
 	e.createdAt = now
 	e.expiresAt, e.keepaliveGap = p.lifetime(now)
-	e.lastReturned.Store(now)
-	e.lastAlive.Store(now)
+	e.lastReturned = now
+	e.lastAlive = now
 	e.state.Store(stateReserved)
 	return e, nil
 }
@@ -136,5 +137,3 @@ func (p *Pool) classify(e *entry, err error) (fatal bool, reason string, gone bo
 	}
 	return classifyErr(err, e.sess.readOnlyTx())
 }
-
-var _ = driver.ErrBadConn

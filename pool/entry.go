@@ -20,8 +20,9 @@ var stateNames = [...]string{"idle", "inUse", "lent", "reserved", "removed"}
 
 // entry is the registry's record of one physical connection.
 type entry struct {
-	conn driver.Conn
-	id   uint64
+	conn      driver.Conn
+	validator driver.Validator // conn's, or nil; asserted once, not on every release
+	id        uint64
 
 	state atomic.Int32
 	// evict marks the connection for closing at its next acquire or release (SoftEvict,
@@ -33,10 +34,14 @@ type entry struct {
 	expiresAt    int64 // 0: never
 	keepaliveGap int64 // jittered KeepaliveTime; 0: off
 	// lastReturned is stamped at every release; IdleTimeout counts from it.
-	lastReturned atomic.Int64
+	lastReturned int64
 	// lastAlive is the last time the connection was known good: created, returned, or probed.
 	// AliveBypassWindow counts from it.
-	lastAlive atomic.Int64
+	//
+	// Both are plain fields: only the goroutine that owns the entry writes them, before the
+	// store mutex hands it on, and others read them under that mutex (the housekeeper) or after
+	// taking the entry from the store.
+	lastAlive int64
 	// borrowedAt is stamped at every acquire; read by the owner and by leak reports.
 	borrowedAt int64
 

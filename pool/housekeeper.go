@@ -55,9 +55,9 @@ func (p *Pool) housekeep() {
 			retire = append(retire, job{e, "evicted"})
 		case e.expired(now):
 			retire = append(retire, job{e, "passed MaxLifetime"})
-		case useIdleTimeout && remaining > p.cfg.MinIdleConns && now-e.lastReturned.Load() > idleTimeout:
+		case useIdleTimeout && remaining > p.cfg.MinIdleConns && now-e.lastReturned > idleTimeout:
 			retire = append(retire, job{e, "passed IdleTimeout"})
-		case e.keepaliveGap > 0 && now-e.lastAlive.Load() > e.keepaliveGap:
+		case e.keepaliveGap > 0 && now-e.lastAlive > e.keepaliveGap:
 			ping = append(ping, e)
 		default:
 			return false
@@ -76,7 +76,7 @@ func (p *Pool) housekeep() {
 			p.closeEntry(e, "dead (keepalive failed)")
 			continue
 		}
-		e.lastAlive.Store(p.nanotime())
+		e.lastAlive = p.nanotime()
 		if !p.store.put(e) {
 			p.closeEntry(e, "pool closed")
 		}

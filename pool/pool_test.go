@@ -866,3 +866,31 @@ func (p *Pool) snapshot() []*entry {
 	}
 	return es
 }
+
+// The coarse clock never trusts a connection past AliveBypassWindow: one tick is subtracted.
+func TestCoarseClockBypassBound(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 1})
+	if p.clk.exact || p.clk.tick != 50*time.Millisecond {
+		t.Fatalf("system clock: exact=%v tick=%v; want coarse with a 50ms tick for a 500ms window", p.clk.exact, p.clk.tick)
+	}
+	ms := int64(time.Millisecond)
+	if !p.trusted(450*ms, 0) {
+		t.Error("a connection returned 450ms (coarse) ago should be trusted")
+	}
+	if p.trusted(451*ms, 0) {
+		t.Error("a connection returned 451ms (coarse) ago may be 501ms old and must be probed")
+	}
+}
+
+func TestCoarseClockProbesIdleConnection(t *testing.T) {
+	p, fc := newPool(t, Config{MaxConns: 1, AliveBypassWindow: 20 * time.Millisecond})
+	c := mustConnect(t, p)
+	_ = c.Close()
+	base := fc.Pings.Load()
+	time.Sleep(60 * time.Millisecond) // the time passing is what is tested
+	c = mustConnect(t, p)
+	_ = c.Close()
+	if fc.Pings.Load() != base+1 {
+		t.Fatalf("a connection idle 60ms with a 20ms window was not probed (pings %d)", fc.Pings.Load()-base)
+	}
+}
