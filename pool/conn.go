@@ -246,7 +246,7 @@ func (c *conn) ResetSession(ctx context.Context) error {
 	if !p.usableLent(ctx, e, now) {
 		return driver.ErrBadConn
 	}
-	p.dbAcquires.Add(1)
+	e.dbAcquires.Add(1) // per entry: no cache line shared between borrowers
 	e.borrowedAt = now
 	if p.cfg.LeakDetectionThreshold > 0 {
 		e.leak = p.watchLeak(e)

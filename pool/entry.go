@@ -45,6 +45,10 @@ type entry struct {
 	// borrowedAt is stamped at every acquire; read by the owner and by leak reports.
 	borrowedAt int64
 
+	// dbAcquires counts mode (b) checkouts (ResetSession); summed by Stats, folded into
+	// Pool.dbAcquires when the entry is closed.
+	dbAcquires atomic.Uint64
+
 	// Owned by the goroutine that holds the connection.
 	sess  session
 	fatal error // first fatal error seen while in use

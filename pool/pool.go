@@ -62,7 +62,7 @@ type Pool struct {
 	timeouts     atomic.Uint64
 	created      atomic.Uint64
 	closedN      atomic.Uint64
-	dbAcquires   atomic.Uint64 // mode (b) checkouts through ResetSession
+	dbAcquires   atomic.Uint64 // mode (b) checkouts of closed entries
 	exhausted    atomic.Uint64
 	validations  atomic.Uint64
 	probeFailed  atomic.Uint64
@@ -192,7 +192,7 @@ func (p *Pool) Stats() Stats {
 		Name:          p.cfg.Name,
 		MaxConns:      p.cfg.MaxConns,
 		Waiting:       waiting,
-		Acquires:      acquires + p.dbAcquires.Load(),
+		Acquires:      acquires,
 		Timeouts:      p.timeouts.Load(),
 		Exhausted:     p.exhausted.Load(),
 		Created:       p.created.Load(),
@@ -209,7 +209,9 @@ func (p *Pool) Stats() Stats {
 		if e.state.Load() == stateLent {
 			lent++
 		}
+		s.Acquires += e.dbAcquires.Load()
 	}
+	s.Acquires += p.dbAcquires.Load()
 	p.regMu.Unlock()
 	s.Idle = min(idle+lent, s.Total)
 	s.Active = s.Total - s.Idle
@@ -355,6 +357,7 @@ func (p *Pool) closeEntry(e *entry, reason string) {
 	p.regMu.Lock()
 	_, ok := p.all[e]
 	delete(p.all, e)
+	p.dbAcquires.Add(e.dbAcquires.Load())
 	p.regMu.Unlock()
 	if !ok {
 		return

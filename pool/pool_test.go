@@ -894,3 +894,89 @@ func TestCoarseClockProbesIdleConnection(t *testing.T) {
 		t.Fatalf("a connection idle 60ms with a 20ms window was not probed (pings %d)", fc.Pings.Load()-base)
 	}
 }
+
+// Invariant 6: whatever optional interfaces the driver has or lacks, database/sql over the pool
+// sends the driver exactly the calls it sends without the pool.
+func TestOptionalInterfacesPreserved(t *testing.T) {
+	workload := func(t *testing.T, db *sql.DB) []string {
+		ctx := context.Background()
+		var errs []string
+		note := func(err error) {
+			if err != nil {
+				errs = append(errs, err.Error())
+			}
+		}
+		sc, err := db.Conn(ctx) // one connection, so the driver log is one sequence
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sc.Close()
+		_, err = sc.ExecContext(ctx, "INSERT INTO t VALUES (?)", 1)
+		note(err)
+		var n int
+		note(sc.QueryRowContext(ctx, "SELECT ?", 7).Scan(&n))
+		note(sc.PingContext(ctx))
+		tx, err := sc.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelSerializable})
+		note(err)
+		if tx != nil {
+			note(tx.Rollback())
+		}
+		tx, err = sc.BeginTx(ctx, nil)
+		note(err)
+		if tx != nil {
+			_, err = tx.ExecContext(ctx, "UPDATE t SET a = 1")
+			note(err)
+			note(tx.Commit())
+		}
+		st, err := sc.PrepareContext(ctx, "SELECT a FROM t WHERE id = ?")
+		note(err)
+		if st != nil {
+			note(st.QueryRowContext(ctx, 3).Scan(&n))
+			_ = st.Close()
+		}
+		return errs
+	}
+	for _, minimal := range []bool{false, true} {
+		t.Run(fmt.Sprintf("minimal=%v", minimal), func(t *testing.T) {
+			open := func(pooled bool) (*sql.DB, *fakedb.Connector) {
+				fc := fakedb.New()
+				var c driver.Connector = fc
+				if minimal {
+					c = fakedb.MinimalConnector{Connector: fc}
+				}
+				if !pooled {
+					return sql.OpenDB(c), fc
+				}
+				p, err := New(c, Config{MaxConns: 1, Logger: quiet})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = p.Close() })
+				return p.OpenDB(), fc
+			}
+			plainDB, plainFC := open(false)
+			defer plainDB.Close()
+			pooledDB, pooledFC := open(true)
+			defer pooledDB.Close()
+			plainErrs := workload(t, plainDB)
+			pooledErrs := workload(t, pooledDB)
+			if fmt.Sprint(plainErrs) != fmt.Sprint(pooledErrs) {
+				t.Errorf("errors differ:\n plain  %q\n pooled %q", plainErrs, pooledErrs)
+			}
+			strip := func(log []string) []string {
+				var out []string
+				for _, l := range log {
+					if !strings.Contains(l, "@@autocommit") { // the pool's baseline query at connect (and its PREPARE)
+						out = append(out, l)
+					}
+				}
+				return out
+			}
+			plainLog := strip(plainFC.Conns()[0].Log())
+			pooledLog := strip(pooledFC.Conns()[0].Log())
+			if fmt.Sprint(plainLog) != fmt.Sprint(pooledLog) {
+				t.Errorf("driver calls differ:\n plain  %q\n pooled %q", plainLog, pooledLog)
+			}
+		})
+	}
+}

@@ -32,15 +32,12 @@ func (s *session) init(ctx context.Context, dc driver.Conn) error {
 	return nil
 }
 
-// queryBaseline runs txstate.BaselineQuery. A driver without QueryerContext, or a server that
-// rejects the query with an ordinary (non-fatal) error, leaves the baseline unknown.
+// queryBaseline runs txstate.BaselineQuery (directly, or prepared when the driver has no
+// QueryerContext). A server that rejects the query with an ordinary (non-fatal) error leaves
+// the baseline unknown.
 func queryBaseline(ctx context.Context, dc driver.Conn) (txstate.Baseline, bool, error) {
-	b := txstate.Baseline{Autocommit: true}
-	qc, ok := dc.(driver.QueryerContext)
-	if !ok {
-		return b, false, nil
-	}
-	rows, err := qc.QueryContext(ctx, txstate.BaselineQuery, nil)
+	var b txstate.Baseline
+	rows, err := queryDriver(ctx, dc, txstate.BaselineQuery)
 	if err != nil {
 		if v := validate.Check(err, validate.Session{}); v.Fatal || ctx.Err() != nil {
 			return b, false, err
@@ -60,6 +57,52 @@ func queryBaseline(ctx context.Context, dc driver.Conn) (txstate.Baseline, bool,
 		return b, false, nil
 	}
 	return parsed, true, nil
+}
+
+// queryDriver runs a query without arguments on a driver connection.
+func queryDriver(ctx context.Context, dc driver.Conn, q string) (driver.Rows, error) {
+	if qc, ok := dc.(driver.QueryerContext); ok {
+		rows, err := qc.QueryContext(ctx, q, nil)
+		if err != driver.ErrSkip {
+			return rows, err
+		}
+	}
+	st, err := prepareDriver(ctx, dc, q)
+	if err != nil {
+		return nil, err
+	}
+	var rows driver.Rows
+	if sq, ok := st.(driver.StmtQueryContext); ok {
+		rows, err = sq.QueryContext(ctx, nil)
+	} else {
+		rows, err = st.Query(nil) //nolint:staticcheck
+	}
+	if err != nil {
+		_ = st.Close()
+		return nil, err
+	}
+	return stmtRows{rows, st}, nil
+}
+
+// stmtRows closes its statement with the rows.
+type stmtRows struct {
+	driver.Rows
+	st driver.Stmt
+}
+
+func (r stmtRows) Close() error {
+	err := r.Rows.Close()
+	if err2 := r.st.Close(); err == nil {
+		err = err2
+	}
+	return err
+}
+
+func prepareDriver(ctx context.Context, dc driver.Conn, q string) (driver.Stmt, error) {
+	if pc, ok := dc.(driver.ConnPrepareContext); ok {
+		return pc.PrepareContext(ctx, q)
+	}
+	return dc.Prepare(q)
 }
 
 func (s *session) begin(opts driver.TxOptions) { s.t.Begin(opts) }
@@ -117,13 +160,7 @@ func execDriver(ctx context.Context, dc driver.Conn, q string) error {
 			return err
 		}
 	}
-	var st driver.Stmt
-	var err error
-	if pc, ok := dc.(driver.ConnPrepareContext); ok {
-		st, err = pc.PrepareContext(ctx, q)
-	} else {
-		st, err = dc.Prepare(q)
-	}
+	st, err := prepareDriver(ctx, dc, q)
 	if err != nil {
 		return err
 	}

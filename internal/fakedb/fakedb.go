@@ -131,7 +131,8 @@ func (cn *Conn) FailNext(err error) { cn.mu.Lock(); cn.next = err; cn.mu.Unlock(
 func (cn *Conn) Closed() bool { return cn.closed.Load() }
 
 // Log returns the statements and calls the connection received, in order ("BEGIN", "COMMIT",
-// "ROLLBACK" for driver transaction calls, "PING", and the query text of every Exec/Query).
+// "ROLLBACK" for driver transaction calls, "PING", "PREPARE <query>", and the query text of
+// every Exec/Query, direct or through a prepared statement).
 func (cn *Conn) Log() []string {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
@@ -155,8 +156,8 @@ func (cn *Conn) Prepare(query string) (driver.Stmt, error) {
 }
 
 func (cn *Conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	if cn.closed.Load() || cn.broken.Load() {
-		return nil, driver.ErrBadConn
+	if err := cn.record("PREPARE " + query); err != nil {
+		return nil, err
 	}
 	return &Stmt{cn: cn, query: query}, nil
 }
@@ -292,4 +293,23 @@ func (r *Rows) Next(dest []driver.Value) error {
 	copy(dest, r.rows[r.i])
 	r.i++
 	return nil
+}
+
+// Minimal wraps a Conn so that only driver.Conn's own methods (Prepare, Close, Begin) are
+// visible: for tests that a wrapper adds no behaviour a driver lacks.
+type Minimal struct{ C *Conn }
+
+func (m Minimal) Prepare(q string) (driver.Stmt, error) { return m.C.Prepare(q) }
+func (m Minimal) Close() error                          { return m.C.Close() }
+func (m Minimal) Begin() (driver.Tx, error)             { return m.C.Begin() } //nolint:staticcheck
+
+// MinimalConnector opens connections of a Connector wrapped in Minimal.
+type MinimalConnector struct{ *Connector }
+
+func (mc MinimalConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	c, err := mc.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return Minimal{c.(*Conn)}, nil
 }

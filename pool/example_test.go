@@ -1,0 +1,149 @@
+package pool_test
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/sqlpool/sqlpool/internal/mysqltest"
+	"github.com/sqlpool/sqlpool/pool"
+)
+
+// embedded starts the embedded MySQL-protocol server for an example and returns a
+// go-sql-driver/mysql connector to it and a function that stops it.
+func embedded() (driver.Connector, func()) {
+	dsn, stop, err := mysqltest.StartEmbedded()
+	if err != nil {
+		panic(err)
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		panic(err)
+	}
+	c, err := mysql.NewConnector(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return c, func() { _ = stop() }
+}
+
+func ExampleNew() {
+	connector, stop := embedded()
+	defer stop()
+
+	p, err := pool.New(connector, pool.Config{Name: "example", MaxConns: 4, Logger: quietLog})
+	if err != nil {
+		fmt.Println("no database:", err)
+		return
+	}
+	defer p.Close()
+	db := p.OpenDB() // mode (a): every borrow and return goes through the pool
+	defer db.Close()
+
+	var n int
+	if err := db.QueryRowContext(context.Background(), "SELECT 1 + 1").Scan(&n); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(n)
+	// Output: 2
+}
+
+func ExampleKeepIdleInDB() {
+	connector, stop := embedded()
+	defer stop()
+	p, err := pool.New(connector, pool.Config{MaxConns: 2, Logger: quietLog})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer p.Close()
+	db := p.OpenDB(pool.KeepIdleInDB()) // mode (b): database/sql keeps idle connections
+	defer db.Close()
+	if err := db.PingContext(context.Background()); err != nil {
+		fmt.Println(err)
+		return
+	}
+	s := p.Stats()
+	fmt.Printf("active=%d (a connection parked in database/sql counts as idle)\n", s.Active)
+	// Output: active=0 (a connection parked in database/sql counts as idle)
+}
+
+func ExamplePool_Stats() {
+	connector, stop := embedded()
+	defer stop()
+	p, err := pool.New(connector, pool.Config{Name: "stats", MaxConns: 2, MinIdleConns: -1, Logger: quietLog})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer p.Close()
+	db := p.OpenDB()
+	defer db.Close()
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	s := p.Stats()
+	fmt.Printf("%s: total=%d active=%d\n", s.Name, s.Total, s.Active)
+	_ = conn.Close()
+	s = p.Stats()
+	fmt.Printf("%s: total=%d active=%d idle=%d\n", s.Name, s.Total, s.Active, s.Idle)
+	// Output:
+	// stats: total=1 active=1
+	// stats: total=1 active=0 idle=1
+}
+
+func ExampleUnwrap() {
+	connector, stop := embedded()
+	defer stop()
+	p, err := pool.New(connector, pool.Config{MaxConns: 1, Logger: quietLog})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer p.Close()
+	db := p.OpenDB()
+	defer db.Close()
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer conn.Close()
+	_ = conn.Raw(func(dc any) error {
+		// The driver's own connection. The pool cannot see what is done with it, so the
+		// session is reset (or the connection discarded) when it is returned.
+		_, isPinger := pool.Unwrap(dc).(driver.Pinger)
+		fmt.Println("driver conn reached:", isPinger)
+		return nil
+	})
+	// Output: driver conn reached: true
+}
+
+func ExampleAcquireTimeoutError() {
+	connector, stop := embedded()
+	defer stop()
+	p, err := pool.New(connector, pool.Config{Name: "tiny", MaxConns: 1, AcquireTimeout: 250 * time.Millisecond, Logger: quietLog})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer p.Close()
+	db := p.OpenDB()
+	defer db.Close()
+	ctx := context.Background()
+	held, _ := db.Conn(ctx) // the only connection
+	defer held.Close()
+
+	_, err = db.Conn(ctx)
+	var te *pool.AcquireTimeoutError
+	fmt.Println(errors.Is(err, pool.ErrAcquireTimeout), errors.As(err, &te) && te.Active == 1)
+	// Output: true true
+}
+
