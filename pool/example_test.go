@@ -146,4 +146,3 @@ func ExampleAcquireTimeoutError() {
 	fmt.Println(errors.Is(err, pool.ErrAcquireTimeout), errors.As(err, &te) && te.Active == 1)
 	// Output: true true
 }
-
