@@ -1,0 +1,150 @@
+package txstate
+
+import (
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Baseline is a session's state right after connect (and after the pool's
+// ConnectionInit hook): the state a release plan restores. The zero
+// Baseline means "autocommit off, no database, isolation unknown"; record a
+// real one with BaselineQuery and BaselineFromRow.
+type Baseline struct {
+	// Database is the selected database as DATABASE() returns it, or ""
+	// when none is selected (DATABASE() is NULL).
+	Database string
+	// Autocommit is @@autocommit.
+	Autocommit bool
+	// Isolation is the session isolation level as @@transaction_isolation
+	// (MySQL 8, MariaDB 11.1+) or @@tx_isolation (MariaDB) prints it, such
+	// as "REPEATABLE-READ"; "REPEATABLE READ" and any case are accepted. An
+	// empty or unrecognised value means unknown: a plan that must restore
+	// the isolation level discards the connection instead.
+	Isolation string
+	// ReadOnly is @@transaction_read_only (or @@tx_read_only): whether the
+	// session's transactions are read-only by default.
+	ReadOnly bool
+	// Quoting is how the session's sql_mode lexes backslashes in literals.
+	// The zero value, QuotingUnknown, is always safe; an exact mode avoids
+	// mistaking a ';' inside a literal for a second statement.
+	Quoting Quoting
+}
+
+// BaselineQuery is the one statement a pool runs at connect to record the
+// baseline, on MySQL 8 and MariaDB alike. Its columns are DATABASE(),
+// @@autocommit, @@sql_mode, the isolation level and the read-only flag; feed
+// the row to BaselineFromRow.
+//
+// The isolation variables have different names by server: MySQL 8 has only
+// transaction_isolation and transaction_read_only (the tx_ names were removed
+// in 8.0.3), MariaDB 10.11 has only tx_isolation and tx_read_only (the
+// transaction_ names arrived in 11.1, where the tx_ names remain as
+// deprecated aliases). The query picks the right pair with executable
+// comments: MariaDB runs "/*M! ... */" and MySQL treats it as a comment;
+// MySQL 5.7.20+ runs "/*!50720 ... */" and MariaDB skips every "/*!" version
+// from 50700 to 99999 (MariaDB's documented rule, checked on 10.11). The
+// go-mysql-server embedded server also runs the "/*!50720" part and has
+// both names.
+const BaselineQuery = "SELECT DATABASE(), @@autocommit, @@sql_mode, " +
+	"/*M! @@tx_isolation, @@tx_read_only */ " +
+	"/*!50720 @@transaction_isolation, @@transaction_read_only */"
+
+// BaselineColumns is the number of columns BaselineQuery returns.
+const BaselineColumns = 5
+
+// BaselineFromRow builds a Baseline from the row of BaselineQuery as a
+// driver returns it: each value nil, []byte, string, int64, uint64 or bool
+// (go-sql-driver/mysql returns []byte for every column of a text-protocol
+// row). It returns an error naming the column it cannot read.
+func BaselineFromRow(row []driver.Value) (Baseline, error) {
+	var b Baseline
+	if len(row) != BaselineColumns {
+		return b, fmt.Errorf("txstate: baseline row has %d columns, want %d", len(row), BaselineColumns)
+	}
+	db, _, err := text(row[0])
+	if err != nil {
+		return b, fmt.Errorf("txstate: baseline column DATABASE(): %w", err)
+	}
+	b.Database = db
+	if b.Autocommit, err = boolean(row[1]); err != nil {
+		return b, fmt.Errorf("txstate: baseline column @@autocommit: %w", err)
+	}
+	mode, valid, err := text(row[2])
+	if err != nil {
+		return b, fmt.Errorf("txstate: baseline column @@sql_mode: %w", err)
+	}
+	if valid {
+		b.Quoting = QuotingFor(mode)
+	}
+	if b.Isolation, _, err = text(row[3]); err != nil {
+		return b, fmt.Errorf("txstate: baseline column isolation: %w", err)
+	}
+	if b.ReadOnly, err = boolean(row[4]); err != nil {
+		return b, fmt.Errorf("txstate: baseline column read-only: %w", err)
+	}
+	return b, nil
+}
+
+// text reads a string column; valid is false for NULL.
+func text(v driver.Value) (s string, valid bool, err error) {
+	switch v := v.(type) {
+	case nil:
+		return "", false, nil
+	case []byte:
+		return string(v), true, nil
+	case string:
+		return v, true, nil
+	}
+	return "", false, fmt.Errorf("unexpected %T", v)
+}
+
+// boolean reads a 0/1 column as MySQL returns system booleans.
+func boolean(v driver.Value) (bool, error) {
+	switch v := v.(type) {
+	case int64:
+		return v != 0, nil
+	case uint64:
+		return v != 0, nil
+	case bool:
+		return v, nil
+	case []byte, string:
+		s, _, _ := text(v)
+		switch boolValue(s) {
+		case triOn:
+			return true, nil
+		case triOff:
+			return false, nil
+		}
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return n != 0, nil
+		}
+		return false, fmt.Errorf("not a boolean: %q", s)
+	case nil:
+		return false, errors.New("NULL")
+	}
+	return false, fmt.Errorf("unexpected %T", v)
+}
+
+// isolationLevels maps the isolation levels to their SQL keywords.
+var isolationLevels = [...]struct{ name, sql string }{
+	{"READ-UNCOMMITTED", "READ UNCOMMITTED"},
+	{"READ-COMMITTED", "READ COMMITTED"},
+	{"REPEATABLE-READ", "REPEATABLE READ"},
+	{"SERIALIZABLE", "SERIALIZABLE"},
+}
+
+// normalIsolation returns the canonical variable value ("REPEATABLE-READ")
+// and SQL keywords ("REPEATABLE READ") of an isolation level written either
+// way in any case, or ok false.
+func normalIsolation(s string) (name, sql string, ok bool) {
+	s = strings.TrimSpace(s)
+	for _, l := range isolationLevels {
+		if strings.EqualFold(s, l.name) || strings.EqualFold(s, l.sql) {
+			return l.name, l.sql, true
+		}
+	}
+	return "", "", false
+}

@@ -1,0 +1,505 @@
+package txstate
+
+import (
+	"database/sql/driver"
+	"strings"
+)
+
+// Dirty bits: what may differ from the baseline.
+const (
+	dTx         uint32 = 1 << iota // a transaction may be open: ROLLBACK
+	dXA                            // an XA transaction is open: discard
+	dAutocommit                    // autocommit may differ: SET autocommit
+	dIsolation                     // isolation or access mode may differ: SET
+	dDatabase                      // another database may be selected: USE
+	dTables                        // LOCK TABLES: UNLOCK TABLES
+	dUserLocks                     // GET_LOCK: SELECT RELEASE_ALL_LOCKS()
+	dTemp                          // temporary tables: DROP TEMPORARY TABLE
+	dDiscard                       // unknown state: discard
+)
+
+// maxTemps bounds the temporary tables a Tracker remembers; beyond it the
+// connection is discarded.
+const maxTemps = 32
+
+// Reasons a plan gives.
+const (
+	reasonUnknown   = "session state unknown"
+	reasonXA        = "XA transaction not committed or rolled back"
+	reasonNoDB      = "database selected where none was at connect"
+	reasonNoBase    = "no baseline recorded"
+	reasonIsolation = "baseline isolation level unknown"
+	reasonTemp      = "temporary table not tracked"
+)
+
+// sess is the part of a Tracker's state that Failed can merge back.
+type sess struct {
+	dirty  uint32
+	ac     tri  // autocommit now: triOn, triOff, or triNone/triUnknown (unknown)
+	ro     tri  // session read-only: triNone (as baseline), triOn, triOff, triUnknown
+	txMode int8 // access mode of the open transaction, if it set one
+	// locked says LOCK TABLES surely holds locks, so UNLOCK TABLES commits.
+	// BEGIN releases table locks, after which UNLOCK TABLES commits nothing.
+	locked bool
+}
+
+// Tracker follows one connection's session state from the statements and
+// driver transaction calls a borrower makes, and answers at release how to
+// bring the session back to its baseline (Plan).
+//
+// A pool embeds one Tracker per physical connection, calls Reset with the
+// baseline recorded at connect, feeds it every driver Begin, Commit and
+// Rollback and every statement's text while the connection is lent, calls
+// Failed when one of them returns an error, and at release calls Clean
+// (true in the common case, a field read) or else Plan, runs the plan and
+// calls Done.
+//
+// A Tracker is not safe for concurrent use: one goroutine at a time, as a
+// driver.Conn is used. Its zero value is ready to use with no baseline: it
+// tracks transactions, locks and temporary tables as usual, but with
+// autocommit unknown every statement counts as opening a transaction, and
+// any change of database, autocommit, isolation or access mode plans a
+// discard, since there is no recorded value to restore.
+type Tracker struct {
+	st        sess
+	prev      sess   // st before the last call, for Failed
+	failExtra uint32 // dirty bits Failed adds for the last call
+	reason    string // why dDiscard was set
+
+	base    Baseline
+	hasBase bool
+	isoOK   bool
+	quoting Quoting
+	useSQL  string // USE `db`
+	acSQL   string // SET autocommit=...
+	txSQL   string // SET SESSION TRANSACTION ISOLATION LEVEL ..., READ ...
+	bothSQL string // one SET for autocommit, isolation and access mode
+
+	txIso driver.IsolationLevel
+	xid   string
+	temps []string
+	plan  [6]string
+}
+
+// NewTracker returns a Tracker reset to baseline b. A pool that embeds a
+// Tracker by value calls Reset instead.
+func NewTracker(b Baseline) *Tracker {
+	t := new(Tracker)
+	t.Reset(b)
+	return t
+}
+
+// Reset makes b the baseline and marks the session clean, as it is right
+// after connect. It allocates the reset statements for b once, so that
+// later calls need not.
+func (t *Tracker) Reset(b Baseline) {
+	t.base = b
+	t.hasBase = true
+	t.quoting = b.Quoting
+	t.useSQL = ""
+	if b.Database != "" {
+		t.useSQL = "USE `" + strings.ReplaceAll(b.Database, "`", "``") + "`"
+	}
+	ac := "0"
+	if b.Autocommit {
+		ac = "1"
+	}
+	t.acSQL = "SET autocommit=" + ac
+	name, sql, ok := normalIsolation(b.Isolation)
+	t.isoOK = ok
+	t.txSQL, t.bothSQL = "", ""
+	if ok {
+		mode, ro := "READ WRITE", "0"
+		if b.ReadOnly {
+			mode, ro = "READ ONLY", "1"
+		}
+		t.txSQL = "SET SESSION TRANSACTION ISOLATION LEVEL " + sql + ", " + mode
+		// One SET for all three needs each server's variable names; the
+		// executable comments pick them as in BaselineQuery.
+		t.bothSQL = "SET autocommit=" + ac +
+			" /*M!, SESSION tx_isolation='" + name + "', SESSION tx_read_only=" + ro + " */" +
+			" /*!50720 , SESSION transaction_isolation='" + name + "', SESSION transaction_read_only=" + ro + " */"
+	}
+	t.Done()
+}
+
+// Baseline returns the baseline given to Reset, and false for a Tracker
+// that has none (the zero Tracker).
+func (t *Tracker) Baseline() (Baseline, bool) {
+	return t.base, t.hasBase
+}
+
+// Done records that the plan ran successfully: the session is back at its
+// baseline and clean. Call it after every successful reset (and never after
+// a failed one: close the connection instead).
+func (t *Tracker) Done() {
+	t.st = sess{}
+	if t.hasBase {
+		t.st.ac = triOff
+		if t.base.Autocommit {
+			t.st.ac = triOn
+		}
+	}
+	t.prev = t.st
+	t.failExtra = 0
+	t.reason = ""
+	t.txIso = driver.IsolationLevel(0)
+	t.xid = ""
+	clear(t.temps)
+	t.temps = t.temps[:0]
+}
+
+// Clean reports whether nothing needs doing at release: no transaction,
+// lock, temporary table or changed setting. It is a field read.
+func (t *Tracker) Clean() bool {
+	return t.st.dirty == 0
+}
+
+// InTx reports whether a transaction may be open: begun by the driver or by
+// text (BEGIN, START TRANSACTION, XA START, or a statement with autocommit
+// off) and not yet ended.
+func (t *Tracker) InTx() bool {
+	return t.st.dirty&(dTx|dXA) != 0
+}
+
+// ReadOnlyTx reports whether the session itself asked for read-only
+// transactions, so that error 1792 (ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION)
+// is the borrower's doing rather than a sign of failover: the open
+// transaction was begun read-only (driver TxOptions.ReadOnly, START
+// TRANSACTION READ ONLY), or the session's access mode is read-only by SET
+// [SESSION] TRANSACTION READ ONLY, transaction_read_only or the baseline.
+// An access mode set to a value the tracker cannot read counts as read-only.
+func (t *Tracker) ReadOnlyTx() bool {
+	if t.st.dirty&dTx != 0 && t.st.txMode != txModeSession {
+		return t.st.txMode == txModeReadOnly
+	}
+	switch t.st.ro {
+	case triOn, triUnknown:
+		return true
+	case triOff:
+		return false
+	}
+	return t.hasBase && t.base.ReadOnly
+}
+
+// TxIsolation returns the isolation level the last Begin asked for
+// (driver.IsolationLevel(0), the default, when none or after Done).
+func (t *Tracker) TxIsolation() driver.IsolationLevel {
+	return t.txIso
+}
+
+// Begin records a driver BeginTx (or Begin, with zero opts) on the
+// connection. Call it before or after the driver's call; if the call fails,
+// call Failed: go-sql-driver/mysql may have set the next transaction's
+// isolation level before failing to start it, and the plan then resets it.
+//
+// A non-default opts.Isolation needs no reset once the transaction ends:
+// go-sql-driver/mysql sets it with SET TRANSACTION (no SESSION), which lasts
+// for the next transaction only.
+func (t *Tracker) Begin(opts driver.TxOptions) {
+	t.prev, t.failExtra = t.st, 0
+	if opts.Isolation != driver.IsolationLevel(0) {
+		t.failExtra = dIsolation
+	}
+	t.st.dirty |= dTx
+	t.st.locked = false
+	t.st.txMode = txModeSession
+	if opts.ReadOnly {
+		t.st.txMode = txModeReadOnly
+	}
+	t.txIso = opts.Isolation
+}
+
+// Commit records a driver Tx.Commit: the transaction has ended. If the call
+// fails, call Failed.
+func (t *Tracker) Commit() {
+	t.prev, t.failExtra = t.st, 0
+	t.endTx()
+}
+
+// Rollback records a driver Tx.Rollback: the transaction has ended. If the
+// call fails, call Failed.
+func (t *Tracker) Rollback() {
+	t.prev, t.failExtra = t.st, 0
+	t.endTx()
+}
+
+// Unknown records that the session was used in a way the pool cannot see,
+// such as through sql.Conn.Raw: its state is unknown and the plan discards
+// the connection.
+func (t *Tracker) Unknown() {
+	t.prev, t.failExtra = t.st, 0
+	t.discard(reasonUnknown)
+}
+
+// Failed records that the last Statement, Begin, Commit or Rollback
+// returned an error. A failed statement may have ended nothing, so whatever
+// was in place before it is assumed to still be (the union of the states
+// before and after); what it may have started is kept too.
+func (t *Tracker) Failed() {
+	p := t.prev
+	t.st.dirty |= p.dirty | t.failExtra
+	if p.ac != t.st.ac {
+		t.st.ac = triUnknown
+		t.st.dirty |= dAutocommit
+	}
+	if p.ro != t.st.ro {
+		t.st.ro = triUnknown
+	}
+	if p.txMode != t.st.txMode && p.dirty&dTx != 0 {
+		t.st.txMode = p.txMode
+	}
+	t.st.locked = t.st.locked && p.locked
+	if t.st.dirty&dDiscard != 0 && t.reason == "" {
+		t.reason = reasonUnknown
+	}
+}
+
+// Statement records the text of a statement run on the connection: every
+// Exec and Query, and every execution of a prepared statement. Call it
+// before or after the driver's call; if the call fails, call Failed.
+//
+// Statement does not allocate (except the first time it remembers a
+// temporary table) and takes tens of nanoseconds for a typical statement;
+// it never uses regular expressions.
+func (t *Tracker) Statement(query string) {
+	t.prev, t.failExtra = t.st, 0
+	var in info
+	analyze(&in, query, t.quoting)
+	t.apply(&in)
+}
+
+// apply changes the state by one classified statement.
+func (t *Tracker) apply(in *info) {
+	switch in.class {
+	case ClassEmpty:
+		return
+	case ClassQuery, ClassUserLock, ClassSavepoint, ClassDropTemp:
+		t.touch()
+	case ClassBegin:
+		t.st.dirty |= dTx
+		t.st.locked = false // BEGIN releases table locks
+		t.st.txMode = in.txMode
+	case ClassCommit, ClassRollback:
+		t.endTx()
+	case ClassChain:
+		t.st.dirty |= dTx
+		t.st.locked = false
+	case ClassXAStart:
+		t.st.dirty |= dXA
+		t.xid = in.name
+	case ClassXAPrepare:
+		t.st.dirty |= dXA
+	case ClassXAFinish:
+		if t.st.dirty&dXA != 0 && in.name != "" && in.name == t.xid {
+			t.st.dirty &^= dXA
+		}
+	case ClassSetUserVar, ClassSetAutocommit, ClassSetTransaction:
+		t.set(in)
+	case ClassUse:
+		if in.plain != "" && t.hasBase && in.plain == t.base.Database {
+			t.st.dirty &^= dDatabase
+		} else {
+			t.st.dirty |= dDatabase
+		}
+	case ClassLockTables:
+		t.implicitCommit()
+		t.st.dirty |= dTables
+		t.st.locked = true
+	case ClassUnlockTables:
+		if t.st.locked {
+			t.implicitCommit()
+		}
+		t.st.dirty &^= dTables
+		t.st.locked = false
+	case ClassCreateTemp:
+		t.touch()
+		t.createTemp(in)
+	case ClassDDL:
+		if len(t.temps) == 0 {
+			t.implicitCommit()
+		} else if in.rename {
+			// ALTER ... RENAME or RENAME TABLE may rename a temporary
+			// table out of reach of DROP TEMPORARY TABLE IF EXISTS; and
+			// DDL on a temporary table need not commit.
+			t.discard(reasonTemp)
+		}
+		if in.dropDB {
+			t.st.dirty |= dDatabase
+		}
+	default:
+		t.discard(reasonFor(in.class))
+	}
+	if in.lock {
+		t.st.dirty |= dUserLocks
+	}
+}
+
+// reasonFor names a discarding class for Plan.Reason.
+func reasonFor(c Class) string {
+	switch c {
+	case ClassSetOther:
+		return "session variable changed (SET)"
+	case ClassCall:
+		return "stored procedure called (CALL)"
+	case ClassPrepared:
+		return "SQL-level prepared statement (PREPARE/EXECUTE)"
+	case ClassHandler:
+		return "HANDLER used"
+	case ClassMulti:
+		return "multi-statement text"
+	}
+	return "statement not recognised"
+}
+
+// touch records a statement that opens a transaction unless autocommit is
+// known to be on.
+func (t *Tracker) touch() {
+	if t.st.ac != triOn {
+		t.st.dirty |= dTx
+	}
+}
+
+// endTx records the end of the (non-XA) transaction.
+func (t *Tracker) endTx() {
+	t.st.dirty &^= dTx
+	t.st.txMode = txModeSession
+}
+
+// implicitCommit records a statement that commits the open transaction
+// before it runs. In an XA transaction such statements fail instead.
+func (t *Tracker) implicitCommit() {
+	t.endTx()
+}
+
+// discard marks the state unknown, keeping the first reason.
+func (t *Tracker) discard(reason string) {
+	if t.st.dirty&dDiscard == 0 {
+		t.reason = reason
+	}
+	t.st.dirty |= dDiscard
+}
+
+// set applies a SET of user variables, autocommit and the transaction
+// variables.
+func (t *Tracker) set(in *info) {
+	wasOn := t.st.ac == triOn
+	if in.ac != triNone {
+		if in.ac == triOn && t.st.ac == triOff {
+			t.implicitCommit() // switching autocommit from 0 to 1 commits
+		}
+		t.st.ac = in.ac
+		if t.hasBase && in.ac != triUnknown && (in.ac == triOn) == t.base.Autocommit {
+			t.st.dirty &^= dAutocommit
+		} else {
+			t.st.dirty |= dAutocommit
+		}
+	}
+	if in.iso {
+		t.st.dirty |= dIsolation
+		if in.ro != triNone {
+			t.st.ro = in.ro
+		}
+	}
+	if in.userVar && (!wasOn || t.st.ac != triOn) {
+		t.st.dirty |= dTx // the expression may have read a table
+	}
+}
+
+// createTemp remembers a temporary table to drop at release.
+func (t *Tracker) createTemp(in *info) {
+	switch {
+	case in.name == "":
+		t.discard(reasonTemp)
+		return
+	case !in.qual && t.st.dirty&dDatabase != 0:
+		// Created in a database other than the baseline's: an
+		// unqualified DROP after USE <baseline> would miss it.
+		t.discard(reasonTemp)
+		return
+	}
+	for _, n := range t.temps {
+		if n == in.name {
+			t.st.dirty |= dTemp
+			return
+		}
+	}
+	if len(t.temps) >= maxTemps {
+		t.discard(reasonTemp)
+		return
+	}
+	t.temps = append(t.temps, in.name)
+	t.st.dirty |= dTemp
+}
+
+// Plan returns the cheapest plan that brings the session back to the
+// baseline: ActionNone when clean; ActionReset with statements in this
+// order, each only if needed: ROLLBACK, UNLOCK TABLES,
+// SELECT RELEASE_ALL_LOCKS(), USE `baseline`, DROP TEMPORARY TABLE IF EXISTS
+// ..., and one SET for autocommit, isolation and access mode; or
+// ActionDiscard when the state is unknown, an XA transaction is open, a
+// database was selected where none was at connect, or a value to restore
+// is not known. Plan does not change the Tracker; it allocates only to
+// join several causes in Reason and to build a DROP TEMPORARY TABLE.
+func (t *Tracker) Plan() Plan {
+	d := t.st.dirty
+	switch {
+	case d == 0:
+		return Plan{}
+	case d&dDiscard != 0:
+		r := t.reason
+		if r == "" {
+			r = reasonUnknown
+		}
+		return Plan{Action: ActionDiscard, Reason: r}
+	case d&dXA != 0:
+		return Plan{Action: ActionDiscard, Reason: reasonXA}
+	case d&dDatabase != 0 && t.useSQL == "":
+		if !t.hasBase {
+			return Plan{Action: ActionDiscard, Reason: reasonNoBase}
+		}
+		return Plan{Action: ActionDiscard, Reason: reasonNoDB}
+	case d&(dAutocommit|dIsolation) != 0 && !t.hasBase:
+		return Plan{Action: ActionDiscard, Reason: reasonNoBase}
+	case d&dIsolation != 0 && !t.isoOK:
+		return Plan{Action: ActionDiscard, Reason: reasonIsolation}
+	}
+	var why [len(Tracker{}.plan)]string
+	n := 0
+	if d&dTx != 0 {
+		t.plan[n], why[n] = "ROLLBACK", "open transaction"
+		n++
+	}
+	if d&dTables != 0 {
+		t.plan[n], why[n] = "UNLOCK TABLES", "table locks"
+		n++
+	}
+	if d&dUserLocks != 0 {
+		t.plan[n], why[n] = "SELECT RELEASE_ALL_LOCKS()", "user locks"
+		n++
+	}
+	if d&dDatabase != 0 {
+		t.plan[n], why[n] = t.useSQL, "database changed"
+		n++
+	}
+	if d&dTemp != 0 && len(t.temps) > 0 {
+		t.plan[n], why[n] = "DROP TEMPORARY TABLE IF EXISTS "+strings.Join(t.temps, ", "), "temporary tables"
+		n++
+	}
+	switch d & (dAutocommit | dIsolation) {
+	case dAutocommit:
+		t.plan[n], why[n] = t.acSQL, "autocommit changed"
+		n++
+	case dIsolation:
+		t.plan[n], why[n] = t.txSQL, "isolation or access mode changed"
+		n++
+	case dAutocommit | dIsolation:
+		t.plan[n], why[n] = t.bothSQL, "autocommit, isolation or access mode changed"
+		n++
+	}
+	reason := why[0]
+	if n > 1 {
+		reason = strings.Join(why[:n], ", ")
+	}
+	return Plan{Action: ActionReset, Statements: t.plan[:n:n], Reason: reason}
+}
