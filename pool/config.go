@@ -28,6 +28,8 @@ const (
 	DefaultInitializationFailTimeout = time.Millisecond
 	// DefaultHousekeepingPeriod is HousekeepingPeriod when the field is zero.
 	DefaultHousekeepingPeriod = 30 * time.Second
+	// DefaultStatementCacheSize is StatementCacheSize when the field is zero.
+	DefaultStatementCacheSize = 64
 	// DefaultCloseTimeout is CloseTimeout when the field is zero.
 	DefaultCloseTimeout = 10 * time.Second
 
@@ -121,6 +123,14 @@ type Config struct {
 	// CloseTimeout bounds how long Close waits for connections still in use. Zero value: 10 s.
 	// Negative: Close does not wait.
 	CloseTimeout time.Duration
+
+	// StatementCacheSize is how many prepared statements each physical connection keeps, least
+	// recently used first out. Through p.OpenDB(), a sql.Stmt then prepares once per
+	// connection instead of on every borrow, and a parameterized query the driver cannot run
+	// directly (go-sql-driver/mysql without interpolateParams) costs one round trip instead of
+	// three (prepare, execute, close). Zero value: 64. Negative: no cache; database/sql's own
+	// behaviour.
+	StatementCacheSize int
 
 	// ConnectionInit runs once on every new physical connection, before the session baseline is
 	// recorded; an error fails that connection. Zero value: none.
@@ -288,6 +298,12 @@ func (cfg Config) resolved() (Config, error) {
 		return c, fmt.Errorf("sqlpool: Config.HousekeepingPeriod is %v; it must be positive (zero means %v)", c.HousekeepingPeriod, DefaultHousekeepingPeriod)
 	case c.HousekeepingPeriod == 0:
 		c.HousekeepingPeriod = DefaultHousekeepingPeriod
+	}
+	switch {
+	case c.StatementCacheSize == 0:
+		c.StatementCacheSize = DefaultStatementCacheSize
+	case c.StatementCacheSize < 0:
+		c.StatementCacheSize = 0
 	}
 	switch {
 	case c.CloseTimeout == 0:

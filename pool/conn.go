@@ -21,6 +21,7 @@ type conn struct {
 	p      *Pool
 	e      *entry
 	closed bool
+	open   []driver.Stmt // statements handed out on this borrow and not yet closed
 }
 
 var (
@@ -69,25 +70,59 @@ func (c *conn) Prepare(query string) (driver.Stmt, error) {
 }
 
 func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	var ds driver.Stmt
-	var err error
-	if pc, ok := c.e.conn.(driver.ConnPrepareContext); ok {
-		ds, err = pc.PrepareContext(ctx, query)
-	} else {
-		ds, err = c.e.conn.Prepare(query)
-		if err == nil {
-			select {
-			case <-ctx.Done():
-				_ = ds.Close()
-				return nil, ctx.Err()
-			default:
-			}
+	if c.e.stmts.max > 0 {
+		cs, ds, err := c.cached(ctx, query)
+		if err != nil {
+			return nil, c.observe(err)
 		}
+		return c.track(newStmt(c, ds, query, cs)), nil
 	}
+	ds, err := prepareDriver(ctx, c.e.conn, query)
 	if err != nil {
 		return nil, c.observe(err)
 	}
-	return newStmt(c, ds, query), nil
+	return c.track(newStmt(c, ds, query, nil)), nil
+}
+
+// track remembers a statement handed out on this borrow, so that one still open when the
+// connection is returned is closed then (and counted as leaked).
+func (c *conn) track(st driver.Stmt) driver.Stmt {
+	c.open = append(c.open, st)
+	return st
+}
+
+func (c *conn) untrack(s *stmt) {
+	for i := len(c.open) - 1; i >= 0; i-- { // statements are usually closed last-in first-out
+		if stmtOf(c.open[i]) == s {
+			c.open = append(c.open[:i], c.open[i+1:]...)
+			return
+		}
+	}
+}
+
+// closeLeaked closes the statements the borrower left open and reports them.
+func (c *conn) closeLeaked() {
+	if len(c.open) == 0 {
+		return
+	}
+	leaked := c.open
+	c.open = nil
+	for _, st := range leaked {
+		s := stmtOf(st)
+		c.p.leakedStmts.Add(1)
+		if c.p.cfg.LeakDetectionThreshold > 0 {
+			c.p.cfg.Logger.Warn("sqlpool: statement left open by its borrower was closed on release",
+				"pool", c.p.cfg.Name, "conn", c.e.id, "query", truncate(s.query, 120))
+		}
+		_ = st.Close()
+	}
+}
+
+func truncate(q string, n int) string {
+	if len(q) <= n {
+		return q
+	}
+	return q[:n] + "…"
 }
 
 // Close returns the connection to the pool (mode a), or hands it back to the pool for good when
@@ -97,6 +132,7 @@ func (c *conn) Close() error {
 		return nil
 	}
 	c.closed = true
+	c.closeLeaked()
 	p, e := c.p, c.e
 	switch e.state.Load() {
 	case stateInUse:
@@ -161,6 +197,9 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	if ec, ok := c.e.conn.(driver.ExecerContext); ok {
 		c.e.sess.statement(query)
 		r, err = ec.ExecContext(ctx, query, args)
+		if err == driver.ErrSkip && len(args) > 0 && c.e.stmts.max > 0 {
+			r, err = c.execCached(ctx, query, args)
+		}
 	} else if ex, ok := c.e.conn.(driver.Execer); ok { //nolint:staticcheck
 		var vals []driver.Value
 		if vals, err = namedValuesToValues(args); err != nil {
@@ -175,6 +214,9 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 		return nil, driver.ErrSkip
 	}
 	if err != nil {
+		if err == driver.ErrSkip {
+			return nil, err
+		}
 		c.e.sess.failed()
 		return nil, c.observe(err)
 	}
@@ -187,6 +229,9 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 	if qc, ok := c.e.conn.(driver.QueryerContext); ok {
 		c.e.sess.statement(query)
 		r, err = qc.QueryContext(ctx, query, args)
+		if err == driver.ErrSkip && len(args) > 0 && c.e.stmts.max > 0 {
+			r, err = c.queryCached(ctx, query, args)
+		}
 	} else if q, ok := c.e.conn.(driver.Queryer); ok { //nolint:staticcheck
 		var vals []driver.Value
 		if vals, err = namedValuesToValues(args); err != nil {
@@ -201,10 +246,48 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 		return nil, driver.ErrSkip
 	}
 	if err != nil {
+		if err == driver.ErrSkip {
+			return nil, err
+		}
 		c.e.sess.failed()
 		return nil, c.observe(err)
 	}
 	return r, nil
+}
+
+// execCached runs a parameterized statement through the connection's statement cache, for a
+// driver that answered the direct call with driver.ErrSkip.
+func (c *conn) execCached(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	cs, ds, err := c.cached(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	r, err := stmtExec(ctx, ds, args)
+	releaseStmt(cs, ds)
+	return r, err
+}
+
+// queryCached is execCached for queries: the statement is held until the rows are closed.
+func (c *conn) queryCached(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	cs, ds, err := c.cached(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	r, err := stmtQuery(ctx, ds, args)
+	if err != nil {
+		releaseStmt(cs, ds)
+		return nil, err
+	}
+	return &rows{Rows: r, done: func() { releaseStmt(cs, ds) }}, nil
+}
+
+// releaseStmt drops a cached statement's reference, or closes an uncached one.
+func releaseStmt(cs *cachedStmt, ds driver.Stmt) {
+	if cs != nil {
+		cs.release()
+		return
+	}
+	_ = ds.Close()
 }
 
 func (c *conn) Ping(ctx context.Context) error {

@@ -98,6 +98,7 @@ func (p *Pool) dial() (*entry, error) {
 		}
 	}
 	e := &entry{conn: dc}
+	e.stmts.max = p.cfg.StatementCacheSize
 	e.validator, _ = dc.(driver.Validator)
 	if err := e.sess.init(ctx, dc); err != nil {
 		_ = dc.Close()

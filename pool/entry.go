@@ -50,6 +50,7 @@ type entry struct {
 	dbAcquires atomic.Uint64
 
 	// Owned by the goroutine that holds the connection.
+	stmts stmtCache
 	sess  session
 	fatal error // first fatal error seen while in use
 	leak  *leakTask

@@ -59,14 +59,16 @@ type Pool struct {
 
 	lastErr atomic.Pointer[errBox]
 
-	timeouts     atomic.Uint64
-	created      atomic.Uint64
-	closedN      atomic.Uint64
-	dbAcquires   atomic.Uint64 // mode (b) checkouts of closed entries
-	exhausted    atomic.Uint64
-	validations  atomic.Uint64
-	probeFailed  atomic.Uint64
-	releasePlans atomic.Uint64
+	timeouts      atomic.Uint64
+	created       atomic.Uint64
+	closedN       atomic.Uint64
+	dbAcquires    atomic.Uint64 // mode (b) checkouts of closed entries
+	exhausted     atomic.Uint64
+	validations   atomic.Uint64
+	probeFailed   atomic.Uint64
+	releasePlans  atomic.Uint64
+	leakedStmts   atomic.Uint64
+	stmtCacheFull atomic.Uint64
 }
 
 type errBox struct{ err error }
@@ -88,6 +90,11 @@ type Stats struct {
 	Validations   uint64 // liveness probes run on acquire (bypass window passed)
 	ProbeFailures uint64 // probes that found a dead connection
 	ReleasePlans  uint64 // releases that had to run statements (rollback or reset)
+	// LeakedStatements counts statements a borrower left open, closed by the pool on release.
+	LeakedStatements uint64
+	// StatementCacheFull counts ER_MAX_PREPARED_STMT_COUNT_REACHED (1461) errors that made a
+	// connection empty its statement cache.
+	StatementCacheFull uint64
 	// LastError is the last dial, init or validation error, or nil.
 	LastError error
 }
@@ -189,18 +196,20 @@ func (p *Pool) Connect(ctx context.Context) (driver.Conn, error) {
 func (p *Pool) Stats() Stats {
 	idle, waiting, acquires := p.store.counts()
 	s := Stats{
-		Name:          p.cfg.Name,
-		MaxConns:      p.cfg.MaxConns,
-		Waiting:       waiting,
-		Acquires:      acquires,
-		Timeouts:      p.timeouts.Load(),
-		Exhausted:     p.exhausted.Load(),
-		Created:       p.created.Load(),
-		Closed:        p.closedN.Load(),
-		Validations:   p.validations.Load(),
-		ProbeFailures: p.probeFailed.Load(),
-		ReleasePlans:  p.releasePlans.Load(),
-		LastError:     p.lastError(),
+		Name:               p.cfg.Name,
+		MaxConns:           p.cfg.MaxConns,
+		Waiting:            waiting,
+		Acquires:           acquires,
+		Timeouts:           p.timeouts.Load(),
+		Exhausted:          p.exhausted.Load(),
+		Created:            p.created.Load(),
+		Closed:             p.closedN.Load(),
+		Validations:        p.validations.Load(),
+		ProbeFailures:      p.probeFailed.Load(),
+		ReleasePlans:       p.releasePlans.Load(),
+		LeakedStatements:   p.leakedStmts.Load(),
+		StatementCacheFull: p.stmtCacheFull.Load(),
+		LastError:          p.lastError(),
 	}
 	p.regMu.Lock()
 	s.Total = len(p.all)

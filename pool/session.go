@@ -98,11 +98,23 @@ func (r stmtRows) Close() error {
 	return err
 }
 
+// prepareDriver prepares q, with database/sql's fallback for a driver without
+// ConnPrepareContext.
 func prepareDriver(ctx context.Context, dc driver.Conn, q string) (driver.Stmt, error) {
 	if pc, ok := dc.(driver.ConnPrepareContext); ok {
 		return pc.PrepareContext(ctx, q)
 	}
-	return dc.Prepare(q)
+	ds, err := dc.Prepare(q)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-ctx.Done():
+		_ = ds.Close()
+		return nil, ctx.Err()
+	default:
+	}
+	return ds, nil
 }
 
 func (s *session) begin(opts driver.TxOptions) { s.t.Begin(opts) }

@@ -13,9 +13,11 @@ import (
 // changes conversion when present, is kept exactly: stmtCC is used only when the driver's
 // statement has it.
 type stmt struct {
-	c     *conn
-	ds    driver.Stmt
-	query string
+	c      *conn
+	ds     driver.Stmt
+	query  string
+	cs     *cachedStmt // the cache entry ds belongs to, or nil for an uncached statement
+	closed bool
 }
 
 type stmtCC struct{ *stmt }
@@ -27,19 +29,41 @@ var (
 	_ driver.ColumnConverter   = stmtCC{} //nolint:staticcheck // preserved for drivers that have it
 )
 
-func newStmt(c *conn, ds driver.Stmt, query string) driver.Stmt {
-	s := &stmt{c: c, ds: ds, query: query}
+func newStmt(c *conn, ds driver.Stmt, query string, cs *cachedStmt) driver.Stmt {
+	s := &stmt{c: c, ds: ds, query: query, cs: cs}
 	if _, ok := ds.(driver.ColumnConverter); ok { //nolint:staticcheck
 		return stmtCC{s}
 	}
 	return s
 }
 
+// stmtOf returns the *stmt behind a statement newStmt returned.
+func stmtOf(st driver.Stmt) *stmt {
+	if cc, ok := st.(stmtCC); ok {
+		return cc.stmt
+	}
+	return st.(*stmt)
+}
+
 func (s stmtCC) ColumnConverter(idx int) driver.ValueConverter {
 	return s.ds.(driver.ColumnConverter).ColumnConverter(idx) //nolint:staticcheck
 }
 
-func (s *stmt) Close() error  { return s.ds.Close() }
+// Close closes the statement, or for a cached one drops this borrower's reference: the
+// statement stays prepared on the connection for the next borrower.
+func (s *stmt) Close() error {
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	s.c.untrack(s)
+	if s.cs != nil {
+		s.cs.release()
+		return nil
+	}
+	return s.ds.Close()
+}
+
 func (s *stmt) NumInput() int { return s.ds.NumInput() }
 
 func (s *stmt) Exec(args []driver.Value) (driver.Result, error) {
@@ -55,35 +79,15 @@ func (s *stmt) Query(args []driver.Value) (driver.Rows, error) {
 }
 
 func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	if ec, ok := s.ds.(driver.StmtExecContext); ok {
-		s.c.e.sess.statement(s.query)
-		r, err := ec.ExecContext(ctx, args)
-		return r, s.done(err)
-	}
-	vals, err := namedValuesToValues(args)
-	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return s.Exec(vals)
+	s.c.e.sess.statement(s.query)
+	r, err := stmtExec(ctx, s.ds, args)
+	return r, s.done(err)
 }
 
 func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	if qc, ok := s.ds.(driver.StmtQueryContext); ok {
-		s.c.e.sess.statement(s.query)
-		r, err := qc.QueryContext(ctx, args)
-		return r, s.done(err)
-	}
-	vals, err := namedValuesToValues(args)
-	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return s.Query(vals)
+	s.c.e.sess.statement(s.query)
+	r, err := stmtQuery(ctx, s.ds, args)
+	return r, s.done(err)
 }
 
 func (s *stmt) CheckNamedValue(nv *driver.NamedValue) error {
@@ -99,4 +103,34 @@ func (s *stmt) done(err error) error {
 		return s.c.observe(err)
 	}
 	return nil
+}
+
+// stmtExec executes ds with database/sql's fallback for a statement without StmtExecContext.
+func stmtExec(ctx context.Context, ds driver.Stmt, args []driver.NamedValue) (driver.Result, error) {
+	if ec, ok := ds.(driver.StmtExecContext); ok {
+		return ec.ExecContext(ctx, args)
+	}
+	vals, err := namedValuesToValues(args)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return ds.Exec(vals) //nolint:staticcheck
+}
+
+// stmtQuery is stmtExec for queries.
+func stmtQuery(ctx context.Context, ds driver.Stmt, args []driver.NamedValue) (driver.Rows, error) {
+	if qc, ok := ds.(driver.StmtQueryContext); ok {
+		return qc.QueryContext(ctx, args)
+	}
+	vals, err := namedValuesToValues(args)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return ds.Query(vals) //nolint:staticcheck
 }
