@@ -36,6 +36,9 @@ func (p *Pool) acquire(ctx context.Context) (*entry, error) {
 		now := p.now()
 		if p.usable(ctx, e, now, &dl) {
 			e.borrowedAt = now
+			if ev := p.cfg.Events; ev != nil {
+				p.noteAcquired(ev, e, &dl)
+			}
 			if p.cfg.LeakDetectionThreshold > 0 {
 				e.leak = p.watchLeak(e)
 			}
@@ -111,17 +114,18 @@ func (p *Pool) usableLent(ctx context.Context, e *entry, now int64) bool {
 // probe. A probe (driver Pinger, within ValidationTimeout) runs when the connection was last
 // known alive before the bypass window, or before a connection reported that the server went
 // away. When dl is not nil the probe also ends at the acquire's AcquireTimeout deadline.
-func (p *Pool) check(ctx context.Context, e *entry, now int64, dl *deadline) string {
+func (p *Pool) check(ctx context.Context, e *entry, now int64, dl *deadline) CloseReason {
 	if e.evict.Load() {
-		return "evicted"
+		return CloseEvicted
 	}
 	if e.expired(now) {
-		return "passed MaxLifetime"
+		return CloseMaxLifetime
 	}
 	if alive := e.lastAlive; p.trusted(now, alive) && alive >= p.goneAt.Load() {
 		return ""
 	}
 	p.validations.Add(1)
+	ev := p.cfg.Events
 	timeout := p.cfg.ValidationTimeout
 	if dl != nil {
 		if left := dl.left(p); left >= 0 {
@@ -130,14 +134,20 @@ func (p *Pool) check(ctx context.Context, e *entry, now int64, dl *deadline) str
 	}
 	if err := validate.Probe(ctx, e.conn, timeout); err != nil {
 		p.probeFailed.Add(1)
+		if ev != nil {
+			ev.Validated(p.cfg.Name, false)
+		}
 		if ctx.Err() == nil {
 			p.setLastError(fmt.Errorf("validating connection: %w", err))
 			p.cfg.Logger.Warn("sqlpool: connection failed validation; closing it",
 				"pool", p.cfg.Name, "conn", e.id, "error", err)
 		}
-		return "dead (validation failed)"
+		return CloseValidationFailed
 	}
 	e.lastAlive = p.now()
+	if ev != nil {
+		ev.Validated(p.cfg.Name, true)
+	}
 	return ""
 }
 
@@ -212,7 +222,7 @@ func (p *Pool) giveUp(ctx context.Context, w *waiter, dl *deadline, byCtx bool) 
 		s.mu.Unlock()
 		if e := <-w.ch; e != nil {
 			if !s.put(e) {
-				p.closeEntry(e, "pool closed")
+				p.closeEntry(e, ClosePoolClosed)
 			}
 		} else {
 			s.mu.Lock()
@@ -234,10 +244,14 @@ func (p *Pool) timeoutError(ctx context.Context, dl *deadline, byCtx bool) error
 		return fmt.Errorf("sqlpool: %s: acquire abandoned: %w", p.cfg.Name, ctx.Err())
 	}
 	p.timeouts.Add(1)
+	waited := time.Duration(p.nanotime() - dl.begin(p))
+	if ev := p.cfg.Events; ev != nil {
+		ev.AcquireTimedOut(p.cfg.Name, waited)
+	}
 	st := p.Stats()
 	return &AcquireTimeoutError{
 		Pool:        p.cfg.Name,
-		Waited:      time.Duration(p.nanotime() - dl.begin(p)),
+		Waited:      waited,
 		Total:       st.Total,
 		Active:      st.Active,
 		Idle:        st.Idle,
@@ -272,6 +286,9 @@ func (p *Pool) awaitResume(ctx context.Context, dl *deadline) error {
 // the driver says is broken, that cannot be cleaned, that is marked or expired, or that comes
 // back to a closed pool is closed; any other goes on the idle stack.
 func (p *Pool) release(e *entry) {
+	if ev := p.cfg.Events; ev != nil {
+		p.noteReleased(ev, e)
+	}
 	now := p.now()
 	if reason := p.clean(e, now); reason != "" {
 		p.closeEntry(e, reason)
@@ -285,33 +302,34 @@ func (p *Pool) stow(e *entry, now int64) {
 	e.lastReturned = now
 	e.lastAlive = now
 	if !p.store.put(e) {
-		p.closeEntry(e, "pool closed")
+		p.closeEntry(e, ClosePoolClosed)
 	}
 }
 
 // clean makes e ready for the next borrower and returns "" or why it cannot be reused.
-func (p *Pool) clean(e *entry, now int64) string {
+func (p *Pool) clean(e *entry, now int64) CloseReason {
 	if e.leak != nil {
 		e.leak.stop(p, e)
 		e.leak = nil
 	}
 	switch {
 	case e.fatal != nil:
-		return "fatal error: " + e.fatal.Error()
+		return CloseFatalError
 	case e.evict.Load():
-		return "evicted"
+		return CloseEvicted
 	case e.expired(now):
-		return "passed MaxLifetime"
+		return CloseMaxLifetime
 	case p.closed.Load():
-		return "pool closed"
+		return ClosePoolClosed
 	}
 	if e.validator != nil && !e.validator.IsValid() {
-		return "driver reports the connection is no longer valid"
+		return CloseDriverInvalid
 	}
 	if !e.sess.clean() {
 		p.releasePlans.Add(1)
 		if err := p.runPlan(e); err != nil {
-			return err.Error()
+			p.cfg.Logger.Info("sqlpool: connection discarded on release", "pool", p.cfg.Name, "conn", e.id, "reason", err)
+			return CloseResetFailed
 		}
 	}
 	return ""

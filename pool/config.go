@@ -141,6 +141,11 @@ type Config struct {
 	// decision. Zero value: none.
 	FatalError func(err error) (fatal, decided bool)
 
+	// Events receives the pool's events (acquires, releases, creations, closes, probes,
+	// release plans), for metrics; see package metrics. Zero value: none, and the pool then
+	// reads no clock for durations on the hot path.
+	Events Events
+
 	// Logger receives the pool's structured log lines. Zero value: slog.Default().
 	Logger *slog.Logger
 

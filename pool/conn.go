@@ -110,6 +110,9 @@ func (c *conn) closeLeaked() {
 	for _, st := range leaked {
 		s := stmtOf(st)
 		c.p.leakedStmts.Add(1)
+		if ev := c.p.cfg.Events; ev != nil {
+			ev.LeakedStatementClosed(c.p.cfg.Name)
+		}
 		if c.p.cfg.LeakDetectionThreshold > 0 {
 			c.p.cfg.Logger.Warn("sqlpool: statement left open by its borrower was closed on release",
 				"pool", c.p.cfg.Name, "conn", c.e.id, "query", truncate(s.query, 120))
@@ -143,12 +146,12 @@ func (c *conn) Close() error {
 			now := p.now()
 			switch {
 			case e.evict.Load():
-				p.closeEntry(e, "evicted")
+				p.closeEntry(e, CloseEvicted)
 			case e.expired(now):
-				p.closeEntry(e, "passed MaxLifetime")
+				p.closeEntry(e, CloseMaxLifetime)
 			default:
 				if !p.store.put(e) {
-					p.closeEntry(e, "pool closed")
+					p.closeEntry(e, ClosePoolClosed)
 				}
 			}
 		}
@@ -331,6 +334,9 @@ func (c *conn) ResetSession(ctx context.Context) error {
 	}
 	e.dbAcquires.Add(1) // per entry: no cache line shared between borrowers
 	e.borrowedAt = now
+	if ev := p.cfg.Events; ev != nil {
+		p.noteAcquired(ev, e, nil)
+	}
 	if p.cfg.LeakDetectionThreshold > 0 {
 		e.leak = p.watchLeak(e)
 	}
@@ -345,11 +351,14 @@ func (c *conn) IsValid() bool {
 	if e.state.Load() != stateInUse {
 		return e.state.Load() == stateLent
 	}
+	if ev := p.cfg.Events; ev != nil {
+		p.noteReleased(ev, e)
+	}
 	now := p.now()
 	if reason := p.clean(e, now); reason != "" {
 		e.evict.Store(true)
 		if e.fatal == nil {
-			e.fatal = errors.New(reason)
+			e.fatal = errors.New(string(reason))
 		}
 		return false
 	}

@@ -26,6 +26,7 @@ func (p *Pool) creator() {
 			return
 		}
 		for p.shouldCreate() {
+			dialStart := p.nanotime()
 			e, err := p.dial()
 			if err != nil {
 				if p.closed.Load() {
@@ -50,9 +51,12 @@ func (p *Pool) creator() {
 				return
 			}
 			p.register(e)
+			if ev := p.cfg.Events; ev != nil {
+				ev.Created(p.cfg.Name, time.Duration(p.nanotime()-dialStart))
+			}
 			p.cfg.Logger.Debug("sqlpool: connection opened", "pool", p.cfg.Name, "conn", e.id)
 			if !p.store.put(e) {
-				p.closeEntry(e, "pool closed")
+				p.closeEntry(e, ClosePoolClosed)
 			}
 		}
 	}

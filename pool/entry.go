@@ -42,8 +42,10 @@ type entry struct {
 	// store mutex hands it on, and others read them under that mutex (the housekeeper) or after
 	// taking the entry from the store.
 	lastAlive int64
-	// borrowedAt is stamped at every acquire; read by the owner and by leak reports.
+	// borrowedAt is stamped at every acquire (coarse clock); read by the owner and by leak
+	// reports. usageStart is the exact time of the acquire, kept only when Events is set.
 	borrowedAt int64
+	usageStart int64
 
 	// dbAcquires counts mode (b) checkouts (ResetSession); summed by Stats, folded into
 	// Pool.dbAcquires when the entry is closed.

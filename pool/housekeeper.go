@@ -45,18 +45,18 @@ func (p *Pool) housekeep() {
 	useIdleTimeout := idleTimeout > 0 && p.cfg.MinIdleConns < p.cfg.MaxConns
 	type job struct {
 		e      *entry
-		reason string
+		reason CloseReason
 	}
 	var retire []job
 	var ping []*entry
 	p.store.takeIf(func(e *entry, remaining int) bool {
 		switch {
 		case e.evict.Load():
-			retire = append(retire, job{e, "evicted"})
+			retire = append(retire, job{e, CloseEvicted})
 		case e.expired(now):
-			retire = append(retire, job{e, "passed MaxLifetime"})
+			retire = append(retire, job{e, CloseMaxLifetime})
 		case useIdleTimeout && remaining > p.cfg.MinIdleConns && now-e.lastReturned > idleTimeout:
-			retire = append(retire, job{e, "passed IdleTimeout"})
+			retire = append(retire, job{e, CloseIdleTimeout})
 		case e.keepaliveGap > 0 && now-e.lastAlive > e.keepaliveGap:
 			ping = append(ping, e)
 		default:
@@ -73,12 +73,12 @@ func (p *Pool) housekeep() {
 		cancel()
 		if err != nil {
 			p.setLastError(err)
-			p.closeEntry(e, "dead (keepalive failed)")
+			p.closeEntry(e, CloseKeepaliveFailed)
 			continue
 		}
 		e.lastAlive = p.nanotime()
 		if !p.store.put(e) {
-			p.closeEntry(e, "pool closed")
+			p.closeEntry(e, ClosePoolClosed)
 		}
 	}
 	// Connections in use or parked in database/sql are only marked; they are closed when

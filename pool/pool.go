@@ -145,10 +145,14 @@ func New(c driver.Connector, cfg Config) (*Pool, error) {
 func (p *Pool) checkFailFast() error {
 	start := time.Now()
 	for {
+		dialStart := p.nanotime()
 		e, err := p.dial()
 		if err == nil {
 			if p.cfg.MinIdleConns > 0 {
 				p.register(e)
+				if ev := p.cfg.Events; ev != nil {
+					ev.Created(p.cfg.Name, time.Duration(p.nanotime()-dialStart))
+				}
 				p.store.put(e)
 			} else {
 				_ = e.conn.Close()
@@ -236,7 +240,7 @@ func (p *Pool) SoftEvict() {
 	}
 	p.regMu.Unlock()
 	for _, e := range p.store.takeIf(func(*entry, int) bool { return true }) {
-		p.closeEntry(e, "evicted (SoftEvict)")
+		p.closeEntry(e, CloseEvicted)
 	}
 	p.signalCreator()
 }
@@ -283,7 +287,7 @@ func (p *Pool) Close() error {
 	p.suspendMu.Unlock()
 
 	for _, e := range p.store.close() {
-		p.closeEntry(e, "pool closed")
+		p.closeEntry(e, ClosePoolClosed)
 	}
 	// Connections parked in database/sql (mode b) are idle: take them back and close them.
 	p.regMu.Lock()
@@ -296,7 +300,7 @@ func (p *Pool) Close() error {
 	}
 	p.regMu.Unlock()
 	for _, e := range lent {
-		p.closeEntry(e, "pool closed")
+		p.closeEntry(e, ClosePoolClosed)
 	}
 	p.wg.Wait()
 
@@ -355,7 +359,7 @@ func (p *Pool) register(e *entry) {
 
 // closeEntry removes e from the registry and closes its connection. The caller owns e (it is
 // in use, reserved or lent to the caller), so no one else can hand it out.
-func (p *Pool) closeEntry(e *entry, reason string) {
+func (p *Pool) closeEntry(e *entry, reason CloseReason) {
 	if e.state.Swap(stateRemoved) == stateRemoved {
 		return
 	}
@@ -374,7 +378,11 @@ func (p *Pool) closeEntry(e *entry, reason string) {
 	err := e.conn.Close()
 	p.total.Add(-1)
 	p.closedN.Add(1)
-	p.cfg.Logger.Debug("sqlpool: connection closed", "pool", p.cfg.Name, "conn", e.id, "reason", reason, "close_error", err)
+	if ev := p.cfg.Events; ev != nil {
+		ev.Closed(p.cfg.Name, reason)
+	}
+	p.cfg.Logger.Debug("sqlpool: connection closed", "pool", p.cfg.Name, "conn", e.id, "reason", string(reason),
+		"fatal_error", e.fatal, "close_error", err)
 	if p.closed.Load() {
 		select {
 		case p.returnedC <- struct{}{}:

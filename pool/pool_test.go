@@ -980,3 +980,84 @@ func TestOptionalInterfacesPreserved(t *testing.T) {
 		})
 	}
 }
+
+// recorder is an Events that records what it is told.
+type recorder struct {
+	NopEvents
+	mu  sync.Mutex
+	log []string
+}
+
+func (r *recorder) add(s string) { r.mu.Lock(); r.log = append(r.log, s); r.mu.Unlock() }
+func (r *recorder) Acquired(_ string, wait time.Duration) {
+	r.add(fmt.Sprintf("acquired wait>0=%v", wait > 0))
+}
+func (r *recorder) AcquireTimedOut(_ string, wait time.Duration) {
+	r.add("timeout") // the durations follow the (fake) Clock
+}
+func (r *recorder) Released(string, time.Duration)   { r.add("released") }
+func (r *recorder) Created(string, time.Duration)    { r.add("created") }
+func (r *recorder) Closed(_ string, why CloseReason) { r.add("closed " + string(why)) }
+func (r *recorder) Validated(_ string, alive bool)   { r.add(fmt.Sprintf("validated %v", alive)) }
+func (r *recorder) LeakedStatementClosed(string)     { r.add("leaked") }
+func (r *recorder) ReleasePlanRun(_ string, rb bool, n int, ok bool) {
+	r.add(fmt.Sprintf("plan rollback=%v n=%d ok=%v", rb, n, ok))
+}
+func (r *recorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := r.log
+	r.log = nil
+	return l
+}
+
+func TestEventsFollowAScriptedSequence(t *testing.T) {
+	clk := newFakeClock()
+	rec := &recorder{}
+	p, fc := newPool(t, Config{MaxConns: 1, Clock: clk, Events: rec, AcquireTimeout: 250 * time.Millisecond})
+	eventually(t, "the first connection", func() bool { return p.Stats().Idle == 1 })
+	want := func(step string, w ...string) {
+		t.Helper()
+		if got := rec.take(); fmt.Sprint(got) != fmt.Sprint(w) {
+			t.Fatalf("%s: events %q; want %q", step, got, w)
+		}
+	}
+	want("New", "created")
+
+	c := mustConnect(t, p)
+	want("acquire", "acquired wait>0=false")
+	if _, err := p.Connect(context.Background()); !errors.Is(err, ErrAcquireTimeout) {
+		t.Fatal(err)
+	}
+	want("timeout", "timeout")
+	_, _ = c.ExecContext(context.Background(), "BEGIN", nil)
+	_, _ = c.PrepareContext(context.Background(), "SELECT 1")
+	_ = c.Close()
+	want("release of a dirty connection with a leaked statement", "leaked", "released", "plan rollback=true n=1 ok=true")
+
+	clk.Advance(time.Second)
+	c = mustConnect(t, p)
+	want("acquire after the bypass window", "validated true", "acquired wait>0=false")
+	c.e.conn.(*fakedb.Conn).FailNext(driver.ErrBadConn)
+	_, _ = c.ExecContext(context.Background(), "SELECT 1", nil)
+	_ = c.Close()
+	want("release after a fatal error", "released", "closed fatal_error")
+	eventually(t, "the replacement", func() bool { return fc.Opens.Load() == 2 && p.Stats().Idle == 1 })
+	want("refill", "created")
+	p.SoftEvict()
+	want("SoftEvict", "closed evicted")
+}
+
+func BenchmarkAcquireReleaseWithEvents(b *testing.B) {
+	p, _ := newPool(b, Config{MaxConns: 32, Events: NopEvents{}})
+	eventually(b, "pool filled", func() bool { return p.Stats().Idle == 32 })
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		e, err := p.acquire(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p.release(e)
+	}
+}

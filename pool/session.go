@@ -155,10 +155,18 @@ func (p *Pool) runPlan(e *entry) error {
 	}
 	ctx, cancel := context.WithTimeout(p.dialCtx, p.cfg.ValidationTimeout)
 	defer cancel()
-	for _, q := range plan.Statements {
+	ev := p.cfg.Events
+	rollback := len(plan.Statements) > 0 && plan.Statements[0] == "ROLLBACK"
+	for i, q := range plan.Statements {
 		if err := execDriver(ctx, e.conn, q); err != nil {
+			if ev != nil {
+				ev.ReleasePlanRun(p.cfg.Name, rollback, i+1, false)
+			}
 			return fmt.Errorf("release plan (%s) failed at %q: %w", plan.Reason, q, err)
 		}
+	}
+	if ev != nil {
+		ev.ReleasePlanRun(p.cfg.Name, rollback, len(plan.Statements), true)
 	}
 	e.sess.t.Done()
 	return nil
