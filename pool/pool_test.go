@@ -438,20 +438,19 @@ func TestDeadConnectionReplacedWithinDeadline(t *testing.T) {
 	clk := newFakeClock()
 	p, fc := newPool(t, Config{MaxConns: 2, Clock: clk, AcquireTimeout: 2 * time.Second})
 	eventually(t, "two idle connections", func() bool { return p.Stats().Idle == 2 })
+	// Both idle connections are now dead and past the bypass window; new ones are fresh.
 	fc.SetPingError(driver.ErrBadConn)
 	clk.Advance(time.Second)
-	go func() {
-		// Once both old connections failed their probe, new ones must pass.
-		eventually(t, "both probes failed", func() bool { return p.Stats().ProbeFailures >= 2 })
-		fc.SetPingError(nil)
-	}()
 	c, err := p.Connect(context.Background())
 	if err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
 	defer c.Close()
-	if s := p.Stats(); s.ProbeFailures < 2 || s.LastError == nil {
-		t.Fatalf("stats after dead connections: %+v", s)
+	if id := c.(*conn).e.conn.(*fakedb.Conn).ID; id <= 2 {
+		t.Fatalf("got connection %d, one that failed its probe", id)
+	}
+	if s := p.Stats(); s.ProbeFailures < 1 || s.LastError == nil || !errors.Is(s.LastError, driver.ErrBadConn) {
+		t.Fatalf("stats after a dead connection: %+v", s)
 	}
 }
 
@@ -1041,11 +1040,11 @@ func TestEventsFollowAScriptedSequence(t *testing.T) {
 	c.e.conn.(*fakedb.Conn).FailNext(driver.ErrBadConn)
 	_, _ = c.ExecContext(context.Background(), "SELECT 1", nil)
 	_ = c.Close()
-	want("release after a fatal error", "released", "closed fatal_error")
 	eventually(t, "the replacement", func() bool { return fc.Opens.Load() == 2 && p.Stats().Idle == 1 })
-	want("refill", "created")
+	want("release after a fatal error, and the refill", "released", "closed fatal_error", "created")
 	p.SoftEvict()
-	want("SoftEvict", "closed evicted")
+	eventually(t, "the refill after SoftEvict", func() bool { return fc.Opens.Load() == 3 && p.Stats().Idle == 1 })
+	want("SoftEvict", "closed evicted", "created")
 }
 
 func BenchmarkAcquireReleaseWithEvents(b *testing.B) {
