@@ -195,6 +195,16 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 }
 
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	if ev := c.p.cfg.Events; ev != nil {
+		start := c.p.nanotime()
+		r, err := c.execContext(ctx, query, args)
+		c.p.noteStatement(ev, ctx, query, start, err)
+		return r, err
+	}
+	return c.execContext(ctx, query, args)
+}
+
+func (c *conn) execContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	var r driver.Result
 	var err error
 	if ec, ok := c.e.conn.(driver.ExecerContext); ok {
@@ -227,6 +237,16 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 }
 
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	if ev := c.p.cfg.Events; ev != nil {
+		start := c.p.nanotime()
+		r, err := c.queryContext(ctx, query, args)
+		c.p.noteStatement(ev, ctx, query, start, err)
+		return r, err
+	}
+	return c.queryContext(ctx, query, args)
+}
+
+func (c *conn) queryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	var r driver.Rows
 	var err error
 	if qc, ok := c.e.conn.(driver.QueryerContext); ok {

@@ -1,6 +1,10 @@
 package pool
 
-import "time"
+import (
+	"context"
+	"database/sql/driver"
+	"time"
+)
 
 // CloseReason says why the pool closed a physical connection. The set is small and fixed, so
 // it can be a metric label.
@@ -43,19 +47,26 @@ type Events interface {
 	ReleasePlanRun(pool string, rollback bool, statements int, ok bool)
 	// LeakedStatementClosed: a statement the borrower left open was closed on release.
 	LeakedStatementClosed(pool string)
+	// StatementDone: a statement ran on a pooled connection (Exec or Query, direct or
+	// prepared) and took d until the driver answered (for a query: until the first result,
+	// not until the rows were read); err is its error or nil. ctx is the caller's, so that an
+	// implementation can read a statement name from it. query is the SQL text: an
+	// implementation must not use it as a metric label as it is.
+	StatementDone(ctx context.Context, pool, query string, d time.Duration, err error)
 }
 
 // NopEvents implements Events by doing nothing; embed it to implement only some methods.
 type NopEvents struct{}
 
-func (NopEvents) Acquired(string, time.Duration)         {}
-func (NopEvents) AcquireTimedOut(string, time.Duration)  {}
-func (NopEvents) Released(string, time.Duration)         {}
-func (NopEvents) Created(string, time.Duration)          {}
-func (NopEvents) Closed(string, CloseReason)             {}
-func (NopEvents) Validated(string, bool)                 {}
-func (NopEvents) ReleasePlanRun(string, bool, int, bool) {}
-func (NopEvents) LeakedStatementClosed(string)           {}
+func (NopEvents) Acquired(string, time.Duration)                                      {}
+func (NopEvents) AcquireTimedOut(string, time.Duration)                               {}
+func (NopEvents) Released(string, time.Duration)                                      {}
+func (NopEvents) Created(string, time.Duration)                                       {}
+func (NopEvents) Closed(string, CloseReason)                                          {}
+func (NopEvents) Validated(string, bool)                                              {}
+func (NopEvents) ReleasePlanRun(string, bool, int, bool)                              {}
+func (NopEvents) LeakedStatementClosed(string)                                        {}
+func (NopEvents) StatementDone(context.Context, string, string, time.Duration, error) {}
 
 var _ Events = NopEvents{}
 
@@ -77,4 +88,13 @@ func (p *Pool) noteReleased(ev Events, e *entry) {
 		ev.Released(p.cfg.Name, time.Duration(p.nanotime()-e.usageStart))
 		e.usageStart = 0
 	}
+}
+
+// noteStatement reports a statement's duration; driver.ErrSkip is not a statement (database/sql
+// runs it again another way, which is reported then).
+func (p *Pool) noteStatement(ev Events, ctx context.Context, query string, start int64, err error) {
+	if err == driver.ErrSkip {
+		return
+	}
+	ev.StatementDone(ctx, p.cfg.Name, query, time.Duration(p.nanotime()-start), err)
 }

@@ -80,13 +80,27 @@ func (s *stmt) Query(args []driver.Value) (driver.Rows, error) {
 
 func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
 	s.c.e.sess.statement(s.query)
+	ev, start := s.c.p.cfg.Events, int64(0)
+	if ev != nil {
+		start = s.c.p.nanotime()
+	}
 	r, err := stmtExec(ctx, s.ds, args)
+	if ev != nil {
+		s.c.p.noteStatement(ev, ctx, s.query, start, err)
+	}
 	return r, s.done(err)
 }
 
 func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
 	s.c.e.sess.statement(s.query)
+	ev, start := s.c.p.cfg.Events, int64(0)
+	if ev != nil {
+		start = s.c.p.nanotime()
+	}
 	r, err := stmtQuery(ctx, s.ds, args)
+	if ev != nil {
+		s.c.p.noteStatement(ev, ctx, s.query, start, err)
+	}
 	return r, s.done(err)
 }
 
