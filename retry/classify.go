@@ -1,0 +1,182 @@
+package retry
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"strconv"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/sqlpool/sqlpool/validate"
+)
+
+// Class says whether a failed unit of work is worth another try.
+type Class uint8
+
+const (
+	// Permanent errors are returned at once: running the work again would
+	// fail the same way, or the caller's ctx has ended.
+	Permanent Class = iota
+	// Transient errors mean the whole unit of work can run again: nothing of
+	// the failed attempt survives, and a later attempt may succeed.
+	Transient
+	// Ambiguous errors mean the outcome is unknown: a COMMIT may or may not
+	// have been applied. They are never retried and are reported as
+	// ErrAmbiguousCommit.
+	Ambiguous
+)
+
+// String returns "permanent", "transient" or "ambiguous".
+func (c Class) String() string {
+	switch c {
+	case Permanent:
+		return "permanent"
+	case Transient:
+		return "transient"
+	case Ambiguous:
+		return "ambiguous"
+	}
+	return "Class(" + strconv.Itoa(int(c)) + ")"
+}
+
+// Server error numbers this package decides on.
+const (
+	erConCount           = 1040 // ER_CON_COUNT_ERROR: too many connections
+	erUnknownCom         = 1047 // ER_UNKNOWN_COM_ERROR: Galera node not ready
+	erNetPacketTooLarge  = 1153 // ER_NET_PACKET_TOO_LARGE
+	erErrorDuringCommit  = 1180 // ER_ERROR_DURING_COMMIT
+	erTooManyUserConns   = 1203 // ER_TOO_MANY_USER_CONNECTIONS
+	erLockWaitTimeout    = 1205 // ER_LOCK_WAIT_TIMEOUT
+	erLockDeadlock       = 1213 // ER_LOCK_DEADLOCK
+	erOptionPrevents     = 1290 // ER_OPTION_PREVENTS_STATEMENT (--read-only when validate says so)
+	erCantExecReadOnlyTx = 1792 // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
+	erReadOnlyMode       = 1836 // ER_READ_ONLY_MODE
+)
+
+// Classify returns the Class of err, as the package documentation lists:
+// Transient for a deadlock (1213), a lock wait timeout (1205), too many
+// connections (1040, 1203), a read-only server after a failover (1290 with
+// --read-only, 1836, 1792), a Galera node not ready (1047), driver.ErrBadConn
+// and a connection lost outside COMMIT; Ambiguous for 1180 and for anything
+// that matches ErrAmbiguousCommit; Permanent for nil, the caller's context
+// ending, and everything else.
+//
+// Classify knows nothing of where err came from. It assumes the unit of work
+// is one that Do or Tx runs: work declared idempotent, or a transaction whose
+// COMMIT was not sent. Tx itself tells a failed COMMIT apart and reports
+// such outcomes as ErrAmbiguousCommit, which Classify then sees as Ambiguous.
+// Classify walks the whole error chain (fmt.Errorf %w and errors.Join).
+func Classify(err error) Class {
+	return classify(err, false)
+}
+
+// classify is Classify knowing whether the caller opened a read-only
+// transaction itself, which makes 1792 its own mistake.
+func classify(err error, readOnlyTx bool) Class {
+	if err == nil {
+		return Permanent
+	}
+	if errors.Is(err, ErrAmbiguousCommit) {
+		return Ambiguous
+	}
+	me, isMySQL := errors.AsType[*mysql.MySQLError](err)
+	if isMySQL && me != nil && me.Number == erErrorDuringCommit {
+		return Ambiguous
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return Permanent
+	}
+	if isMySQL && me != nil {
+		switch me.Number {
+		case erLockDeadlock, erLockWaitTimeout, erConCount, erTooManyUserConns, erUnknownCom, erReadOnlyMode:
+			return Transient
+		case erCantExecReadOnlyTx:
+			if readOnlyTx {
+				return Permanent
+			}
+			return Transient
+		case erNetPacketTooLarge:
+			return Permanent
+		}
+		// 1290 only with --read-only, the connection-loss codes, SQLSTATE 08.
+		if validate.Check(me, validate.Session{ReadOnlyTx: readOnlyTx}).Fatal {
+			return Transient
+		}
+		// A server answer that says nothing about the connection (1062,
+		// 1064, 1317, 1969, ...). A network error further down the chain
+		// is still a lost connection.
+	}
+	if errors.Is(err, driver.ErrBadConn) {
+		return Transient
+	}
+	if validate.Check(err, validate.Session{ReadOnlyTx: readOnlyTx}).Fatal {
+		return Transient
+	}
+	return Permanent
+}
+
+// classifyAttempt is the class Do and Tx act on: classify, except that an
+// error that already went through a retry loop is not retried again.
+func classifyAttempt(err error, readOnlyTx bool) Class {
+	c := classify(err, readOnlyTx)
+	if c == Transient {
+		if _, nested := errors.AsType[*Error](err); nested {
+			return Permanent
+		}
+	}
+	return c
+}
+
+// classifyCommit is the class of an error returned by sql.Tx.Commit. COMMIT
+// may have been applied unless the error proves it was not.
+func classifyCommit(ctx context.Context, err error, readOnlyTx bool) (error, Class) {
+	if errors.Is(err, sql.ErrTxDone) {
+		// database/sql rolled the transaction back because ctx ended, or fn
+		// committed or rolled it back itself: COMMIT was not sent.
+		if cerr := ctx.Err(); cerr != nil {
+			return &txDoneError{ctx: cerr, err: err}, Permanent
+		}
+		return err, Permanent
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		// database/sql checks ctx before it calls the driver's Commit, which
+		// takes no ctx: a ctx error means COMMIT was not sent.
+		return err, Permanent
+	}
+	if errors.Is(err, ErrAmbiguousCommit) {
+		return err, Ambiguous
+	}
+	if errors.Is(err, driver.ErrBadConn) {
+		// Nothing was sent (or, with rejectReadOnly, a read-only server
+		// refused the COMMIT).
+		return err, classifyAttempt(err, readOnlyTx)
+	}
+	if me, ok := errors.AsType[*mysql.MySQLError](err); ok && me != nil {
+		switch me.Number {
+		case erErrorDuringCommit:
+			return err, Ambiguous
+		case erOptionPrevents, erReadOnlyMode, erCantExecReadOnlyTx, erUnknownCom:
+			// A refusal: the server did not run the COMMIT.
+			return err, classifyAttempt(err, readOnlyTx)
+		}
+		if validate.Check(me, validate.Session{ReadOnlyTx: readOnlyTx}).Fatal {
+			// Shutdown, a killed connection, a network error on the server's
+			// side, while COMMIT was in flight.
+			return err, Ambiguous
+		}
+		// Any other server answer to COMMIT (1213 from a Galera
+		// certification failure, ...): the transaction was not committed.
+		return err, classifyAttempt(err, readOnlyTx)
+	}
+	// mysql.ErrInvalidConn, io.EOF, a network error, or an error this
+	// package does not know: the outcome is unknown.
+	return err, Ambiguous
+}
+
+// txDoneError is sql.ErrTxDone from a Commit after the caller's ctx ended.
+type txDoneError struct{ ctx, err error }
+
+func (e *txDoneError) Error() string   { return e.ctx.Error() + ": " + e.err.Error() }
+func (e *txDoneError) Unwrap() []error { return []error{e.ctx, e.err} }
