@@ -1,0 +1,261 @@
+package mysqltest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sqle "github.com/dolthub/go-mysql-server"
+	"github.com/dolthub/go-mysql-server/memory"
+	"github.com/dolthub/go-mysql-server/server"
+	gmssql "github.com/dolthub/go-mysql-server/sql"
+	vtlog "github.com/dolthub/vitess/go/vt/log"
+	"github.com/sirupsen/logrus"
+)
+
+// EmbeddedDatabase is the name of the in-memory database that every embedded
+// server creates and that its DSN selects.
+const EmbeddedDatabase = "test"
+
+// EnvEmbeddedLogLevel names an environment variable that, when set to a
+// logrus level ("debug", "info", ...), overrides the default "error" level
+// of the embedded server's logs.
+const EnvEmbeddedLogLevel = "MYSQLTEST_EMBEDDED_LOG_LEVEL"
+
+var quietOnce sync.Once
+
+// quietLogs lowers the embedded server's logging to errors (or to the level
+// named by MYSQLTEST_EMBEDDED_LOG_LEVEL) and demotes the error that vitess
+// logs whenever a client vanishes without COM_QUIT, which fault-injection
+// tests do on purpose.
+func quietLogs() {
+	quietOnce.Do(func() {
+		level := logrus.ErrorLevel
+		if s := os.Getenv(EnvEmbeddedLogLevel); s != "" {
+			if l, err := logrus.ParseLevel(s); err == nil {
+				level = l
+			}
+		}
+		logrus.SetLevel(level)
+		vtlog.Errorf = func(format string, args ...any) {
+			if strings.HasPrefix(format, "Error reading packet from") {
+				logrus.Debugf(format, args...)
+				return
+			}
+			logrus.Errorf(format, args...)
+		}
+	})
+}
+
+// StartEmbedded starts an in-process go-mysql-server on 127.0.0.1 at a random
+// port, with an in-memory database "test" and user root with no password
+// (the server accepts any user when no user accounts are configured). It
+// returns a go-sql-driver/mysql DSN of the form
+// "root@tcp(127.0.0.1:PORT)/test" and a stop function. Stop closes the
+// listener and every open connection, waits until the server's goroutines
+// have returned, and is safe to call more than once. StartEmbedded is usable
+// from non-test code.
+func StartEmbedded() (dsn string, stop func() error, err error) {
+	quietLogs()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("mysqltest: listen: %w", err)
+	}
+	srv, tl, err := newEmbeddedServer(ln)
+	if err != nil {
+		return "", nil, err
+	}
+	done := make(chan struct{})
+	go runEmbeddedServer(srv, done)
+	var once sync.Once
+	var stopErr error
+	stop = func() error {
+		once.Do(func() {
+			stopErr = srv.Close()
+			// Engine.Close kills running queries; its background threads
+			// report context.Canceled on a normal shutdown.
+			if err := srv.Engine.Close(); err != nil && !errors.Is(err, context.Canceled) {
+				stopErr = errors.Join(stopErr, err)
+			}
+			tl.closeAll()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				stopErr = errors.Join(stopErr, errors.New("mysqltest: embedded server's accept loop did not return"))
+			}
+			if !tl.wait(10 * time.Second) {
+				stopErr = errors.Join(stopErr, errors.New("mysqltest: embedded server's connections did not close"))
+			}
+		})
+		return stopErr
+	}
+	return embeddedDSN(ln.Addr().String()), stop, nil
+}
+
+// NewEmbedded starts a private embedded server (see StartEmbedded) that is
+// stopped in tb.Cleanup, and returns its DSN. Use it when a test needs a
+// server of its own, for example to stop it or to see an empty database.
+func NewEmbedded(tb testing.TB) string {
+	tb.Helper()
+	dsn, stop, err := StartEmbedded()
+	if err != nil {
+		tb.Fatalf("mysqltest: start embedded server: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := stop(); err != nil {
+			tb.Errorf("mysqltest: stop embedded server: %v", err)
+		}
+	})
+	return dsn
+}
+
+var shared struct {
+	once sync.Once
+	dsn  string
+	err  error
+}
+
+// EmbeddedDSN returns the DSN of one embedded server shared by the whole test
+// process. The server is started lazily on first use and never stopped; its
+// accept loop is covered by GoleakOptions. Tests that share it should use
+// table names of their own, since they all see the same database "test".
+func EmbeddedDSN(tb testing.TB) string {
+	tb.Helper()
+	shared.once.Do(func() {
+		quietLogs()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			shared.err = fmt.Errorf("mysqltest: listen: %w", err)
+			return
+		}
+		srv, _, err := newEmbeddedServer(ln)
+		if err != nil {
+			shared.err = err
+			return
+		}
+		go runSharedEmbeddedServer(srv)
+		shared.dsn = embeddedDSN(ln.Addr().String())
+	})
+	if shared.err != nil {
+		tb.Fatalf("mysqltest: start shared embedded server: %v", shared.err)
+	}
+	return shared.dsn
+}
+
+func embeddedDSN(addr string) string {
+	return fmt.Sprintf("root@tcp(%s)/%s", addr, EmbeddedDatabase)
+}
+
+// runEmbeddedServer runs the accept loop of a server started by
+// StartEmbedded and closes done when it returns.
+func runEmbeddedServer(srv *server.Server, done chan<- struct{}) {
+	defer close(done)
+	_ = srv.Start()
+}
+
+// runSharedEmbeddedServer runs the accept loop of the shared server for the
+// life of the process. GoleakOptions ignores goroutines running it, by name.
+func runSharedEmbeddedServer(srv *server.Server) {
+	_ = srv.Start()
+}
+
+// newEmbeddedServer builds a go-mysql-server with an in-memory database
+// "test" that serves connections accepted from ln.
+func newEmbeddedServer(ln net.Listener) (*server.Server, *trackingListener, error) {
+	db := memory.NewDatabase(EmbeddedDatabase)
+	db.BaseDatabase.EnablePrimaryKeyIndexes()
+	pro := memory.NewDBProvider(db)
+	engine := sqle.NewDefault(pro)
+	tl := &trackingListener{Listener: ln, conns: map[*trackedConn]struct{}{}}
+	cfg := server.Config{Protocol: "tcp", Address: ln.Addr().String(), Listener: tl}
+	srv, err := server.NewServer(cfg, engine, gmssql.NewContext, memory.NewSessionBuilder(pro), nil)
+	if err != nil {
+		_ = ln.Close()
+		return nil, nil, fmt.Errorf("mysqltest: new embedded server: %w", err)
+	}
+	return srv, tl, nil
+}
+
+// trackingListener remembers the connections it accepted until the server
+// closes them, so that a stop can close them all and wait for their handlers.
+type trackingListener struct {
+	net.Listener
+	mu     sync.Mutex
+	conns  map[*trackedConn]struct{}
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// trackedConn is a connection accepted by a trackingListener.
+type trackedConn struct {
+	net.Conn
+	l    *trackingListener
+	once sync.Once
+}
+
+// Close closes the connection and marks its handler as finished; the server
+// calls it when the connection's handler returns.
+func (c *trackedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		delete(c.l.conns, c)
+		c.l.mu.Unlock()
+		c.l.wg.Done()
+	})
+	return err
+}
+
+// Accept accepts a connection and tracks it.
+func (l *trackingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		_ = c.Close()
+		return nil, net.ErrClosed
+	}
+	tc := &trackedConn{Conn: c, l: l}
+	l.conns[tc] = struct{}{}
+	l.wg.Add(1)
+	return tc, nil
+}
+
+// closeAll closes the sockets of all tracked connections, which makes their
+// handlers return (and call trackedConn.Close).
+func (l *trackingListener) closeAll() {
+	l.mu.Lock()
+	l.closed = true
+	cs := make([]*trackedConn, 0, len(l.conns))
+	for c := range l.conns {
+		cs = append(cs, c)
+	}
+	l.mu.Unlock()
+	for _, c := range cs {
+		_ = c.Conn.Close()
+	}
+}
+
+// wait waits up to d for the handlers of all tracked connections to return
+// and reports whether they did.
+func (l *trackingListener) wait(d time.Duration) bool {
+	ch := make(chan struct{})
+	go func() { l.wg.Wait(); close(ch) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	}
+}
