@@ -1060,3 +1060,56 @@ func BenchmarkAcquireReleaseWithEvents(b *testing.B) {
 		p.release(e)
 	}
 }
+
+// A waiter that loses one race to a barging goroutine gets the next connection handed to it
+// directly, so it cannot lose twice.
+func TestBargedWaiterGetsDirectHandOff(t *testing.T) {
+	var s store
+	e1, e2 := &entry{id: 1}, &entry{id: 2}
+	w := &waiter{ch: make(chan *entry, 1)}
+	s.mu.Lock()
+	s.pushBackLocked(w)
+	s.mu.Unlock()
+
+	s.put(e1) // wakes w; e1 goes on the stack
+	if got := s.get(); got != e1 {
+		t.Fatalf("a running goroutine should barge and take e1, got %v", got)
+	}
+	if v := <-w.ch; v != nil {
+		t.Fatalf("the first wake-up carries no connection, got %v", v)
+	}
+	// w wakes, finds the stack empty, and goes back to the head of the queue, marked.
+	s.mu.Lock()
+	if s.popLocked() != nil {
+		t.Fatal("stack should be empty")
+	}
+	w.barged = true
+	s.pushFrontLocked(w)
+	s.mu.Unlock()
+
+	s.put(e2)
+	if got := s.get(); got != nil {
+		t.Fatalf("a barging goroutine took %v from a waiter that already lost once", got)
+	}
+	if v := <-w.ch; v != e2 {
+		t.Fatalf("the barged waiter got %v; want e2 handed off directly", v)
+	}
+}
+
+func TestConnectTimeoutBoundsDial(t *testing.T) {
+	fc := fakedb.New()
+	fc.SetDialBlock(true)
+	p, err := New(fc, Config{MaxConns: 1, InitializationFailTimeout: -1, ConnectTimeout: 100 * time.Millisecond,
+		AcquireTimeout: time.Second, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	_, err = p.Connect(context.Background())
+	if !errors.Is(err, ErrAcquireTimeout) || !strings.Contains(err.Error(), "ConnectTimeout") {
+		t.Fatalf("Connect = %v; want ErrAcquireTimeout naming the ConnectTimeout of the last dial", err)
+	}
+	if n := fc.Dials.Load(); n < 2 {
+		t.Fatalf("%d dials in 1s with a 100ms ConnectTimeout; the creator should have retried", n)
+	}
+}
