@@ -47,6 +47,15 @@ func (p *Pool) acquire(ctx context.Context) (*entry, error) {
 		if p.closed.Load() {
 			return nil, ErrClosed
 		}
+		// A probe may have used up the caller's ctx or the AcquireTimeout: give up here rather
+		// than probe the next idle connection with no time left (or, with a spent ctx, close
+		// it unprobed).
+		if ctx.Err() != nil {
+			return nil, p.timeoutError(ctx, &dl, true)
+		}
+		if dl.expired(p) {
+			return nil, p.timeoutError(ctx, &dl, false)
+		}
 	}
 }
 
@@ -75,6 +84,11 @@ func (d *deadline) timeout(p *Pool) <-chan time.Time {
 		d.timer = time.NewTimer(max(left, 0))
 	}
 	return d.timer.C
+}
+
+// expired reports whether the deadline, once armed, has passed.
+func (d *deadline) expired(p *Pool) bool {
+	return d.start != 0 && p.cfg.AcquireTimeout > 0 && d.left(p) <= 0
 }
 
 // left is the time left before AcquireTimeout, or -1 when it is off.
@@ -121,16 +135,19 @@ func (p *Pool) check(ctx context.Context, e *entry, now int64, dl *deadline) Clo
 	if e.expired(now) {
 		return CloseMaxLifetime
 	}
-	if alive := e.lastAlive; p.trusted(now, alive) && alive >= p.goneAt.Load() {
+	// After a server-gone report a connection is trusted only if known alive since: last alive
+	// after it, and borrowed (or, never borrowed, dialled) after it. One that was out on loan
+	// when the report came was returned after it, so lastAlive is recent, but its borrower may
+	// not have used it since the server restarted under it.
+	gone := p.goneAt.Load()
+	if alive := e.lastAlive; p.trusted(now, alive) && alive >= gone && max(e.borrowedAt, e.createdAt) >= gone {
 		return ""
 	}
 	p.validations.Add(1)
 	ev := p.cfg.Events
 	timeout := p.cfg.ValidationTimeout
-	if dl != nil {
-		if left := dl.left(p); left >= 0 {
-			timeout = min(timeout, max(left, time.Millisecond))
-		}
+	if dl != nil && p.cfg.AcquireTimeout > 0 {
+		timeout = min(timeout, max(dl.left(p), time.Millisecond))
 	}
 	if err := validate.Probe(ctx, e.conn, timeout); err != nil {
 		p.probeFailed.Add(1)

@@ -33,9 +33,9 @@ func (p *Pool) creator() {
 					return
 				}
 				p.setLastError(err)
+				backoff = min(max(backoff*2, 10*time.Millisecond), maxBackoff)
 				p.cfg.Logger.Warn("sqlpool: cannot open a connection; retrying",
 					"pool", p.cfg.Name, "error", err, "retry_in", backoff)
-				backoff = min(max(backoff*2, 10*time.Millisecond), maxBackoff)
 				t := time.NewTimer(backoff)
 				select {
 				case <-t.C:

@@ -23,9 +23,17 @@ func (p *Pool) housekeeper() {
 		select {
 		case <-t.C:
 			p.refreshClock()
-			if now := p.nanotime(); now >= next {
+			// A pass may block (keepalive pings against an unreachable server take
+			// ValidationTimeout each), so it runs on its own goroutine: the clock must keep
+			// moving, or return stamps taken meanwhile would look fresh afterwards.
+			if now := p.nanotime(); now >= next && p.housekeeping.CompareAndSwap(false, true) {
 				next = now + durNanos(period)
-				p.housekeep()
+				p.wg.Add(1)
+				go func() {
+					defer p.wg.Done()
+					defer p.housekeeping.Store(false)
+					p.housekeep()
+				}()
 			}
 		case <-p.done:
 			return

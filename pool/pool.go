@@ -41,13 +41,15 @@ type Pool struct {
 	total atomic.Int32
 	seq   uint64
 
-	closed    atomic.Bool
-	done      chan struct{} // closed by Close
-	dialCtx   context.Context
-	dialStop  context.CancelFunc
-	wg        sync.WaitGroup
-	createCh  chan struct{} // wakes the creator
-	returnedC chan struct{} // signalled on every close of an entry while closing
+	closed atomic.Bool
+	// housekeeping is set while a housekeeping pass runs, so that passes never overlap.
+	housekeeping atomic.Bool
+	done         chan struct{} // closed by Close
+	dialCtx      context.Context
+	dialStop     context.CancelFunc
+	wg           sync.WaitGroup
+	createCh     chan struct{} // wakes the creator
+	returnedC    chan struct{} // signalled on every close of an entry while closing
 
 	suspendMu sync.Mutex
 	suspended atomic.Bool

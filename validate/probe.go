@@ -21,6 +21,13 @@ const DefaultValidationTimeout = 5 * time.Second
 // com.zaxxer.hikari.timeoutMs.floor.
 const MinValidationTimeout = 250 * time.Millisecond
 
+// ProbeGrace is how long [Probe] waits, once its timeout or the caller's ctx
+// has ended the probe, for the driver's Ping to return. A driver that honours
+// the context returns at once (go-sql-driver/mysql closes the socket), and
+// only then may the caller close the connection: closing it while the Ping
+// still runs is a concurrent use of a driver.Conn, a data race in the driver.
+const ProbeGrace = time.Second
+
 // ErrProbeTimeout is returned by [Probe] when the connection did not answer
 // within the probe's own timeout. It does not match context.DeadlineExceeded,
 // and [IsFatal] reports it fatal: an unresponsive connection is dead to the
@@ -57,9 +64,14 @@ func NeedsProbe(idle, window time.Duration) bool {
 //
 // Any non-nil result means c must not be handed out: the ping may have been
 // interrupted halfway, and go-sql-driver closes the socket when a ping's
-// context ends. Probe returns within the timeout even when the driver
-// ignores the context; the abandoned ping then finishes in the background,
-// so the caller must close c and never use it again.
+// context ends.
+//
+// When the timeout or ctx ends the probe, Probe still waits up to
+// [ProbeGrace] for the driver's Ping to return, so that the caller can close
+// c without racing with it; a driver that honours the context (go-sql-driver
+// does) returns at once. Probe therefore returns within timeout plus
+// ProbeGrace even when the driver ignores the context; the abandoned ping then
+// finishes in the background, and the caller must still never use c again.
 func Probe(ctx context.Context, c driver.Conn, timeout time.Duration) error {
 	if v, ok := c.(driver.Validator); ok && !v.IsValid() {
 		return driver.ErrBadConn
@@ -87,6 +99,14 @@ func Probe(ctx context.Context, c driver.Conn, timeout time.Duration) error {
 			return nil
 		}
 	case <-pctx.Done():
+		// Let a driver that honours the context finish its Ping before the caller
+		// closes c. The Ping's own result no longer matters: the probe ended.
+		grace := time.NewTimer(ProbeGrace)
+		select {
+		case <-done:
+		case <-grace.C:
+		}
+		grace.Stop()
 	}
 	if cerr := ctx.Err(); cerr != nil {
 		return cerr

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,5 +164,24 @@ func TestNeedsProbe(t *testing.T) {
 	}
 	if DefaultAliveBypassWindow != 500*time.Millisecond {
 		t.Errorf("DefaultAliveBypassWindow = %v, HikariCP's is 500ms", DefaultAliveBypassWindow)
+	}
+}
+
+// A probe that ends by its timeout returns only once the driver's Ping has returned (within
+// ProbeGrace), so that the caller may close the connection without racing with the Ping.
+func TestProbeWaitsForPingBeforeReturning(t *testing.T) {
+	var returned atomic.Bool
+	c := pingConn{ping: func(ctx context.Context) error {
+		<-ctx.Done()
+		time.Sleep(20 * time.Millisecond) // a driver tearing its socket down
+		returned.Store(true)
+		return mysql.ErrInvalidConn
+	}}
+	err := Probe(context.Background(), c, 10*time.Millisecond)
+	if !errors.Is(err, ErrProbeTimeout) {
+		t.Fatalf("Probe = %v, want ErrProbeTimeout", err)
+	}
+	if !returned.Load() {
+		t.Fatal("Probe returned while the driver's Ping was still running")
 	}
 }
