@@ -266,3 +266,50 @@ func TestLeakedStatementClosedOnRelease(t *testing.T) {
 		t.Fatal("Stats has no String")
 	}
 }
+
+// TestStatementCacheCost measures what a cached statement costs the server, the figure behind
+// DefaultStatementCacheSize (docs/ARCHITECTURE.md): session memory and prepared statement count
+// for a connection whose cache is full. It logs; it asserts only that the cache stays bounded.
+func TestStatementCacheCost(t *testing.T) {
+	mysqltest.RequireMariaDB(t, "reads MariaDB's Memory_used and Prepared_stmt_count")
+	dsn := mysqltest.DSN(t)
+	ctx := context.Background()
+	p := newMySQLPool(t, dsn, pool.Config{MaxConns: 1})
+	db := p.OpenDB()
+	defer db.Close()
+	c, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	status := func(name string) int64 {
+		var k string
+		var v int64
+		if err := c.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE '"+name+"'").Scan(&k, &v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	mem0, stmts0 := status("Memory_used"), status("Com_stmt_prepare")
+	const n = 3 * pool.DefaultStatementCacheSize
+	for i := 0; i < n; i++ {
+		// Distinct texts, each with a parameter: the cache's case (ErrSkip → cached statement).
+		q := fmt.Sprintf("SELECT ? + %d FROM DUAL WHERE 1 = 1", i)
+		var v int
+		if err := c.QueryRowContext(ctx, q, 1).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mem1, stmts1 := status("Memory_used"), status("Com_stmt_prepare")
+	var open int64
+	var k string
+	if err := c.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Prepared_stmt_count'").Scan(&k, &open); err != nil {
+		t.Fatal(err)
+	}
+	if open > int64(pool.DefaultStatementCacheSize)+8 {
+		t.Errorf("%d statements prepared on the server after %d distinct queries; the cache should hold at most %d",
+			open, n, pool.DefaultStatementCacheSize)
+	}
+	t.Logf("%d distinct parameterized queries: %d prepares, %d statements held by the full cache, session memory +%d KiB (%.1f KiB per held statement)",
+		n, stmts1-stmts0, open, (mem1-mem0)/1024, float64(mem1-mem0)/1024/float64(max(open, 1)))
+}
