@@ -72,35 +72,44 @@ func run(dsn string) error {
 		}
 	}
 
-	// Eight goroutines share four connections; waiting is FIFO and bounded by AcquireTimeout.
+	// One transaction writes 40 rows. (Writes stay in one transaction: the embedded server's
+	// in-memory tables lose concurrent transactions' writes; MariaDB does not.)
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	for id := 0; id < 40; id++ {
+		if _, err := tx.ExecContext(ctx, "INSERT INTO quickstart_items VALUES (?, ?)", id, fmt.Sprint("item-", id)); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+
+	// Eight goroutines share four connections to read them back; waiting for a connection is
+	// FIFO and bounded by AcquireTimeout.
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for g := 0; g < 8; g++ {
 		wg.Add(1)
 		go func(g int) {
 			defer wg.Done()
-			tx, err := db.BeginTx(ctx, nil)
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer tx.Rollback()
 			for i := 0; i < 5; i++ {
-				id := g*10 + i
-				if _, err := tx.ExecContext(ctx, "INSERT INTO quickstart_items VALUES (?, ?)", id, fmt.Sprint("item-", id)); err != nil {
-					errs <- err
+				var name string
+				id := g*5 + i
+				if err := db.QueryRowContext(ctx, "SELECT name FROM quickstart_items WHERE id = ?", id).Scan(&name); err != nil {
+					errs <- fmt.Errorf("reading row %d: %w", id, err)
 					return
 				}
 			}
-			errs <- tx.Commit()
 		}(g)
 	}
 	wg.Wait()
 	close(errs)
 	for err := range errs {
-		if err != nil {
-			return err
-		}
+		return err
 	}
 
 	var n int
@@ -109,10 +118,10 @@ func run(dsn string) error {
 	}
 	fmt.Println("rows inserted:", n)
 	var name string
-	if err := db.QueryRowContext(ctx, "SELECT name FROM quickstart_items WHERE id = ?", 42).Scan(&name); err != nil {
+	if err := db.QueryRowContext(ctx, "SELECT name FROM quickstart_items WHERE id = ?", 7).Scan(&name); err != nil {
 		return err
 	}
-	fmt.Println("row 42:", name)
+	fmt.Println("row 7:", name)
 	if _, err := db.ExecContext(ctx, "DROP TABLE quickstart_items"); err != nil {
 		return err
 	}
