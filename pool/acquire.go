@@ -330,6 +330,8 @@ func (p *Pool) clean(e *entry, now int64) CloseReason {
 		e.leak = nil
 	}
 	switch {
+	case e.discard != "":
+		return e.discard
 	case e.fatal != nil:
 		return CloseFatalError
 	case e.evict.Load():

@@ -377,9 +377,7 @@ func (c *conn) IsValid() bool {
 	now := p.now()
 	if reason := p.clean(e, now); reason != "" {
 		e.evict.Store(true)
-		if e.fatal == nil {
-			e.fatal = errors.New(string(reason))
-		}
+		e.discard = reason // the Close that follows closes it for this reason
 		return false
 	}
 	e.lastReturned = now

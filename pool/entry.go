@@ -55,7 +55,10 @@ type entry struct {
 	stmts stmtCache
 	sess  session
 	fatal error // first fatal error seen while in use
-	leak  *leakTask
+	// discard is why IsValid refused the connection; the Close that database/sql sends next
+	// closes it with this reason.
+	discard CloseReason
+	leak    *leakTask
 }
 
 func (e *entry) expired(now int64) bool { return e.expiresAt != 0 && now >= e.expiresAt }

@@ -1,0 +1,91 @@
+package metrics_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/sqlpool/sqlpool/internal/fakedb"
+	"github.com/sqlpool/sqlpool/internal/mysqltest"
+	"github.com/sqlpool/sqlpool/metrics"
+	"github.com/sqlpool/sqlpool/pool"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, mysqltest.GoleakOptions()...)
+}
+
+// quiet drops the pool's log lines below errors.
+var quiet = slog.New(slog.NewTextHandler(discard{}, &slog.HandlerOptions{Level: slog.LevelError}))
+
+type discard struct{}
+
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
+
+// testClock is a pool.Clock that tests move by hand; it counts its reads so that a test can
+// tell when a waiter has started its clock.
+type testClock struct {
+	mu    sync.Mutex
+	now   time.Time
+	reads int
+}
+
+func newTestClock() *testClock { return &testClock{now: time.Unix(1_700_000_000, 0)} }
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reads++
+	return c.now
+}
+
+func (c *testClock) Reads() int { c.mu.Lock(); defer c.mu.Unlock(); return c.reads }
+
+func (c *testClock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+
+// eventually polls cond for up to 10 s.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// newFakePool returns a pool over fakedb with cfg, closed at the end of the test, once its
+// first connection is idle.
+func newFakePool(t testing.TB, cfg pool.Config) (*pool.Pool, *fakedb.Connector) {
+	t.Helper()
+	fc := fakedb.New()
+	if cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
+	p, err := pool.New(fc, cfg)
+	if err != nil {
+		t.Fatalf("pool.New: %v", err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	eventually(t, "the pool filled", func() bool {
+		st := p.Stats()
+		return st.Idle == st.Total && st.Total >= max(cfg.MinIdleConns, 1)
+	})
+	return p, fc
+}
+
+func newMetrics(t testing.TB, opts metrics.Options) *metrics.Metrics {
+	t.Helper()
+	m, err := metrics.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+var bg = context.Background()
