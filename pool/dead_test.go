@@ -33,49 +33,10 @@ import (
 // blocking it.
 const deadReadTimeout = 15 * time.Second
 
-// deadNopLogger silences go-sql-driver/mysql's "unexpected EOF" lines, which these tests cause
-// on purpose.
-type deadNopLogger struct{}
-
-func (deadNopLogger) Print(...any) {}
-
-// deadConnector is mysqlConnector without the driver's log output.
-func deadConnector(t testing.TB, dsn string) driver.Connector {
-	t.Helper()
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatalf("ParseDSN: %v", err)
-	}
-	cfg.Logger = deadNopLogger{}
-	c, err := mysql.NewConnector(cfg)
-	if err != nil {
-		t.Fatalf("NewConnector: %v", err)
-	}
-	return c
-}
-
-// newDeadPool is newMySQLPool over deadConnector.
-func newDeadPool(t testing.TB, dsn string, cfg pool.Config) *pool.Pool {
-	t.Helper()
-	if cfg.Logger == nil {
-		cfg.Logger = quietLog
-	}
-	p, err := pool.New(deadConnector(t, dsn), cfg)
-	if err != nil {
-		t.Fatalf("pool.New: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := p.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return p
-}
-
 // deadAdmin opens a plain database/sql handle (no pool of ours) for the test's own statements.
 func deadAdmin(t testing.TB, dsn string) *sql.DB {
 	t.Helper()
-	db := sql.OpenDB(deadConnector(t, dsn))
+	db := sql.OpenDB(mysqlConnector(t, dsn))
 	t.Cleanup(func() { _ = db.Close() })
 	return db
 }
@@ -197,7 +158,7 @@ func TestDeadKillAllConnections(t *testing.T) {
 	m := mysqltest.StartMariaDB(t)
 	const size = 8
 	const window = pool.DefaultAliveBypassWindow
-	p := newDeadPool(t, m.DSN(), pool.Config{Name: "dead-kill", MaxConns: size, AliveBypassWindow: window})
+	p := newMySQLPool(t, m.DSN(), pool.Config{Name: "dead-kill", MaxConns: size, AliveBypassWindow: window})
 	db := p.OpenDB()
 	defer db.Close()
 	admin := deadAdmin(t, m.DSN())
@@ -264,7 +225,7 @@ func TestDeadServerRestartUnderLoad(t *testing.T) {
 	m := mysqltest.StartMariaDB(t)
 	const readers = 16
 	var connSeq atomic.Int64
-	p := newDeadPool(t, m.DSN(), pool.Config{
+	p := newMySQLPool(t, m.DSN(), pool.Config{
 		Name:           "dead-restart",
 		MaxConns:       8,
 		AcquireTimeout: 10 * time.Second,
@@ -432,7 +393,7 @@ func TestDeadServerRestartUnderLoad(t *testing.T) {
 func TestDeadConnReturnedAcrossOutageIsProbed(t *testing.T) {
 	m := mysqltest.StartMariaDB(t)
 	// A long window makes the race deterministic: the restart is well inside it.
-	p := newDeadPool(t, m.DSN(), pool.Config{Name: "dead-returned", MaxConns: 2, AliveBypassWindow: time.Minute})
+	p := newMySQLPool(t, m.DSN(), pool.Config{Name: "dead-returned", MaxConns: 2, AliveBypassWindow: time.Minute})
 	db := p.OpenDB()
 	defer db.Close()
 	waitFor(t, "the pool is full", func() bool { return p.Stats().Idle == 2 })
@@ -500,7 +461,7 @@ func TestDeadWaitTimeout(t *testing.T) {
 	}
 	cfg.Params["wait_timeout"] = "2"
 	const size = 4
-	p := newDeadPool(t, cfg.FormatDSN(), pool.Config{Name: "dead-wait-timeout", MaxConns: size})
+	p := newMySQLPool(t, cfg.FormatDSN(), pool.Config{Name: "dead-wait-timeout", MaxConns: size})
 	db := p.OpenDB()
 	defer db.Close()
 	waitFor(t, "the pool is full", func() bool { return p.Stats().Idle == size })
@@ -551,7 +512,7 @@ func TestDeadDatabaseDown(t *testing.T) {
 	const size = 5
 	const acquireTimeout = time.Second
 	const slack = 1500 * time.Millisecond // the loose upper bound: 2 shared cores, -race
-	p := newDeadPool(t, proxy.DSN(dsn), pool.Config{Name: "dead-down", MaxConns: size, AcquireTimeout: acquireTimeout})
+	p := newMySQLPool(t, proxy.DSN(dsn), pool.Config{Name: "dead-down", MaxConns: size, AcquireTimeout: acquireTimeout})
 	db := p.OpenDB()
 	defer db.Close()
 	waitFor(t, "the pool is full", func() bool { return p.Stats().Idle == size })
@@ -676,7 +637,7 @@ func TestDeadCallerDeadlineDuringProbe(t *testing.T) {
 	}
 	proxy := mysqltest.NewProxy(t, mcfg.Addr)
 	const size = 5
-	p := newDeadPool(t, proxy.DSN(dsn), pool.Config{Name: "dead-caller-deadline", MaxConns: size})
+	p := newMySQLPool(t, proxy.DSN(dsn), pool.Config{Name: "dead-caller-deadline", MaxConns: size})
 	db := p.OpenDB()
 	defer db.Close()
 	waitFor(t, "the pool is full", func() bool { return p.Stats().Idle == size })
@@ -715,7 +676,7 @@ func TestDeadReadOnlyFailover(t *testing.T) {
 	m := mysqltest.StartMariaDB(t)
 	m.Exec(t, "CREATE TABLE test.dead_ro (id INT PRIMARY KEY AUTO_INCREMENT, v INT)")
 	var logs deadLog
-	p := newDeadPool(t, m.UnprivilegedDSN(), pool.Config{Name: "dead-ro", MaxConns: 1, Logger: logs.logger()})
+	p := newMySQLPool(t, m.UnprivilegedDSN(), pool.Config{Name: "dead-ro", MaxConns: 1, Logger: logs.logger()})
 	db := p.OpenDB()
 	defer db.Close()
 	ctx, cancel := deadCtx()

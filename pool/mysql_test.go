@@ -23,12 +23,20 @@ func TestMain(m *testing.M) {
 
 var quietLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 
+// nopDriverLogger silences go-sql-driver/mysql's own log lines ("unexpected EOF" and the like),
+// which the fault tests cause on purpose; tests check the errors themselves.
+type nopDriverLogger struct{}
+
+func (nopDriverLogger) Print(...any) {}
+
+// mysqlConnector returns a go-sql-driver/mysql connector for dsn, without the driver's logging.
 func mysqlConnector(t testing.TB, dsn string) driver.Connector {
 	t.Helper()
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatalf("ParseDSN: %v", err)
 	}
+	cfg.Logger = nopDriverLogger{}
 	c, err := mysql.NewConnector(cfg)
 	if err != nil {
 		t.Fatalf("NewConnector: %v", err)
