@@ -1,0 +1,110 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// The benchmarks, as DESIGN.md defines them after HikariCP-benchmark.
+const (
+	// BenchCycleConnection is db.Conn + Close (HikariCP's ConnectionBench.cycleCnnection):
+	// pure borrow and return.
+	BenchCycleConnection = "cycleConnection"
+	// BenchCycleStatement is borrow, SELECT 1, scan, release (db.Conn, QueryRowContext, Scan,
+	// Close): the anchor's shape, one round trip of work per borrow.
+	BenchCycleStatement = "cycleStatement"
+	// BenchCycleParamStatement is cycleStatement with SELECT ? and one argument, no explicit
+	// Prepare: go-sql-driver/mysql without interpolateParams makes database/sql prepare,
+	// execute and close a statement each time; the pool's statement cache prepares once per
+	// connection.
+	BenchCycleParamStatement = "cycleParamStatement"
+	// BenchContended is cycleStatement from many goroutines on a small pool, open loop: each
+	// goroutine starts a request at fixed intervals whether or not the previous one was late,
+	// and the acquire latency (until Borrow returns) is measured from the scheduled start, so
+	// queueing behind a slow request is counted (no coordinated omission).
+	BenchContended = "contended"
+)
+
+// AllBenchmarks lists the benchmarks in their report order.
+var AllBenchmarks = []string{BenchCycleConnection, BenchCycleStatement, BenchCycleParamStatement, BenchContended}
+
+// CycleConnection borrows a connection and returns it.
+func CycleConnection(ctx context.Context, d *DB) error {
+	c, err := d.Borrow(ctx)
+	if err != nil {
+		return err
+	}
+	return d.Return(ctx, c)
+}
+
+// CycleStatement borrows a connection, runs SELECT 1, scans the row and returns the connection.
+func CycleStatement(ctx context.Context, d *DB) error {
+	c, err := d.Borrow(ctx)
+	if err != nil {
+		return err
+	}
+	var n int64
+	err = c.QueryRowContext(ctx, "SELECT 1").Scan(&n)
+	if err == nil && n != 1 {
+		err = fmt.Errorf("SELECT 1 returned %d", n)
+	}
+	if rerr := d.Return(ctx, c); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// CycleParamStatement borrows a connection, runs SELECT ? with arg, scans it back and returns
+// the connection.
+func CycleParamStatement(ctx context.Context, d *DB, arg int64) error {
+	c, err := d.Borrow(ctx)
+	if err != nil {
+		return err
+	}
+	var n int64
+	err = c.QueryRowContext(ctx, "SELECT ?", arg).Scan(&n)
+	if err == nil && n != arg {
+		err = fmt.Errorf("SELECT ? with %d returned %d", arg, n)
+	}
+	if rerr := d.Return(ctx, c); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// Contended is one request of the contended benchmark: CycleStatement, recording in h the
+// acquire latency from sched (the request's scheduled start) to the end of Borrow.
+func Contended(ctx context.Context, d *DB, sched time.Time, h *Histogram) error {
+	c, err := d.Borrow(ctx)
+	h.Record(int64(time.Since(sched)))
+	if err != nil {
+		return err
+	}
+	var n int64
+	err = c.QueryRowContext(ctx, "SELECT 1").Scan(&n)
+	if err == nil && n != 1 {
+		err = fmt.Errorf("SELECT 1 returned %d", n)
+	}
+	if rerr := d.Return(ctx, c); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// closedOp returns the closed-loop operation of benchmark name for goroutine g.
+func closedOp(name string, d *DB, g int) (func(ctx context.Context) error, error) {
+	switch name {
+	case BenchCycleConnection:
+		return func(ctx context.Context) error { return CycleConnection(ctx, d) }, nil
+	case BenchCycleStatement:
+		return func(ctx context.Context) error { return CycleStatement(ctx, d) }, nil
+	case BenchCycleParamStatement:
+		arg := int64(g) << 32
+		return func(ctx context.Context) error {
+			arg++
+			return CycleParamStatement(ctx, d, arg)
+		}, nil
+	}
+	return nil, fmt.Errorf("unknown benchmark %q", name)
+}
