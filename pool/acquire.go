@@ -219,6 +219,8 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 			w.barged = true
 			s.pushFrontLocked(w)
 			s.mu.Unlock()
+			// The creator may have judged "no waiters" while we were unlinked: tell it again.
+			p.signalCreator()
 		case <-timeout:
 			return nil, p.giveUp(ctx, w, dl, false)
 		case <-ctx.Done():

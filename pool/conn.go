@@ -208,7 +208,6 @@ func (c *conn) execContext(ctx context.Context, query string, args []driver.Name
 	var r driver.Result
 	var err error
 	if ec, ok := c.e.conn.(driver.ExecerContext); ok {
-		c.e.sess.statement(query)
 		r, err = ec.ExecContext(ctx, query, args)
 		if err == driver.ErrSkip && len(args) > 0 && c.e.stmts.max > 0 {
 			r, err = c.execCached(ctx, query, args)
@@ -221,15 +220,16 @@ func (c *conn) execContext(ctx context.Context, query string, args []driver.Name
 		if err = ctx.Err(); err != nil {
 			return nil, err
 		}
-		c.e.sess.statement(query)
 		r, err = ex.Exec(query, vals)
 	} else {
 		return nil, driver.ErrSkip
 	}
+	if err == driver.ErrSkip {
+		// Not run: database/sql prepares it through the proxy, whose execution records it.
+		return nil, err
+	}
+	c.e.sess.statement(query) // recorded after the call, so a statement that never ran is not
 	if err != nil {
-		if err == driver.ErrSkip {
-			return nil, err
-		}
 		c.e.sess.failed()
 		return nil, c.observe(err)
 	}
@@ -250,7 +250,6 @@ func (c *conn) queryContext(ctx context.Context, query string, args []driver.Nam
 	var r driver.Rows
 	var err error
 	if qc, ok := c.e.conn.(driver.QueryerContext); ok {
-		c.e.sess.statement(query)
 		r, err = qc.QueryContext(ctx, query, args)
 		if err == driver.ErrSkip && len(args) > 0 && c.e.stmts.max > 0 {
 			r, err = c.queryCached(ctx, query, args)
@@ -263,15 +262,16 @@ func (c *conn) queryContext(ctx context.Context, query string, args []driver.Nam
 		if err = ctx.Err(); err != nil {
 			return nil, err
 		}
-		c.e.sess.statement(query)
 		r, err = q.Query(query, vals)
 	} else {
 		return nil, driver.ErrSkip
 	}
+	if err == driver.ErrSkip {
+		// Not run: database/sql prepares it through the proxy, whose execution records it.
+		return nil, err
+	}
+	c.e.sess.statement(query) // recorded after the call, so a statement that never ran is not
 	if err != nil {
-		if err == driver.ErrSkip {
-			return nil, err
-		}
 		c.e.sess.failed()
 		return nil, c.observe(err)
 	}
@@ -383,6 +383,9 @@ func (c *conn) IsValid() bool {
 	e.lastReturned = now
 	e.lastAlive = now
 	e.state.Store(stateLent)
+	if p.closed.Load() {
+		p.wakeCloser() // Close may be waiting for this connection, which is now parked
+	}
 	return true
 }
 

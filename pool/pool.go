@@ -273,8 +273,9 @@ func (p *Pool) Resume() {
 // Close closes the pool: new acquires fail with ErrClosed at once, waiters are woken with
 // ErrClosed, idle connections are closed, and Close waits up to CloseTimeout for connections in
 // use, closing each as it comes back. It returns an error naming the connections still out
-// after that; they are closed when returned. Close stops every goroutine the pool started.
-// A second Close returns nil.
+// after that; they are closed when returned. Connections parked in a DB's idle list (mode b)
+// are marked and closed when that DB drops or checks them out: close DBs from OpenDB before
+// the pool. Close stops every goroutine the pool started. A second Close returns nil.
 func (p *Pool) Close() error {
 	if !p.closed.CompareAndSwap(false, true) {
 		return nil
@@ -291,24 +292,19 @@ func (p *Pool) Close() error {
 	for _, e := range p.store.close() {
 		p.closeEntry(e, ClosePoolClosed)
 	}
-	// Connections parked in database/sql (mode b) are idle: take them back and close them.
+	// Connections parked in database/sql (mode b) are only marked: database/sql may still be
+	// closing statements on them, so they are closed when database/sql drops them or checks
+	// them out (close the DB first), and Close does not wait for them.
 	p.regMu.Lock()
-	var lent []*entry
 	for e := range p.all {
 		e.evict.Store(true)
-		if e.state.CompareAndSwap(stateLent, stateReserved) {
-			lent = append(lent, e)
-		}
 	}
 	p.regMu.Unlock()
-	for _, e := range lent {
-		p.closeEntry(e, ClosePoolClosed)
-	}
 	p.wg.Wait()
 
 	deadline := time.NewTimer(p.cfg.CloseTimeout)
 	defer deadline.Stop()
-	for p.total.Load() > 0 {
+	for p.inUse() > 0 {
 		select {
 		case <-p.returnedC:
 		case <-deadline.C:
@@ -318,18 +314,42 @@ func (p *Pool) Close() error {
 	return nil
 }
 
+// inUse counts the connections still out, not counting those parked in database/sql.
+func (p *Pool) inUse() int {
+	p.regMu.Lock()
+	defer p.regMu.Unlock()
+	n := 0
+	for e := range p.all {
+		if e.state.Load() != stateLent {
+			n++
+		}
+	}
+	return n
+}
+
 func (p *Pool) stillOutError() error {
 	p.regMu.Lock()
 	var out []string
 	now := p.nanotime()
 	for e := range p.all {
-		out = append(out, fmt.Sprintf("conn %d (%s, held %v)", e.id, e.stateName(),
-			time.Duration(now-e.borrowedAt).Round(time.Millisecond)))
+		if e.state.Load() == stateLent {
+			continue
+		}
+		out = append(out, fmt.Sprintf("conn %d (%s, opened %v ago)", e.id, e.stateName(),
+			time.Duration(now-e.createdAt).Round(time.Millisecond)))
 	}
 	p.regMu.Unlock()
 	sort.Strings(out)
 	return fmt.Errorf("sqlpool: %s: closed with %d connection(s) still in use after CloseTimeout %v: %s; each is closed when returned",
 		p.cfg.Name, len(out), p.cfg.CloseTimeout, strings.Join(out, ", "))
+}
+
+// wakeCloser tells a waiting Close to count the connections still out again.
+func (p *Pool) wakeCloser() {
+	select {
+	case p.returnedC <- struct{}{}:
+	default:
+	}
 }
 
 func (p *Pool) signalCreator() {
@@ -386,10 +406,7 @@ func (p *Pool) closeEntry(e *entry, reason CloseReason) {
 	p.cfg.Logger.Debug("sqlpool: connection closed", "pool", p.cfg.Name, "conn", e.id, "reason", string(reason),
 		"fatal_error", e.fatal, "close_error", err)
 	if p.closed.Load() {
-		select {
-		case p.returnedC <- struct{}{}:
-		default:
-		}
+		p.wakeCloser()
 		return
 	}
 	p.signalCreator()

@@ -1113,3 +1113,69 @@ func TestConnectTimeoutBoundsDial(t *testing.T) {
 		t.Fatalf("%d dials in 1s with a 100ms ConnectTimeout; the creator should have retried", n)
 	}
 }
+
+// A waiter that a barging goroutine beat to a freshly created connection must make the creator
+// go on: the pool is below MaxConns, so it must not time out (found in review).
+func TestBargedWaiterBelowMaxConnsIsNotStranded(t *testing.T) {
+	for i := 0; i < 10; i++ {
+		p, fc := newPool(t, Config{MaxConns: 3, MinIdleConns: -1, InitializationFailTimeout: -1, AcquireTimeout: time.Second})
+		c1 := mustConnect(t, p)
+		fc.SetDialDelay(20 * time.Millisecond)
+		stolen := make(chan *entry, 1)
+		go func() { // a running goroutine that barges for the next connection the creator makes
+			d := time.Now().Add(2 * time.Second)
+			for time.Now().Before(d) {
+				if e := p.store.get(); e != nil {
+					stolen <- e
+					return
+				}
+			}
+			stolen <- nil
+		}()
+		c, err := p.Connect(context.Background())
+		if err != nil {
+			t.Fatalf("run %d: a waiter timed out with the pool below MaxConns: %v", i, err)
+		}
+		_ = c.Close()
+		if e := <-stolen; e != nil {
+			_ = (&conn{p: p, e: e}).Close()
+		}
+		_ = c1.Close()
+		_ = p.Close()
+	}
+}
+
+// A statement the driver answered with driver.ErrSkip did not run; if database/sql's prepare of
+// it then fails, the session must not be believed changed by it (found in review).
+func TestErrSkipStatementIsNotRecordedAsRun(t *testing.T) {
+	p, fc := newPool(t, Config{MaxConns: 1, StatementCacheSize: -1})
+	db := p.OpenDB()
+	defer db.Close()
+	ctx := context.Background()
+	sc, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = sc.ExecContext(ctx, "SET autocommit=0")
+	_, _ = sc.ExecContext(ctx, "INSERT INTO t VALUES (1)")
+	const q = "SET autocommit = 1, @v = ?"
+	fc.SetExecError(func(s string) error {
+		if s == q {
+			fc.Conns()[0].FailNext(errors.New("Error 1461: Can't create more than max_prepared_stmt_count statements"))
+			return driver.ErrSkip
+		}
+		return nil
+	})
+	if _, err := sc.ExecContext(ctx, q, 1); err == nil {
+		t.Fatal("the prepare should have failed")
+	}
+	fc.SetExecError(nil)
+	_ = sc.Close()
+	if fc.Conns()[0].Closed() {
+		return // discarded: also safe
+	}
+	log := strings.Join(fc.Conns()[0].Log(), "; ")
+	if !strings.Contains(log, "SET autocommit=1") {
+		t.Fatalf("the connection went back with autocommit=0; release plan ran only: %s", log)
+	}
+}

@@ -67,18 +67,27 @@ func (s *stmt) Close() error {
 func (s *stmt) NumInput() int { return s.ds.NumInput() }
 
 func (s *stmt) Exec(args []driver.Value) (driver.Result, error) {
+	if s.closed || s.c.closed {
+		return nil, driver.ErrBadConn // used after its statement or connection was given back
+	}
 	s.c.e.sess.statement(s.query)
 	r, err := s.ds.Exec(args) //nolint:staticcheck
 	return r, s.done(err)
 }
 
 func (s *stmt) Query(args []driver.Value) (driver.Rows, error) {
+	if s.closed || s.c.closed {
+		return nil, driver.ErrBadConn // used after its statement or connection was given back
+	}
 	s.c.e.sess.statement(s.query)
 	r, err := s.ds.Query(args) //nolint:staticcheck
 	return r, s.done(err)
 }
 
 func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	if s.closed || s.c.closed {
+		return nil, driver.ErrBadConn // used after its statement or connection was given back
+	}
 	s.c.e.sess.statement(s.query)
 	ev, start := s.c.p.cfg.Events, int64(0)
 	if ev != nil {
@@ -92,6 +101,9 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 }
 
 func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	if s.closed || s.c.closed {
+		return nil, driver.ErrBadConn // used after its statement or connection was given back
+	}
 	s.c.e.sess.statement(s.query)
 	ev, start := s.c.p.cfg.Events, int64(0)
 	if ev != nil {
