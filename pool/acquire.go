@@ -219,8 +219,11 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 			w.barged = true
 			s.pushFrontLocked(w)
 			s.mu.Unlock()
-			// The creator may have judged "no waiters" while we were unlinked: tell it again.
-			p.signalCreator()
+			// The creator may have judged "no waiters" while we were unlinked: tell it again
+			// (only below MaxConns; at the limit a wake-up would be wasted on every lost race).
+			if int(p.total.Load()) < p.cfg.MaxConns {
+				p.signalCreator()
+			}
 		case <-timeout:
 			return nil, p.giveUp(ctx, w, dl, false)
 		case <-ctx.Done():

@@ -38,25 +38,32 @@ func runConcurrent(b *testing.B, g int, op func()) {
 	wg.Wait()
 }
 
+// benchCycles runs acquire+release b.N times over g goroutines on a full pool of size
+// connections, each borrower holding its connection for about hold ns of CPU.
+func benchCycles(b *testing.B, size, g, hold int) {
+	p, _ := newPool(b, Config{MaxConns: size})
+	eventually(b, "pool filled", func() bool { return p.Stats().Idle == size })
+	ctx := context.Background()
+	b.ReportAllocs()
+	runConcurrent(b, g, func() {
+		e, err := p.acquire(ctx)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		if hold > 0 {
+			spin(hold)
+		}
+		p.release(e)
+	})
+}
+
 // BenchmarkAcquireRelease is the core's own borrow and return, without database/sql, on a pool
 // of 32 (HikariCP-benchmark's ConnectionBench setting). Compare with HikariCP's ~17,900
 // getConnection+close per ms at 4 threads on this kind of machine (≈ 56 ns/op).
 func BenchmarkAcquireRelease(b *testing.B) {
 	for _, g := range benchGoroutines {
-		b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) {
-			p, _ := newPool(b, Config{MaxConns: 32})
-			eventually(b, "pool filled", func() bool { return p.Stats().Idle == 32 })
-			ctx := context.Background()
-			b.ReportAllocs()
-			runConcurrent(b, g, func() {
-				e, err := p.acquire(ctx)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				p.release(e)
-			})
-		})
+		b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) { benchCycles(b, 32, g, 0) })
 	}
 }
 
@@ -129,21 +136,7 @@ func BenchmarkClock(b *testing.B) {
 // queue, wake-ups and barging under saturation.
 func BenchmarkAcquireReleaseContended(b *testing.B) {
 	for _, g := range []int{64, 256} {
-		b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) {
-			p, _ := newPool(b, Config{MaxConns: 8})
-			eventually(b, "pool filled", func() bool { return p.Stats().Idle == 8 })
-			ctx := context.Background()
-			b.ReportAllocs()
-			runConcurrent(b, g, func() {
-				e, err := p.acquire(ctx)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				spin(1000)
-				p.release(e)
-			})
-		})
+		b.Run(fmt.Sprintf("g=%d", g), func(b *testing.B) { benchCycles(b, 8, g, 1000) })
 	}
 }
 

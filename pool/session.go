@@ -71,31 +71,12 @@ func queryDriver(ctx context.Context, dc driver.Conn, q string) (driver.Rows, er
 	if err != nil {
 		return nil, err
 	}
-	var rows driver.Rows
-	if sq, ok := st.(driver.StmtQueryContext); ok {
-		rows, err = sq.QueryContext(ctx, nil)
-	} else {
-		rows, err = st.Query(nil) //nolint:staticcheck
-	}
+	r, err := stmtQuery(ctx, st, nil)
 	if err != nil {
 		_ = st.Close()
 		return nil, err
 	}
-	return stmtRows{rows, st}, nil
-}
-
-// stmtRows closes its statement with the rows.
-type stmtRows struct {
-	driver.Rows
-	st driver.Stmt
-}
-
-func (r stmtRows) Close() error {
-	err := r.Rows.Close()
-	if err2 := r.st.Close(); err == nil {
-		err = err2
-	}
-	return err
+	return &rows{Rows: r, done: func() { _ = st.Close() }}, nil
 }
 
 // prepareDriver prepares q, with database/sql's fallback for a driver without
@@ -185,11 +166,7 @@ func execDriver(ctx context.Context, dc driver.Conn, q string) error {
 		return err
 	}
 	defer st.Close()
-	if sc, ok := st.(driver.StmtExecContext); ok {
-		_, err = sc.ExecContext(ctx, nil)
-	} else {
-		_, err = st.Exec(nil) //nolint:staticcheck
-	}
+	_, err = stmtExec(ctx, st, nil)
 	return err
 }
 

@@ -66,54 +66,63 @@ func (s *stmt) Close() error {
 
 func (s *stmt) NumInput() int { return s.ds.NumInput() }
 
+// Exec and Query are the legacy entry points; database/sql uses the Context forms, which
+// every stmt has.
 func (s *stmt) Exec(args []driver.Value) (driver.Result, error) {
-	if s.closed || s.c.closed {
-		return nil, driver.ErrBadConn // used after its statement or connection was given back
-	}
-	s.c.e.sess.statement(s.query)
-	r, err := s.ds.Exec(args) //nolint:staticcheck
-	return r, s.done(err)
+	return s.ExecContext(context.Background(), valuesToNamed(args))
 }
 
 func (s *stmt) Query(args []driver.Value) (driver.Rows, error) {
-	if s.closed || s.c.closed {
-		return nil, driver.ErrBadConn // used after its statement or connection was given back
-	}
-	s.c.e.sess.statement(s.query)
-	r, err := s.ds.Query(args) //nolint:staticcheck
-	return r, s.done(err)
+	return s.QueryContext(context.Background(), valuesToNamed(args))
 }
 
 func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	if s.closed || s.c.closed {
-		return nil, driver.ErrBadConn // used after its statement or connection was given back
-	}
-	s.c.e.sess.statement(s.query)
-	ev, start := s.c.p.cfg.Events, int64(0)
-	if ev != nil {
-		start = s.c.p.nanotime()
-	}
-	r, err := stmtExec(ctx, s.ds, args)
-	if ev != nil {
-		s.c.p.noteStatement(ev, ctx, s.query, start, err)
-	}
-	return r, s.done(err)
+	var r driver.Result
+	err := s.run(ctx, func() (err error) {
+		r, err = stmtExec(ctx, s.ds, args)
+		return err
+	})
+	return r, err
 }
 
 func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	var r driver.Rows
+	err := s.run(ctx, func() (err error) {
+		r, err = stmtQuery(ctx, s.ds, args)
+		return err
+	})
+	return r, err
+}
+
+// run is what every execution shares: refuse a statement used after it or its connection was
+// given back, record it for the release plan, time it for Events, and observe its error.
+func (s *stmt) run(ctx context.Context, do func() error) error {
 	if s.closed || s.c.closed {
-		return nil, driver.ErrBadConn // used after its statement or connection was given back
+		return driver.ErrBadConn
 	}
+	p := s.c.p
 	s.c.e.sess.statement(s.query)
-	ev, start := s.c.p.cfg.Events, int64(0)
+	ev, start := p.cfg.Events, int64(0)
 	if ev != nil {
-		start = s.c.p.nanotime()
+		start = p.nanotime()
 	}
-	r, err := stmtQuery(ctx, s.ds, args)
+	err := do()
 	if ev != nil {
-		s.c.p.noteStatement(ev, ctx, s.query, start, err)
+		p.noteStatement(ev, ctx, s.query, start, err)
 	}
-	return r, s.done(err)
+	if err != nil {
+		s.c.e.sess.failed()
+		return s.c.observe(err)
+	}
+	return nil
+}
+
+func valuesToNamed(args []driver.Value) []driver.NamedValue {
+	nv := make([]driver.NamedValue, len(args))
+	for i, a := range args {
+		nv[i] = driver.NamedValue{Ordinal: i + 1, Value: a}
+	}
+	return nv
 }
 
 func (s *stmt) CheckNamedValue(nv *driver.NamedValue) error {
@@ -121,14 +130,6 @@ func (s *stmt) CheckNamedValue(nv *driver.NamedValue) error {
 		return nc.CheckNamedValue(nv)
 	}
 	return s.c.CheckNamedValue(nv)
-}
-
-func (s *stmt) done(err error) error {
-	if err != nil {
-		s.c.e.sess.failed()
-		return s.c.observe(err)
-	}
-	return nil
 }
 
 // stmtExec executes ds with database/sql's fallback for a statement without StmtExecContext.
