@@ -162,7 +162,10 @@ function drawGraph(links) {
   });
   const defs = svg('defs');
   for (const [id, cls] of [['arrow', 'arrow'], ['arrow-err', 'arrow err']]) {
-    const m = svg('marker', { id, viewBox: '0 0 10 10', refX: 10, refY: 5, markerWidth: 8, markerHeight: 8, orient: 'auto-start-reverse' });
+    const m = svg('marker', {
+      id, viewBox: '0 0 10 10', refX: 10, refY: 5, markerWidth: 9, markerHeight: 9,
+      markerUnits: 'userSpaceOnUse', orient: 'auto-start-reverse',
+    });
     m.append(svg('path', { d: 'M0,0 L10,5 L0,10 z', class: cls }));
     defs.append(m);
   }

@@ -105,7 +105,7 @@ function renderAxis(trace) {
   }
   const step = tickStep(d);
   for (let t = 0; t <= d * 1.0001; t += step) {
-    const tick = el('span', { className: 'tick', text: formatDuration(t) });
+    const tick = el('span', { className: 'tick', text: t === 0 ? '0' : formatDuration(t) });
     tick.style.left = (100 * t / d) + '%';
     scale.append(tick);
   }
@@ -155,10 +155,13 @@ function renderRows(trace) {
     if (!n.noDuration) bar.style.width = width + '%';
     bar.style.backgroundColor = serviceColor(n.service);
     const dl = el('span', { className: 'bar-label', text: n.noDuration ? '?' : formatDuration(n.duration) });
-    if (left + width > 80) {
+    if (left + width > 80 && left > 15) {
       // No room after the bar: put the label before it.
-      dl.classList.add('before');
       dl.style.right = (100 - left) + '%';
+    } else if (left + width > 80) {
+      // A long bar from near the start: put the label inside it.
+      dl.classList.add('inside');
+      dl.style.left = left + '%';
     } else {
       dl.style.left = (left + width) + '%';
     }
