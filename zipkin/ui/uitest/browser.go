@@ -715,8 +715,13 @@ func (c *checker) checkBigTrace(t *testing.T) {
 		if bars != bigSpans || !last {
 			t.Fatalf("2,000-span trace drew %d bars (last bar laid out: %v), want %d", bars, last, bigSpans)
 		}
-		t.Logf("2,000-span trace, load %d: navigation start → last bar painted %v (in page, performance.now); %v measured from Go including CDP round trips",
-			attempt, inPage, wall.Round(time.Millisecond))
+		phases := eval[string](c, `(() => {
+  const d = document.getElementById('waterfall').dataset;
+  const e = performance.getEntriesByType('resource').find(e => e.name.includes('/trace/'));
+  return 'spans fetched at ' + d.fetchedMs + 'ms (API request ' + (e ? Math.round(e.responseEnd - e.startTime) : '?') + 'ms), model built at ' + d.modelMs + 'ms, DOM built at ' + d.domMs + 'ms';
+})()`)
+		t.Logf("2,000-span trace, load %d: navigation start → last bar painted %v in the page (%s); %v measured from Go, including CDP round trips",
+			attempt, inPage, phases, wall.Round(time.Millisecond))
 		if best < 0 || inPage < best {
 			best = inPage
 		}
