@@ -68,7 +68,7 @@ const bigSpans = 2000
 func randomID() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // never fails (it crashes the program instead)
-	b[0] |= 0x10 // never all zeros, never a short ID that would be padded
+	b[0] |= 0x10           // never all zeros, never a short ID that would be padded
 	return hex.EncodeToString(b[:])
 }
 
