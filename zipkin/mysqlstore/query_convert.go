@@ -16,12 +16,6 @@ import (
 // CLIENT span and a shared SERVER span; address annotations (sa, ca, ma)
 // become remote endpoints; the "lc" marker is not a tag.
 
-// Annotation row types (zipkin_annotations.a_type).
-const (
-	aTypeAnnotation = -1 // timeline annotation; a_key is its value
-	aTypeBool       = 0  // address annotation (sa, ca, ma) with value 0x01
-	aTypeString     = 6  // tag; a_value is its UTF-8 value
-)
 
 // v1Annotation is a timeline annotation of a stored span. ep is the
 // endpoint of its row, never nil for rows read from the database (it may be
