@@ -318,6 +318,7 @@ func parseJDBCURL(raw string, getenv func(string) string) (*mysql.Config, []stri
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	noVerify := false
 	for _, k := range keys {
 		v := props.Get(k)
 		msMapped := func(set func(time.Duration)) {
@@ -339,8 +340,8 @@ func parseJDBCURL(raw string, getenv func(string) string) (*mysql.Config, []stri
 			}
 		case "trustservercertificate", "verifyservercertificate":
 			b, err := strconv.ParseBool(v)
-			if err == nil && b == (strings.ToLower(k) == "trustservercertificate") && m.TLSConfig == "true" {
-				m.TLSConfig = "skip-verify"
+			if err == nil && b == (strings.ToLower(k) == "trustservercertificate") {
+				noVerify = true
 			}
 		case "sslmode":
 			switch strings.ToUpper(v) {
@@ -362,6 +363,9 @@ func parseJDBCURL(raw string, getenv func(string) string) (*mysql.Config, []stri
 		default:
 			warns = append(warns, "MYSQL_JDBC_URL: property "+k+" has no equivalent here; ignored")
 		}
+	}
+	if noVerify && m.TLSConfig == "true" {
+		m.TLSConfig = "skip-verify"
 	}
 	if m.TLSConfig == "" {
 		if b, _ := envBool(getenv, "MYSQL_USE_SSL", false); b {
