@@ -293,7 +293,7 @@ func TestAppendHelpers(t *testing.T) {
 	if got := string(AppendStrings(nil, nil)); got != "[]" {
 		t.Errorf("AppendStrings(nil) = %s", got)
 	}
-	if got := string(AppendStrings(nil, []string{"a", "b\"\x00\u2028\xff"})); got != `["a","b\"\u0000\u2028\ufffd"]` {
+	if got := string(AppendStrings(nil, []string{"a", "b\"\x00\u2028\xff"})); got != "[\"a\",\"b\\\"\\u0000\\u2028\uFFFD\"]" {
 		t.Errorf("AppendStrings = %s", got)
 	}
 	links := []model.DependencyLink{{Parent: "a", Child: "b", CallCount: 3}, {Parent: "b", Child: "c", CallCount: 2, ErrorCount: 1}}

@@ -217,7 +217,8 @@ const hexDigits = "0123456789abcdef"
 
 // appendJSONString appends s as a JSON string. Quotes, backslashes and
 // control characters are escaped, as are U+2028 and U+2029 (which break
-// JavaScript parsers); invalid UTF-8 becomes U+FFFD, so the output is
+// JavaScript parsers); invalid UTF-8 becomes U+FFFD (written as
+// itself, so that re-encoding decoded output is stable), so the output is
 // always valid JSON whatever the span held.
 func appendJSONString(b []byte, s string) []byte {
 	b = append(b, '"')
@@ -249,7 +250,7 @@ func appendJSONString(b []byte, s string) []byte {
 		r, size := utf8.DecodeRuneInString(s[i:])
 		if r == utf8.RuneError && size == 1 {
 			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
+			b = append(b, "\uFFFD"...)
 			i += size
 			start = i
 			continue

@@ -81,7 +81,7 @@ func TestProto3Leniency(t *testing.T) {
 		pbBytes(pbEndpointIPv4, []byte{1, 2, 3}), // wrong length: dropped
 		pbBytes(pbEndpointIPv6, netip.MustParseAddr("::ffff:10.0.0.1").AsSlice()),
 		pbVarint(pbEndpointPort, uint64(0xffffffffffffffff)), // -1: absent
-		pbVarint(99, 1))                                      // unknown
+		pbVarint(99, 1)) // unknown
 	ann := func(ts uint64, v string) []byte {
 		var b []byte
 		if ts != 0 {

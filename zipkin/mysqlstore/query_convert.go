@@ -16,7 +16,6 @@ import (
 // CLIENT span and a shared SERVER span; address annotations (sa, ca, ma)
 // become remote endpoints; the "lc" marker is not a tag.
 
-
 // v1Annotation is a timeline annotation of a stored span. ep is the
 // endpoint of its row, never nil for rows read from the database (it may be
 // empty, which V1SpanConverter treats as "no local endpoint").
