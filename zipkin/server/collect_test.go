@@ -447,3 +447,21 @@ func serve(h http.Handler, method, path, body string) int {
 	h.ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader(body)))
 	return rec.Code
 }
+
+// TestPostV1: JSON v1 on /api/v1/spans is converted and stored.
+func TestPostV1(t *testing.T) {
+	store := &fakeStore{}
+	_, hs, _ := newTestServer(t, store, Config{})
+	body := `[{"traceId":"1","id":"2","name":"get","timestamp":10,"duration":5,` +
+		`"annotations":[{"timestamp":10,"value":"sr","endpoint":{"serviceName":"v1svc","ipv4":"10.0.0.1"}},` +
+		`{"timestamp":15,"value":"ss","endpoint":{"serviceName":"v1svc","ipv4":"10.0.0.1"}}],` +
+		`"binaryAnnotations":[{"key":"http.path","value":"/a","endpoint":{"serviceName":"v1svc"}}]}]`
+	if r := post(t, hs.URL+"/api/v1/spans", body, "Content-Type", "application/json"); r.code != 202 {
+		t.Fatalf("%d %q", r.code, r.body)
+	}
+	waitDrained(t, hs.URL)
+	got := store.Stored()
+	if len(got) != 1 || got[0].Kind != model.KindServer || got[0].LocalServiceName() != "v1svc" || got[0].Tags["http.path"] != "/a" {
+		t.Fatalf("stored %+v", got)
+	}
+}

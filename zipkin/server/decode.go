@@ -32,7 +32,7 @@ func decodeSpans(ep endpointKind, contentType string, body []byte) ([]model.Span
 	case codec.Proto3:
 		return codec.DecodeProto3(body)
 	case codec.JSONV1:
-		return decodeJSONV1(body)
+		return codec.DecodeJSONV1(body)
 	}
 	return codec.DecodeJSONV2(body)
 }
