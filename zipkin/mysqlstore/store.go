@@ -124,8 +124,8 @@ func (s *Store) Features() Features {
 type Stats struct {
 	Batches          int64 // Accept calls that stored their spans
 	Spans            int64 // spans in those batches
-	SpanRows         int64 // zipkin_spans rows sent (an upsert of an existing row counts)
-	AnnotationRows   int64 // zipkin_annotations rows sent (ignored duplicates count)
+	SpanRows         int64 // zipkin_spans rows built from the spans given to Accept (an upsert of an existing row counts)
+	AnnotationRows   int64 // zipkin_annotations rows built likewise (ignored duplicates count)
 	Statements       int64 // INSERT statements run, retries and replays included
 	Failures         int64 // Accept calls that returned an error
 	AmbiguousCommits int64 // commits with an unknown outcome (each replayed or returned)
