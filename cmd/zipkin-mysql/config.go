@@ -56,6 +56,15 @@ type config struct {
 	QueueBytes int64
 	LogFormat  string // "text" or "json"
 
+	// Retention is the age past which spans are deleted (0: keep
+	// everything); RetentionInterval the wait between deletion passes
+	// (0: the store's default).
+	Retention         time.Duration
+	RetentionInterval time.Duration
+	// Pprof is the address of a separate net/http/pprof listener with the
+	// mutex and block profiles on ("" : none).
+	Pprof string
+
 	// Warnings are things the user set that do not map (MYSQL_JDBC_URL
 	// properties, variables overridden by -dsn); the command logs them.
 	Warnings []string
@@ -102,6 +111,9 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	fs.IntVar(&c.QueueSpans, "queue-spans", 0, "ingest queue bound in spans (default 20000)")
 	fs.Int64Var(&c.QueueBytes, "queue-bytes", 0, "ingest queue bound in decoded body bytes (default 64 MiB)")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	fs.DurationVar(&c.Retention, "retention", 0, "delete spans (and their annotations) older than this, e.g. 168h, in small batches while ingest goes on (default: keep everything)")
+	fs.DurationVar(&c.RetentionInterval, "retention-interval", 0, "wait between retention passes (default: 1m, or -retention/10 when shorter)")
+	fs.StringVar(&c.Pprof, "pprof", "", "address of a separate net/http/pprof listener with mutex and block profiling on, e.g. 127.0.0.1:6060 (default: off)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -128,6 +140,9 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	}
 	if c.DrainTimeout <= 0 {
 		return nil, fmt.Errorf("-drain-timeout=%s: use a positive duration such as 30s", c.DrainTimeout)
+	}
+	if c.Retention < 0 || c.RetentionInterval < 0 {
+		return nil, errors.New("-retention and -retention-interval must not be negative (0 means off / the default)")
 	}
 	if c.Writers < 0 || c.QueueSpans < 0 || c.QueueBytes < 0 {
 		return nil, errors.New("-writers, -queue-spans and -queue-bytes must not be negative (0 is the default)")

@@ -98,6 +98,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return &startError{redact(err.Error())}
 	}
 	defer st.close()
+	stopPprof, err := startPprof(cfg.Pprof, log)
+	if err != nil {
+		return &startError{err.Error()}
+	}
+	defer stopPprof()
+	stopRetention, err := startRetention(cfg, st, log, reg)
+	if err != nil {
+		return &startError{err.Error()}
+	}
+	defer stopRetention()
 
 	writers := cfg.Writers
 	if writers == 0 {
@@ -211,6 +221,7 @@ func firstSpanCurl(url string) string {
 // openedStorage is the store with what closing it takes.
 type openedStorage struct {
 	store storage.Storage
+	mysql *mysqlstore.Store // nil with -storage=none
 	name  string // for /health: no password
 	user  string
 	close func()
@@ -318,7 +329,7 @@ func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *promet
 	if cfg.Embedded {
 		name = "MySQLStorage{embedded " + mcfg.Addr + "}"
 	}
-	return &openedStorage{store: store, name: name, user: mcfg.User, close: closeAll}, nil
+	return &openedStorage{store: store, mysql: store, name: name, user: mcfg.User, close: closeAll}, nil
 }
 
 // probe opens and closes one connection, retrying errors that may pass

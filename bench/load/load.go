@@ -1,0 +1,420 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Row is one measured step: a closed-loop wrk run or one open-loop rate.
+type Row struct {
+	Config   string  `json:"config"`
+	Run      int     `json:"run"`
+	Kind     string  `json:"kind"` // "wrk", "open", "open+retention"
+	RatePct  float64 `json:"rate_pct,omitempty"`
+	Offered  float64 `json:"offered_rps,omitempty"`
+	RPS      float64 `json:"completed_rps"`
+	Accepted int64   `json:"accepted_202"`
+	Rejected int64   `json:"rejected_503"`
+	Errors   int64   `json:"errors"`
+	// StoredSpans is the growth of zipkin_spans (COUNT(*) in MariaDB)
+	// over the step, per second.
+	StoredSpans float64            `json:"stored_spans_per_s"`
+	Latency     Latency            `json:"latency"`
+	Queries     map[string]Latency `json:"queries,omitempty"`
+	QueryErrors int                `json:"query_errors,omitempty"`
+	LagMs       float64            `json:"generator_max_lag_ms,omitempty"`
+	Server      ProcStats          `json:"server"`
+	DB          ProcStats          `json:"mariadb"`
+	Load1       float64            `json:"load1_at_start"`
+}
+
+// Results is everything one run measured.
+type Results struct {
+	Machine       string            `json:"machine"`
+	Started       time.Time         `json:"started"`
+	Finished      time.Time         `json:"finished"`
+	Command       string            `json:"command"`
+	MariaDB       string            `json:"mariadb"`
+	CPUs          map[string]string `json:"cpus"`
+	BufferPool    string            `json:"innodb_buffer_pool_size"`
+	MaxConns      int               `json:"max_conns"`
+	QueueSpans    int               `json:"queue_spans"`
+	QueryRate     float64           `json:"query_rate"`
+	StepSeconds   float64           `json:"step_seconds"`
+	SaturationRPS float64           `json:"saturation_rps"`
+	Rows          []Row             `json:"rows"`
+	Ratios        []Ratio           `json:"ratios"`
+	Retention     *RetentionCheck   `json:"retention,omitempty"`
+	Profiles      map[string]string `json:"profiles,omitempty"`
+}
+
+func runLoad(ctx context.Context, o *options) error {
+	started := time.Now()
+	e, err := setup(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer e.close()
+	res := &Results{
+		Machine: machine(), Started: started, Command: strings.Join(os.Args, " "),
+		MariaDB: e.mdb.version(), BufferPool: o.bufferPool, MaxConns: o.maxConns, QueueSpans: o.queueSpans, QueryRate: o.queryRate,
+		CPUs:        map[string]string{"mariadbd": o.cpusDB, "zipkin-mysql": o.cpusServer, "wrk+generator": o.cpusLoad},
+		StepSeconds: o.step.Seconds(), SaturationRPS: o.saturation,
+	}
+	// The interleaved schedule: pool and database-sql alternate which goes
+	// first; none runs once, in the first round.
+	type slot struct {
+		config string
+		run    int
+	}
+	var schedule []slot
+	has := func(c string) bool {
+		for _, x := range o.configs {
+			if x == c {
+				return true
+			}
+		}
+		return false
+	}
+	for run := 1; run <= o.runs; run++ {
+		pair := []string{"pool", "database-sql"}
+		if run%2 == 0 {
+			pair = []string{"database-sql", "pool"}
+		}
+		for _, c := range pair {
+			if has(c) {
+				schedule = append(schedule, slot{c, run})
+			}
+		}
+		if run == 1 && has("none") {
+			schedule = append(schedule, slot{"none", 1})
+		}
+	}
+	if res.SaturationRPS == 0 && (len(schedule) == 0 || schedule[0].config == "none") {
+		return fmt.Errorf("the saturation rate is measured on the first configuration with storage; include pool or database-sql, or pass -saturation")
+	}
+	for _, sl := range schedule {
+		rows, err := e.runConfig(ctx, res, sl.config, sl.run)
+		res.Rows = append(res.Rows, rows...)
+		if err != nil {
+			return err
+		}
+		writeResults(o.out, res)
+	}
+	if o.retention && has("pool") {
+		rc, rows, err := e.retentionCheck(ctx, res)
+		res.Rows = append(res.Rows, rows...)
+		res.Retention = rc
+		if err != nil {
+			return err
+		}
+	}
+	if o.profile && has("pool") {
+		p, err := e.profiles(ctx, res)
+		if err != nil {
+			return err
+		}
+		res.Profiles = p
+	}
+	res.Finished = time.Now()
+	res.Ratios = ratios(res.Rows)
+	writeResults(o.out, res)
+	fmt.Println(markdown(res))
+	logf("done in %s; results in %s", time.Since(started).Round(time.Second), o.out)
+	return nil
+}
+
+// measure runs step (a wrk run or an open-loop step) while watching the
+// server's and MariaDB's processes and counting zipkin_spans.
+func (e *env) measure(ctx context.Context, row *Row, s *serverProc, step func() error) error {
+	row.Load1 = loadAvg()
+	c0, err := e.mdb.countSpans(ctx, "zipkin")
+	if err != nil {
+		return err
+	}
+	ws, wd := watchProc(s.pid()), watchProc(e.mdb.pid())
+	t0 := time.Now()
+	serr := step()
+	el := time.Since(t0)
+	row.Server, row.DB = ws.end(), wd.end()
+	c1, err := e.mdb.countSpans(ctx, "zipkin")
+	if err != nil {
+		return err
+	}
+	row.StoredSpans = float64(c1-c0) / el.Seconds()
+	return serr
+}
+
+func (e *env) runConfig(ctx context.Context, res *Results, config string, run int) ([]Row, error) {
+	o := e.o
+	s, err := e.startServer(ctx, config)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { s.stop(); e.server = nil }()
+	logf("%s run %d: server pid %d at %s", config, run, s.pid(), s.base)
+	var rows []Row
+
+	w := Row{Config: config, Run: run, Kind: "wrk"}
+	var wr WrkResult
+	err = e.measure(ctx, &w, s, func() error {
+		var err error
+		wr, err = runWrk(ctx, e.tmp, o.cpusLoad, s.base, o.wrkConns, o.step)
+		return err
+	})
+	if err != nil {
+		return rows, err
+	}
+	w.RPS = wr.RPS()
+	w.Rejected = wr.StatusErrors
+	w.Accepted = wr.Requests - wr.StatusErrors
+	w.Errors = wr.ConnectErrors + wr.ReadErrors + wr.WriteErrors + wr.Timeouts
+	w.Latency = Latency{N: int(wr.Requests), P50: float64(wr.P50Us) / 1e3, P99: float64(wr.P99Us) / 1e3,
+		P999: float64(wr.P999Us) / 1e3, Max: float64(wr.MaxUs) / 1e3}
+	rows = append(rows, w)
+	logf("%s run %d wrk: %.0f req/s, %d×503, stored %.0f spans/s, p99 %.1f ms", config, run, w.RPS, w.Rejected, w.StoredSpans, w.Latency.P99)
+	if res.SaturationRPS == 0 {
+		if w.StoredSpans <= 0 {
+			return rows, fmt.Errorf("%s stored no spans during the closed loop: see %s", config, s.log.Name())
+		}
+		res.SaturationRPS = w.StoredSpans / SpansPerTrace
+		logf("saturation rate: %.0f requests/s (%.0f spans/s stored under wrk)", res.SaturationRPS, w.StoredSpans)
+	}
+	s.drain(ctx, 60*time.Second)
+
+	for _, pct := range o.rates {
+		if ctx.Err() != nil {
+			return rows, ctx.Err()
+		}
+		rate := res.SaturationRPS * pct / 100
+		r := Row{Config: config, Run: run, Kind: "open", RatePct: pct, Offered: rate}
+		var sr StepResult
+		err := e.measure(ctx, &r, s, func() error {
+			var err error
+			sr, err = e.runOpenLoop(ctx, openLoop{BaseURL: s.base, Rate: rate, Duration: o.step,
+				QueryRate: o.queryRate, Seed: uint64(run*1000) + uint64(pct),
+				WarmUp: time.Second, CountDSN: e.countDSN(config)})
+			return err
+		})
+		if err != nil {
+			return rows, err
+		}
+		fillOpen(&r, sr)
+		rows = append(rows, r)
+		logf("%s run %d %3.0f%% (%.0f/s): %.0f done/s, %d×503, %d errors, stored %.0f spans/s, p50 %.1f p99 %.1f max %.0f ms, server cpu %.0f%%",
+			config, run, pct, rate, r.RPS, r.Rejected, r.Errors, r.StoredSpans, r.Latency.P50, r.Latency.P99, r.Latency.Max, r.Server.CPUPercent)
+		s.drain(ctx, 60*time.Second)
+	}
+	return rows, nil
+}
+
+// countDSN is where the generator counts stored spans ("" for none).
+func (e *env) countDSN(config string) string {
+	if config == "none" {
+		return ""
+	}
+	return e.mdb.dsn("zipkin")
+}
+
+func fillOpen(r *Row, sr StepResult) {
+	r.RPS = sr.Completed
+	r.Accepted, r.Rejected = int64(sr.Accepted), int64(sr.Rejected)
+	r.Errors = int64(sr.Errors + sr.OtherHTTP)
+	r.Latency = sr.Latency
+	r.Queries, r.QueryErrors = sr.Queries, sr.QueryErr
+	r.LagMs = sr.MaxLagMs
+	if sr.StoredPerSec != 0 {
+		r.StoredSpans = sr.StoredPerSec
+	}
+}
+
+// RetentionCheck is the retention-during-load measurement.
+type RetentionCheck struct {
+	RatePct            float64 `json:"rate_pct"`
+	Retention          string  `json:"retention"`
+	P99Without         float64 `json:"p99_without_ms"`
+	P99With            float64 `json:"p99_with_ms"`
+	Ratio              float64 `json:"p99_ratio"`
+	SpansBefore        int64   `json:"spans_before"`
+	OldSpansLeft       int64   `json:"old_spans_left"`
+	DeletedDuringStep  int64   `json:"spans_deleted"`
+	YoungStored        int64   `json:"young_spans_stored"`
+	YoungExpected      int64   `json:"young_spans_expected"`
+	OrphanAnnotations  int64   `json:"orphan_annotations"`
+	RetentionDeletes   float64 `json:"retention_spans_deleted_metric"`
+	RetentionConflicts float64 `json:"retention_conflicts_metric"`
+}
+
+// retentionCheck loads the database with spans two to three hours old,
+// then runs the 50 % step twice on the pool: without retention, and with
+// -retention 1h deleting the old spans while the step's ingest goes on.
+// Afterwards it checks that no old span is left, that every span accepted
+// during both steps is stored, and that no annotation lost its span.
+func (e *env) retentionCheck(ctx context.Context, res *Results) (*RetentionCheck, []Row, error) {
+	o := e.o
+	pct := 50.0
+	rate := res.SaturationRPS * pct / 100
+	s, err := e.startServer(ctx, "pool")
+	if err != nil {
+		return nil, nil, err
+	}
+	// Old data: two steps at the saturation rate, 2–3 h old.
+	pre, err := e.runOpenLoop(ctx, openLoop{BaseURL: s.base, Rate: res.SaturationRPS, Duration: 2 * o.step,
+		AgeMicros: (2 * time.Hour).Microseconds(), SpreadMicros: time.Hour.Microseconds(), Seed: 55})
+	if err != nil {
+		s.stop()
+		e.server = nil
+		return nil, nil, err
+	}
+	s.drain(ctx, 120*time.Second)
+	logf("retention: preloaded %d traces 2-3 h old", pre.Accepted)
+	var rows []Row
+	step := func(srv *serverProc, kind string, seed uint64) (Row, error) {
+		r := Row{Config: "pool", Run: 1, Kind: kind, RatePct: pct, Offered: rate}
+		var sr StepResult
+		err := e.measure(ctx, &r, srv, func() error {
+			var err error
+			sr, err = e.runOpenLoop(ctx, openLoop{BaseURL: srv.base, Rate: rate, Duration: o.step,
+				QueryRate: o.queryRate, Seed: seed, WarmUp: time.Second, CountDSN: e.countDSN("pool")})
+			return err
+		})
+		fillOpen(&r, sr)
+		logf("pool %s %.0f%%: stored %.0f spans/s, p50 %.1f p99 %.1f ms", kind, pct, r.StoredSpans, r.Latency.P50, r.Latency.P99)
+		return r, err
+	}
+	base, err := step(s, "open", 77)
+	s.drain(ctx, 60*time.Second)
+	s.stop()
+	e.server = nil
+	if err != nil {
+		return nil, rows, err
+	}
+	rows = append(rows, base)
+
+	q := func(query string, args ...any) int64 {
+		var n int64
+		if err := e.mdb.db.QueryRowContext(ctx, query, args...).Scan(&n); err != nil {
+			logf("retention check query failed: %v", err)
+			return -1
+		}
+		return n
+	}
+	cutoff := time.Hour
+	before := q("SELECT COUNT(*) FROM zipkin.zipkin_spans WHERE start_ts < ?", time.Now().Add(-cutoff).UnixMicro())
+	s, err = e.startServerKeep(ctx, "pool", "-retention", "1h", "-retention-interval", "1s")
+	if err != nil {
+		return nil, rows, err
+	}
+	defer func() { s.stop(); e.server = nil }()
+	with, err := step(s, "open+retention", 78)
+	if err != nil {
+		return nil, rows, err
+	}
+	rows = append(rows, with)
+	s.drain(ctx, 60*time.Second)
+	rc := &RetentionCheck{RatePct: pct, Retention: "1h", P99Without: base.Latency.P99,
+		P99With: with.Latency.P99, SpansBefore: before}
+	if base.Latency.P99 > 0 {
+		rc.Ratio = with.Latency.P99 / base.Latency.P99
+	}
+	rc.RetentionDeletes, _ = s.metric("zipkin_retention_spans_deleted_total")
+	rc.RetentionConflicts, _ = s.metric("zipkin_retention_retries_total")
+	now := time.Now()
+	rc.OldSpansLeft = q("SELECT COUNT(*) FROM zipkin.zipkin_spans WHERE start_ts < ?", now.Add(-cutoff).UnixMicro())
+	rc.YoungStored = q("SELECT COUNT(*) FROM zipkin.zipkin_spans WHERE start_ts >= ?", now.Add(-cutoff).UnixMicro())
+	rc.YoungExpected = (base.Accepted + with.Accepted) * SpansPerTrace
+	rc.DeletedDuringStep = before - rc.OldSpansLeft
+	rc.OrphanAnnotations = q(`SELECT COUNT(*) FROM zipkin.zipkin_annotations a LEFT JOIN zipkin.zipkin_spans s
+		ON s.trace_id_high = a.trace_id_high AND s.trace_id = a.trace_id AND s.id = a.span_id WHERE s.id IS NULL`)
+	logf("retention: p99 %.1f → %.1f ms (×%.2f); deleted %d of %d old spans; young stored %d of %d expected; orphan annotations %d",
+		rc.P99Without, rc.P99With, rc.Ratio, rc.DeletedDuringStep, before, rc.YoungStored, rc.YoungExpected, rc.OrphanAnnotations)
+	return rc, rows, nil
+}
+
+// profiles runs the pool at 50 % and 150 % of saturation with the
+// server's pprof endpoint on and saves its mutex and block profiles, plus
+// a `go tool pprof -top` of each.
+func (e *env) profiles(ctx context.Context, res *Results) (map[string]string, error) {
+	o := e.o
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	s, err := e.startServer(ctx, "pool", "-pprof", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { s.stop(); e.server = nil }()
+	out := map[string]string{}
+	for _, pct := range []float64{50, 150} {
+		rate := res.SaturationRPS * pct / 100
+		// Reset the profiles' start: the delta is taken over the step.
+		done := make(chan map[string][]byte, 1)
+		go func() {
+			got := map[string][]byte{}
+			sec := int(o.step.Seconds())
+			type res struct {
+				name string
+				b    []byte
+			}
+			ch := make(chan res, 2)
+			for _, p := range []string{"mutex", "block"} {
+				go func() {
+					b, _ := httpGet(fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%d", addr, p, sec))
+					ch <- res{p, b}
+				}()
+			}
+			for i := 0; i < 2; i++ {
+				r := <-ch
+				got[r.name] = r.b
+			}
+			done <- got
+		}()
+		if _, err := e.runOpenLoop(ctx, openLoop{BaseURL: s.base, Rate: rate, Duration: o.step,
+			QueryRate: o.queryRate, Seed: 99}); err != nil {
+			return out, err
+		}
+		got := <-done
+		for name, b := range got {
+			file := filepath.Join(o.out, fmt.Sprintf("%s-%.0fpct.pb.gz", name, pct))
+			if err := os.WriteFile(file, b, 0o644); err != nil {
+				return out, err
+			}
+			top, _ := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=25", e.bin, file).CombinedOutput()
+			_ = os.WriteFile(strings.TrimSuffix(file, ".pb.gz")+".txt", top, 0o644)
+			out[fmt.Sprintf("%s-%.0fpct", name, pct)] = file
+		}
+		s.drain(ctx, 60*time.Second)
+		logf("profiles at %.0f%% saved in %s", pct, o.out)
+	}
+	return out, nil
+}
+
+func httpGet(url string) ([]byte, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, b)
+	}
+	return io.ReadAll(resp.Body)
+}
+
+func writeResults(dir string, res *Results) {
+	res.Ratios = ratios(res.Rows)
+	b, _ := json.MarshalIndent(res, "", "  ")
+	_ = os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644)
+	_ = os.WriteFile(filepath.Join(dir, "results.md"), []byte(markdown(res)), 0o644)
+}

@@ -1,0 +1,402 @@
+// Command load is the integrated load test of the Zipkin server: in one run
+// on one machine it starts a private MariaDB as .ci/run does, then
+// cmd/zipkin-mysql in three configurations in turn — sqlpool (the
+// default), -pool=database-sql (same connection limit) and -storage=none —
+// and drives each with the same workload (JSON v2 traces of 10 spans with
+// unique 128-bit IDs, tags and annotations): first closed-loop with wrk,
+// then open-loop at fixed rates from 10 % to 200 % of the saturation rate
+// measured on the pool, with a query mix alongside. MariaDB, the server and
+// the load generators are pinned to CPUs with taskset.
+//
+//	go run ./bench/load                 # the full run (< 30 min)
+//	go run ./bench/load -quick          # < 5 min
+//	go run ./bench/load -querybench     # 1,000,000 spans, name and trace lookups
+//
+// Output: tables on stdout and in -out (results.md, results.json).
+// docs/load.md explains the figures.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type options struct {
+	quick       bool
+	out         string
+	cpusDB      string
+	cpusServer  string
+	cpusLoad    string
+	bufferPool  string
+	runs        int
+	step        time.Duration
+	rates       []float64 // percent of saturation
+	maxConns    int
+	wrkConns    int
+	queryRate   float64 // GETs per second alongside ingest
+	queueSpans  int
+	retention   bool
+	profile     bool
+	queryBench  bool
+	spans       int
+	configs     []string
+	saturation  float64 // requests/s; 0: measure
+	keepServers bool
+}
+
+func main() {
+	if len(os.Args) > 2 && os.Args[1] == "-openloop-worker" {
+		openLoopWorker(os.Args[2])
+		return
+	}
+	var o options
+	var rates, configs string
+	flag.BoolVar(&o.quick, "quick", false, "short run (< 5 min): one run per configuration, 5 rates, 6 s steps")
+	flag.StringVar(&o.out, "out", "", "directory for results.md, results.json and profiles (default: a new temp dir)")
+	flag.StringVar(&o.cpusDB, "cpus-db", "0", "CPUs for mariadbd (taskset -c)")
+	flag.StringVar(&o.cpusServer, "cpus-server", "1", "CPUs for zipkin-mysql")
+	flag.StringVar(&o.cpusLoad, "cpus-load", "0", "CPUs for wrk and the open-loop generator")
+	flag.StringVar(&o.bufferPool, "buffer-pool", "256M", "innodb_buffer_pool_size of the private MariaDB")
+	flag.IntVar(&o.runs, "runs", 0, "interleaved runs of pool and database-sql (default 3; 1 with -quick)")
+	flag.DurationVar(&o.step, "step", 0, "duration of each closed-loop run and open-loop rate step (default 15s; 6s with -quick)")
+	flag.StringVar(&rates, "rates", "", "offered rates in percent of saturation (default 10,25,50,75,100,125,150,200; -quick 10,50,100,150,200)")
+	flag.IntVar(&o.maxConns, "max-conns", 10, "MYSQL_MAX_CONNECTIONS of every configuration")
+	flag.IntVar(&o.wrkConns, "wrk-conns", 32, "wrk connections (closed loop)")
+	flag.Float64Var(&o.queryRate, "query-rate", 2, "GETs per second of the query mix during open-loop steps (0: none)")
+	flag.IntVar(&o.queueSpans, "queue-spans", 5000, "-queue-spans of every server configuration (its ingest queue bound)")
+	flag.BoolVar(&o.retention, "retention", true, "also measure ingest at 50 % saturation with -retention deleting old data alongside (pool only)")
+	flag.BoolVar(&o.profile, "profile", true, "collect the server's mutex and block profiles at 50 % saturation (pool)")
+	flag.BoolVar(&o.queryBench, "querybench", false, "instead of the load test: load -spans spans over 24 h through the HTTP API and time the name and trace lookups")
+	flag.IntVar(&o.spans, "spans", 1_000_000, "spans the query benchmark loads")
+	flag.StringVar(&configs, "configs", "pool,database-sql,none", "configurations to run")
+	flag.Float64Var(&o.saturation, "saturation", 0, "saturation rate in requests/s (default: measured with wrk on the pool)")
+	flag.Parse()
+	if o.runs == 0 {
+		o.runs = 3
+		if o.quick {
+			o.runs = 1
+		}
+	}
+	if o.step == 0 {
+		o.step = 15 * time.Second
+		if o.quick {
+			o.step = 6 * time.Second
+		}
+	}
+	if rates == "" {
+		rates = "10,25,50,75,100,125,150,200"
+		if o.quick {
+			rates = "10,50,100,150,200"
+		}
+	}
+	for _, r := range strings.Split(rates, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(r), 64)
+		if err != nil || v <= 0 {
+			fatalf("-rates: %q is not a positive percentage", r)
+		}
+		o.rates = append(o.rates, v)
+	}
+	o.configs = strings.Split(configs, ",")
+	if o.out == "" {
+		d, err := os.MkdirTemp("", "sqlpool-load.")
+		if err != nil {
+			fatalf("%v", err)
+		}
+		o.out = d
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		fatalf("%v", err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	if o.queryBench {
+		err = runQueryBench(ctx, &o)
+	} else {
+		err = runLoad(ctx, &o)
+	}
+	if err != nil {
+		fatalf("%v", err)
+	}
+}
+
+func fatalf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "load: "+format+"\n", args...)
+	os.Exit(1)
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s [load %.2f] %s\n", time.Now().Format("15:04:05"), loadAvg(), fmt.Sprintf(format, args...))
+}
+
+// env is what every scenario shares: MariaDB, the server binary, the
+// generator binary.
+type env struct {
+	o      *options
+	mdb    *mariaDB
+	bin    string // zipkin-mysql
+	self   string // this binary, for the open-loop worker
+	tmp    string
+	server *serverProc
+}
+
+func setup(ctx context.Context, o *options) (*env, error) {
+	e := &env{o: o}
+	var err error
+	if e.tmp, err = os.MkdirTemp("", "sqlpool-load-bin."); err != nil {
+		return nil, err
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return nil, err
+	}
+	e.bin = filepath.Join(e.tmp, "zipkin-mysql")
+	logf("building cmd/zipkin-mysql")
+	build := exec.CommandContext(ctx, "go", "build", "-o", e.bin, "./cmd/zipkin-mysql")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build ./cmd/zipkin-mysql: %v\n%s", err, out)
+	}
+	if e.self, err = os.Executable(); err != nil {
+		return nil, err
+	}
+	e.mdb, err = startMariaDB(ctx, o.cpusDB, o.bufferPool, logf)
+	if err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+func (e *env) close() {
+	if e.server != nil {
+		e.server.stop()
+	}
+	if e.mdb != nil {
+		e.mdb.stop()
+	}
+	os.RemoveAll(e.tmp)
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("run this from the sqlpool checkout (go run ./bench/load)")
+	}
+	return filepath.Dir(mod), nil
+}
+
+// serverProc is one zipkin-mysql process.
+type serverProc struct {
+	cmd    *exec.Cmd
+	base   string // http://127.0.0.1:port
+	pprof  string // host:port of the pprof listener, if any
+	log    *os.File
+	exited chan struct{}
+}
+
+// configArgs maps a configuration name to zipkin-mysql flags.
+func configArgs(name string) []string {
+	switch name {
+	case "database-sql":
+		return []string{"-pool=database-sql"}
+	case "none":
+		return []string{"-storage=none"}
+	}
+	return nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startServer starts zipkin-mysql with a fresh database (dropped and
+// created) and waits until /health answers 200.
+func (e *env) startServer(ctx context.Context, config string, extra ...string) (*serverProc, error) {
+	if err := e.mdb.resetDatabase(ctx, "zipkin"); err != nil {
+		return nil, fmt.Errorf("resetting database zipkin: %w", err)
+	}
+	return e.startServerKeep(ctx, config, extra...)
+}
+
+// startServerKeep starts zipkin-mysql on the existing database.
+func (e *env) startServerKeep(ctx context.Context, config string, extra ...string) (*serverProc, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"-c", e.o.cpusServer, e.bin, "-listen", "127.0.0.1:" + strconv.Itoa(port),
+		"-dsn", e.mdb.dsn("zipkin"), "-init-schema", "-log-format", "json", "-queue-spans", strconv.Itoa(e.o.queueSpans)}
+	args = append(args, configArgs(config)...)
+	args = append(args, extra...)
+	s := &serverProc{base: "http://127.0.0.1:" + strconv.Itoa(port), exited: make(chan struct{})}
+	for i, a := range extra {
+		if a == "-pprof" && i+1 < len(extra) {
+			s.pprof = extra[i+1]
+		}
+	}
+	s.log, err = os.Create(filepath.Join(e.o.out, "server-"+config+".log"))
+	if err != nil {
+		return nil, err
+	}
+	s.cmd = exec.Command("taskset", args...)
+	s.cmd.Env = append(os.Environ(), "MYSQL_MAX_CONNECTIONS="+strconv.Itoa(e.o.maxConns))
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	if err := s.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { _ = s.cmd.Wait(); close(s.exited) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(s.base + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		select {
+		case <-s.exited:
+			b, _ := os.ReadFile(s.log.Name())
+			return nil, fmt.Errorf("zipkin-mysql %s exited during start-up:\n%s", config, b)
+		case <-ctx.Done():
+			s.stop()
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, fmt.Errorf("zipkin-mysql %s not healthy within 60 s (log: %s)", config, s.log.Name())
+		}
+	}
+	e.server = s
+	return s, nil
+}
+
+func (s *serverProc) pid() int { return s.cmd.Process.Pid }
+
+func (s *serverProc) stop() {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(45 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+	}
+	s.log.Close()
+}
+
+// metric reads one unlabelled sample from /metrics.
+func (s *serverProc) metric(name string) (float64, error) {
+	resp, err := http.Get(s.base + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	return parseMetric(string(b), name)
+}
+
+// parseMetric returns the value of the first sample of name in a
+// Prometheus text exposition (labels ignored).
+func parseMetric(text, name string) (float64, error) {
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		rest := line[len(name):]
+		if rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			continue
+		}
+		return strconv.ParseFloat(f[len(f)-1], 64)
+	}
+	return 0, fmt.Errorf("metric %s not found", name)
+}
+
+// drain waits until the server's ingest queue is empty (at most limit).
+func (s *serverProc) drain(ctx context.Context, limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		v, err := s.metric("zipkin_collector_queue_spans")
+		if err == nil && v == 0 {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// openLoopWorker is the generator process: it runs one step described by
+// its JSON argument and prints the StepResult as JSON.
+func openLoopWorker(arg string) {
+	var o openLoop
+	if err := json.Unmarshal([]byte(arg), &o); err != nil {
+		fatalf("open-loop worker: %v", err)
+	}
+	r := o.run(context.Background())
+	_ = json.NewEncoder(os.Stdout).Encode(r)
+}
+
+// runOpenLoop runs one open-loop step in a generator process pinned to
+// the load CPUs.
+func (e *env) runOpenLoop(ctx context.Context, o openLoop) (StepResult, error) {
+	arg, _ := json.Marshal(o)
+	cmd := exec.CommandContext(ctx, "taskset", "-c", e.o.cpusLoad, e.self, "-openloop-worker", string(arg))
+	cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(max(1, strings.Count(e.o.cpusLoad, ",")+1)))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return StepResult{}, fmt.Errorf("open-loop generator: %w", err)
+	}
+	var r StepResult
+	if err := json.Unmarshal(out, &r); err != nil {
+		return r, fmt.Errorf("open-loop generator output %q: %w", out, err)
+	}
+	return r, nil
+}
+
+func machine() string {
+	host, _ := os.Hostname()
+	model := ""
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "model name"); ok {
+				model = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	mem := ""
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		mem = strings.Fields(strings.SplitN(string(b), "\n", 2)[0])[1] + " kB"
+	}
+	return fmt.Sprintf("%s: %d CPUs (%s), MemTotal %s, %s", host, runtime.NumCPU(), model, mem, runtime.Version())
+}

@@ -1,0 +1,332 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"slices"
+	"sync"
+	"time"
+)
+
+// openLoop is one step of the open-loop generator: requests are due at
+// fixed times (start + i/rate) whatever happened to earlier ones, and each
+// one's latency is measured from the time it was due, not from when it was
+// sent. A server that stalls therefore shows its stall in every request
+// that should have been sent meanwhile (no coordinated omission), and a
+// generator that falls behind shows up the same way (its own lag is
+// reported as well).
+type openLoop struct {
+	BaseURL  string        // http://host:port
+	Rate     float64       // POSTs per second
+	Duration time.Duration // how long requests are scheduled
+	// QueryRate is the GETs per second of the query mix run alongside
+	// (services, span names, traces by service, traces by tag); 0: none.
+	QueryRate float64
+	// Timeout bounds each request; one that takes longer counts as an
+	// error with latency Timeout. Zero: 10 s.
+	Timeout time.Duration
+	// MaxInFlight bounds the requests outstanding at once; a due request
+	// that finds no slot waits for one (and its latency keeps counting).
+	// Zero: 4096.
+	MaxInFlight int
+	// SpreadMicros, when positive, gives each trace a start time drawn
+	// uniformly from [now-SpreadMicros, now) instead of its due time (the
+	// query benchmark spreads its data over a day).
+	SpreadMicros int64
+	// AgeMicros shifts every start time that far into the past.
+	AgeMicros int64
+	Seed      uint64
+	// WarmUp is the start of the step whose requests are sent but not
+	// recorded (new connections, cold caches). Zero: none.
+	WarmUp time.Duration
+	// CountDSN, when set, is a MariaDB DSN on which the generator counts
+	// zipkin_spans when the step starts and when its last POST has been
+	// answered, for the stored spans/s of exactly the step.
+	CountDSN string
+}
+
+// Latency is a latency distribution in milliseconds.
+type Latency struct {
+	N    int     `json:"n"`
+	P50  float64 `json:"p50_ms"`
+	P99  float64 `json:"p99_ms"`
+	P999 float64 `json:"p999_ms"`
+	Max  float64 `json:"max_ms"`
+}
+
+// summarize returns the distribution of d (which it sorts).
+func summarize(d []time.Duration) Latency {
+	if len(d) == 0 {
+		return Latency{}
+	}
+	slices.Sort(d)
+	ms := func(x time.Duration) float64 { return math.Round(float64(x)/1e3) / 1e3 }
+	return Latency{N: len(d), P50: ms(percentile(d, 50)), P99: ms(percentile(d, 99)),
+		P999: ms(percentile(d, 99.9)), Max: ms(d[len(d)-1])}
+}
+
+// percentile returns the nearest-rank p-th percentile of sorted d.
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	rank = min(max(rank, 1), len(sorted))
+	return sorted[rank-1]
+}
+
+// StepResult is what one open-loop step measured from the client side.
+type StepResult struct {
+	Offered   float64 `json:"offered_rps"`
+	Sent      int     `json:"sent"`
+	Accepted  int     `json:"accepted_202"`
+	Rejected  int     `json:"rejected_503"`
+	OtherHTTP int     `json:"other_status"`
+	Errors    int     `json:"errors"` // transport errors and timeouts
+	// Completed is the POSTs answered per second (any status).
+	Completed float64 `json:"completed_rps"`
+	// Latency of every POST from its due time, whatever its answer.
+	Latency Latency `json:"latency"`
+	// Latency of the 202s only.
+	Latency202 Latency `json:"latency_202"`
+	// MaxLag is how late the generator dispatched its latest request.
+	MaxLagMs float64            `json:"max_generator_lag_ms"`
+	// StoredPerSec is the growth of zipkin_spans over the step (CountDSN).
+	StoredPerSec float64 `json:"stored_spans_per_s"`
+	// QueriesUnfinished are GETs still running 2 s after the step; their
+	// time so far is recorded as their latency.
+	QueriesUnfinished int `json:"queries_unfinished"`
+	Queries  map[string]Latency `json:"queries,omitempty"`
+	QueryErr int                `json:"query_errors"`
+	Seconds  float64            `json:"seconds"`
+}
+
+// queryKinds are the GETs of the query mix, in rotation.
+var queryKinds = []string{"services", "spans", "traces_by_service", "traces_by_tag"}
+
+func queryPath(kind string, rng *rand.Rand) string {
+	svc := ServiceName(rng.IntN(NumServices))
+	switch kind {
+	case "services":
+		return "/api/v2/services"
+	case "spans":
+		return "/api/v2/spans?serviceName=" + url.QueryEscape(svc)
+	case "traces_by_service":
+		return "/api/v2/traces?serviceName=" + url.QueryEscape(svc) + "&lookback=3600000&limit=10"
+	default:
+		return "/api/v2/traces?serviceName=" + url.QueryEscape(svc) +
+			"&annotationQuery=" + url.QueryEscape("http.status_code=500") + "&lookback=3600000&limit=10"
+	}
+}
+
+type sample struct {
+	d      time.Duration
+	status int // 0: transport error
+}
+
+// run executes the step and returns its result.
+func (o *openLoop) run(ctx context.Context) StepResult {
+	timeout := o.Timeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	maxIn := o.MaxInFlight
+	if maxIn == 0 {
+		maxIn = 4096
+	}
+	tr := &http.Transport{MaxIdleConns: maxIn, MaxIdleConnsPerHost: maxIn, IdleConnTimeout: time.Minute}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{Transport: tr, Timeout: timeout}
+
+	var mu sync.Mutex
+	posts := make([]sample, 0, int(o.Rate*o.Duration.Seconds())+16)
+	queries := map[string][]time.Duration{}
+	queryErr, unfinished := 0, 0
+	var maxLag time.Duration
+
+	ids := newTraceIDs()
+	slots := make(chan struct{}, maxIn)
+	var postWG, queryWG sync.WaitGroup
+	qctx, qcancel := context.WithCancel(ctx)
+	defer qcancel()
+	var lastDone time.Time
+
+	var count func() int64
+	if o.CountDSN != "" {
+		db, err := sql.Open("mysql", o.CountDSN)
+		if err == nil {
+			defer db.Close()
+			count = func() int64 {
+				var n int64
+				_ = db.QueryRow("SELECT COUNT(*) FROM zipkin_spans").Scan(&n)
+				return n
+			}
+		}
+	}
+	var c0 int64
+	var tc0, tc1 time.Time
+	if count != nil {
+		c0 = count()
+		tc0 = time.Now()
+	}
+	start := time.Now().Add(20 * time.Millisecond)
+	end := start.Add(o.Duration)
+	warm := start.Add(o.WarmUp)
+
+	schedule := func(wg *sync.WaitGroup, rate float64, fire func(i int, due time.Time)) {
+		defer wg.Done()
+		if rate <= 0 {
+			return
+		}
+		interval := time.Duration(float64(time.Second) / rate)
+		for i := 0; ; i++ {
+			due := start.Add(time.Duration(i) * interval)
+			if !due.Before(end) || ctx.Err() != nil {
+				return
+			}
+			if w := time.Until(due); w > 0 {
+				time.Sleep(w)
+			}
+			slots <- struct{}{} // waits when maxIn are outstanding; latency keeps counting from due
+			if lag := time.Since(due); lag > 0 {
+				mu.Lock()
+				maxLag = max(maxLag, lag)
+				mu.Unlock()
+			}
+			wg.Add(1)
+			go func() {
+				defer func() { <-slots; wg.Done() }()
+				fire(i, due)
+			}()
+		}
+	}
+
+	post := func(i int, due time.Time) {
+		seed := o.Seed + uint64(i)
+		rng := rand.New(rand.NewPCG(seed, seed*0x9e3779b97f4a7c15+1))
+		high, low := ids.next()
+		ts := due.UnixMicro()
+		ts -= o.AgeMicros
+		if o.SpreadMicros > 0 {
+			ts -= 1 + rng.Int64N(o.SpreadMicros)
+		}
+		body := appendTrace(make([]byte, 0, 8<<10), rng, &realIDs{high: high, low: low, baseMicro: ts})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, o.BaseURL+"/api/v2/spans", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		status := 0
+		resp, err := client.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			status = resp.StatusCode
+		}
+		now := time.Now()
+		d := now.Sub(due)
+		if err != nil && d > timeout {
+			d = timeout
+		}
+		mu.Lock()
+		if !due.Before(warm) {
+			posts = append(posts, sample{d: d, status: status})
+		}
+		if now.After(lastDone) {
+			lastDone = now
+		}
+		mu.Unlock()
+	}
+	query := func(i int, due time.Time) {
+		kind := queryKinds[i%len(queryKinds)]
+		rng := rand.New(rand.NewPCG(o.Seed^uint64(i), 7))
+		req, _ := http.NewRequestWithContext(qctx, http.MethodGet, o.BaseURL+queryPath(kind, rng), nil)
+		resp, err := client.Do(req)
+		ok := false
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			ok = resp.StatusCode == http.StatusOK
+		}
+		d := time.Since(due)
+		mu.Lock()
+		if due.Before(warm) {
+			mu.Unlock()
+			return
+		}
+		queries[kind] = append(queries[kind], d)
+		switch {
+		case qctx.Err() != nil && !ok:
+			unfinished++
+		case !ok:
+			queryErr++
+		}
+		mu.Unlock()
+	}
+
+	postWG.Add(1)
+	queryWG.Add(1)
+	go schedule(&postWG, o.Rate, post)
+	go schedule(&queryWG, o.QueryRate, query)
+	postWG.Wait()
+	var c1 int64
+	if count != nil {
+		c1 = count()
+		tc1 = time.Now()
+	}
+	qdone := make(chan struct{})
+	go func() { queryWG.Wait(); close(qdone) }()
+	select {
+	case <-qdone:
+	case <-time.After(2 * time.Second):
+		qcancel()
+		<-qdone
+	}
+	mu.Lock()
+	elapsed := lastDone.Sub(warm)
+	mu.Unlock()
+	if elapsed <= 0 {
+		elapsed = o.Duration - o.WarmUp
+	}
+
+	r := StepResult{Offered: o.Rate, Sent: len(posts), QueryErr: queryErr, QueriesUnfinished: unfinished,
+		Seconds: o.Duration.Seconds(), MaxLagMs: float64(maxLag.Microseconds()) / 1e3}
+	if count != nil {
+		r.StoredPerSec = float64(c1-c0) / tc1.Sub(tc0).Seconds()
+	}
+	all := make([]time.Duration, 0, len(posts))
+	var ok []time.Duration
+	for _, s := range posts {
+		all = append(all, s.d)
+		switch {
+		case s.status == http.StatusAccepted:
+			r.Accepted++
+			ok = append(ok, s.d)
+		case s.status == http.StatusServiceUnavailable:
+			r.Rejected++
+		case s.status == 0:
+			r.Errors++
+		default:
+			r.OtherHTTP++
+		}
+	}
+	r.Completed = float64(r.Accepted+r.Rejected+r.OtherHTTP) / elapsed.Seconds()
+	r.Latency = summarize(all)
+	r.Latency202 = summarize(ok)
+	if len(queries) > 0 {
+		r.Queries = map[string]Latency{}
+		for k, v := range queries {
+			r.Queries[k] = summarize(v)
+		}
+	}
+	return r
+}
+
+func (r StepResult) String() string {
+	return fmt.Sprintf("offered %.0f/s: sent %d, 202 %d, 503 %d, other %d, errors %d, p99 %.1f ms",
+		r.Offered, r.Sent, r.Accepted, r.Rejected, r.OtherHTTP, r.Errors, r.Latency.P99)
+}

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Ratio compares configurations at one offered rate over the interleaved
+// runs: medians, and the range the per-run figures allow.
+type Ratio struct {
+	RatePct float64 `json:"rate_pct"`
+	// Stored spans/s, pool over database-sql: median ratio and the
+	// extremes (min pool / max sql, max pool / min sql).
+	StoredPoolSQL    float64 `json:"stored_pool_over_sql"`
+	StoredPoolSQLMin float64 `json:"stored_pool_over_sql_min"`
+	StoredPoolSQLMax float64 `json:"stored_pool_over_sql_max"`
+	// p99 of the POSTs, pool over database-sql.
+	P99PoolSQL    float64 `json:"p99_pool_over_sql"`
+	P99PoolSQLMin float64 `json:"p99_pool_over_sql_min"`
+	P99PoolSQLMax float64 `json:"p99_pool_over_sql_max"`
+	// p99 of the POSTs, pool over none.
+	P99PoolNone float64 `json:"p99_pool_over_none"`
+	// Verdicts on the bar (see docs/load.md).
+	StoredNotLess  bool `json:"pool_stored_not_less_beyond_error_bars"`
+	P99NotWorse    bool `json:"pool_p99_not_worse_beyond_error_bars"`
+	RunsPool, RunsSQL int
+}
+
+func collect(rows []Row, config string, pct float64, f func(Row) float64) []float64 {
+	var v []float64
+	for _, r := range rows {
+		if r.Config == config && r.Kind == "open" && r.RatePct == pct {
+			v = append(v, f(r))
+		}
+	}
+	return v
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func div(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// ratios computes the pool/database-sql and pool/none comparisons per
+// open-loop rate. The verdicts use the spread of the interleaved runs as
+// the error bar: the pool "stores not less" when its median stored spans/s
+// is at least database-sql's lowest run, and its p99 is "not worse" when
+// its median p99 is at most database-sql's highest run.
+func ratios(rows []Row) []Ratio {
+	var rates []float64
+	for _, r := range rows {
+		if r.Kind == "open" && !slices.Contains(rates, r.RatePct) {
+			rates = append(rates, r.RatePct)
+		}
+	}
+	slices.Sort(rates)
+	var out []Ratio
+	stored := func(r Row) float64 { return r.StoredSpans }
+	p99 := func(r Row) float64 { return r.Latency.P99 }
+	for _, pct := range rates {
+		ps, ss := collect(rows, "pool", pct, stored), collect(rows, "database-sql", pct, stored)
+		pp, sp := collect(rows, "pool", pct, p99), collect(rows, "database-sql", pct, p99)
+		np := collect(rows, "none", pct, p99)
+		r := Ratio{RatePct: pct, RunsPool: len(ps), RunsSQL: len(ss)}
+		if len(ps) > 0 && len(ss) > 0 {
+			r.StoredPoolSQL = div(median(ps), median(ss))
+			r.StoredPoolSQLMin = div(slices.Min(ps), slices.Max(ss))
+			r.StoredPoolSQLMax = div(slices.Max(ps), slices.Min(ss))
+			r.P99PoolSQL = div(median(pp), median(sp))
+			r.P99PoolSQLMin = div(slices.Min(pp), slices.Max(sp))
+			r.P99PoolSQLMax = div(slices.Max(pp), slices.Min(sp))
+			r.StoredNotLess = median(ps) >= slices.Min(ss)
+			r.P99NotWorse = median(pp) <= slices.Max(sp)
+		}
+		if len(np) > 0 && len(pp) > 0 {
+			r.P99PoolNone = div(median(pp), median(np))
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func f0(v float64) string { return fmt.Sprintf("%.0f", v) }
+func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
+func f2(v float64) string { return fmt.Sprintf("%.2f", v) }
+
+func yes(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "**no**"
+}
+
+// markdown renders the results as docs/load.md quotes them.
+func markdown(res *Results) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Run: %s, %s → %s (%s)\n\n", res.Command, res.Started.Format(time.RFC3339),
+		res.Finished.Format("15:04:05"), res.Finished.Sub(res.Started).Round(time.Second))
+	fmt.Fprintf(&b, "Machine: %s. MariaDB %s, innodb_buffer_pool_size=%s, durable commits (defaults). CPUs: mariadbd %s, zipkin-mysql %s, wrk and generator %s. MYSQL_MAX_CONNECTIONS=%d and -queue-spans %d for every configuration. Steps of %.0f s (open loop: the first second not recorded); query mix %.0f GETs/s alongside the POSTs. Saturation rate (pool, closed loop, stored spans/10): %.0f requests/s.\n\n",
+		res.Machine, res.MariaDB, res.BufferPool, res.CPUs["mariadbd"], res.CPUs["zipkin-mysql"], res.CPUs["wrk+generator"],
+		res.MaxConns, res.QueueSpans, res.StepSeconds, res.QueryRate, res.SaturationRPS)
+	var configs []string
+	for _, r := range res.Rows {
+		if !slices.Contains(configs, r.Config) {
+			configs = append(configs, r.Config)
+		}
+	}
+	for _, c := range configs {
+		fmt.Fprintf(&b, "### %s\n\n", c)
+		b.WriteString("| run | step | offered/s | done/s | stored spans/s | 202 | 503 | err | p50 ms | p99 ms | p99.9 ms | max ms | server CPU % | server RSS MiB | MariaDB CPU % | gen lag ms | load1 |\n")
+		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, r := range res.Rows {
+			if r.Config != c {
+				continue
+			}
+			step := "wrk (closed)"
+			off := "—"
+			switch r.Kind {
+			case "open":
+				step, off = f0(r.RatePct)+" %", f0(r.Offered)
+			case "open+retention":
+				step, off = f0(r.RatePct)+" % + retention", f0(r.Offered)
+			}
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+				r.Run, step, off, f0(r.RPS), f0(r.StoredSpans), r.Accepted, r.Rejected, r.Errors,
+				f1(r.Latency.P50), f1(r.Latency.P99), f1(r.Latency.P999), f0(r.Latency.Max),
+				f0(r.Server.CPUPercent), f0(r.Server.MaxRSSMiB), f0(r.DB.CPUPercent), f0(r.LagMs), f1(r.Load1))
+		}
+		b.WriteString("\n")
+	}
+	if len(res.Ratios) > 0 {
+		b.WriteString("### Ratios (open loop; medians over the interleaved runs, [range])\n\n")
+		b.WriteString("| rate | runs pool/sql | stored spans/s pool ÷ database-sql | p99 pool ÷ database-sql | p99 pool ÷ none | stored not less | p99 not worse |\n")
+		b.WriteString("|---|---|---|---|---|---|---|\n")
+		for _, r := range res.Ratios {
+			fmt.Fprintf(&b, "| %s %% | %d/%d | %s [%s–%s] | %s [%s–%s] | %s | %s | %s |\n", f0(r.RatePct), r.RunsPool, r.RunsSQL,
+				f2(r.StoredPoolSQL), f2(r.StoredPoolSQLMin), f2(r.StoredPoolSQLMax),
+				f2(r.P99PoolSQL), f2(r.P99PoolSQLMin), f2(r.P99PoolSQLMax), f2(r.P99PoolNone),
+				yes(r.StoredNotLess), yes(r.P99NotWorse))
+		}
+		b.WriteString("\n")
+	}
+	if q := queryTable(res.Rows); q != "" {
+		b.WriteString(q)
+	}
+	if rc := res.Retention; rc != nil {
+		fmt.Fprintf(&b, "### Retention during load (pool, %s %% of saturation, -retention %s)\n\n", f0(rc.RatePct), rc.Retention)
+		fmt.Fprintf(&b, "POST p99 without retention %s ms, with %s ms: ×%s. Old spans before: %d, deleted: %d, left: %d. Spans accepted during the two steps stored: %d of %d. Orphaned annotations: %d. Retention conflicts retried: %.0f.\n\n",
+			f1(rc.P99Without), f1(rc.P99With), f2(rc.Ratio), rc.SpansBefore, rc.DeletedDuringStep, rc.OldSpansLeft,
+			rc.YoungStored, rc.YoungExpected, rc.OrphanAnnotations, rc.RetentionConflicts)
+	}
+	return b.String()
+}
+
+// queryTable summarises the query mix's latency per configuration and
+// rate (runs pooled by taking the median of the per-run figures).
+func queryTable(rows []Row) string {
+	var b strings.Builder
+	b.WriteString("### Query mix alongside ingest (median over runs of each run's p50 / p99, ms)\n\n")
+	b.WriteString("| config | rate | services | span names | traces by service | traces by tag | errors |\n|---|---|---|---|---|---|---|\n")
+	any := false
+	type key struct {
+		c string
+		p float64
+	}
+	var keys []key
+	for _, r := range rows {
+		if r.Kind == "open" && len(r.Queries) > 0 && !slices.Contains(keys, key{r.Config, r.RatePct}) {
+			keys = append(keys, key{r.Config, r.RatePct})
+		}
+	}
+	for _, k := range keys {
+		any = true
+		fmt.Fprintf(&b, "| %s | %s %% |", k.c, f0(k.p))
+		errs := 0
+		for _, r := range rows {
+			if r.Config == k.c && r.RatePct == k.p && r.Kind == "open" {
+				errs += r.QueryErrors
+			}
+		}
+		for _, q := range queryKinds {
+			p50 := collect(rows, k.c, k.p, func(r Row) float64 { return r.Queries[q].P50 })
+			p99 := collect(rows, k.c, k.p, func(r Row) float64 { return r.Queries[q].P99 })
+			fmt.Fprintf(&b, " %s / %s |", f1(median(p50)), f1(median(p99)))
+		}
+		fmt.Fprintf(&b, " %d |\n", errs)
+	}
+	if !any {
+		return ""
+	}
+	b.WriteString("\n")
+	return b.String()
+}
