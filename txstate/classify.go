@@ -182,17 +182,17 @@ const (
 // info is what analyze learns about one statement.
 type info struct {
 	class   Class
-	ac      tri    // autocommit assigned
-	ro      tri    // transaction_read_only assigned (also by SET TRANSACTION)
-	iso     bool   // isolation or access mode assigned
-	userVar bool   // a user variable assigned (its expression may read tables)
-	lock    bool   // GET_LOCK mentioned
-	dropDB  bool   // DROP DATABASE or SCHEMA: the current database may vanish
-	rename  bool   // ALTER or RENAME: a temporary table may change its name
-	txMode  int8   // START TRANSACTION access mode
-	name    string // USE: the name as written; CREATE TEMPORARY TABLE: the table; XA: the xid
-	plain   string // USE: the database name unescaped, or ""
-	qual    bool   // CREATE TEMPORARY TABLE: the name has a database part
+	ac      tri             // autocommit assigned
+	ro      tri             // transaction_read_only assigned (also by SET TRANSACTION)
+	iso     bool            // isolation or access mode assigned
+	userVar bool            // a user variable assigned (its expression may read tables)
+	lock    bool            // GET_LOCK mentioned
+	dropDB  bool            // DROP DATABASE or SCHEMA: the current database may vanish
+	rename  bool            // ALTER or RENAME: a temporary table may change its name
+	txMode  int8            // START TRANSACTION access mode
+	name    string          // USE: the name as written; CREATE TEMPORARY TABLE: the table; XA: the xid
+	plain   string          // USE: the database name unescaped, or ""
+	qual    bool            // CREATE TEMPORARY TABLE: the name has a database part
 	vars    varMask         // restorable session variables assigned
 	vals    [numVars]string // their values as written (see literal), "" when unknown
 }
