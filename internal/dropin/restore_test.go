@@ -57,7 +57,7 @@ var restoreCases = []restoreCase{
 	{name: "read-only", set: []string{"SET SESSION TRANSACTION READ ONLY"}, read: "@@tx_read_only"},
 	{name: "autocommit", set: []string{"SET autocommit = 0", "SELECT 1"}, read: "@@autocommit"},
 	{name: "several at once", params: map[string]string{"time_zone": "'+02:00'"},
-		set: []string{"SET NAMES latin1, time_zone = '+00:00', wait_timeout = 60", "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", "SET autocommit = 0"},
+		set:  []string{"SET NAMES latin1, time_zone = '+00:00', wait_timeout = 60", "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", "SET autocommit = 0"},
 		read: "CONCAT_WS(' ', @@character_set_client, @@collation_connection, @@time_zone, @@wait_timeout, @@tx_isolation, @@autocommit)"},
 }
 
