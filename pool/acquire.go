@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"database/sql/driver"
 	"fmt"
 	"time"
 
@@ -105,11 +106,29 @@ func (d *deadline) stop() {
 	}
 }
 
-// usable checks an acquired entry, and closes it and returns false when check finds it unfit.
+// usable checks an acquired entry, and closes it and returns false when check finds it unfit
+// or the driver can tell without traffic that it is dead (driverLive).
 func (p *Pool) usable(ctx context.Context, e *entry, now int64, dl *deadline) bool {
-	if reason := p.check(ctx, e, now, dl); reason != "" {
+	reason := p.check(ctx, e, now, dl)
+	if reason == "" && !driverLive(ctx, e.conn) {
+		reason = CloseDriverInvalid
+	}
+	if reason != "" {
 		p.closeEntry(e, reason)
 		return false
+	}
+	return true
+}
+
+// driverLive asks the driver whether the connection may be handed out, as database/sql does
+// before it reuses a connection from its own idle list: through its SessionResetter.
+// go-sql-driver/mysql answers driver.ErrBadConn there when its connection is closed or busy, and
+// (CheckConnLiveness, on by default) when a non-blocking read of the socket finds that the server
+// closed it (KILL, wait_timeout, restart) — no bytes are sent. In mode (b) database/sql calls
+// it through conn.ResetSession instead.
+func driverLive(ctx context.Context, dc driver.Conn) bool {
+	if sr, ok := dc.(driver.SessionResetter); ok {
+		return sr.ResetSession(ctx) == nil
 	}
 	return true
 }
