@@ -21,17 +21,18 @@ import (
 func TestKilledIdleNotHandedOutFake(t *testing.T) {
 	fc := fakedb.New()
 	rec := &closeRecorder{}
-	p, err := pool.New(fc, pool.Config{MaxConns: 2, AliveBypassWindow: time.Hour, Events: rec, Logger: quietLog})
+	// MinIdleConns -1: no replacement is dialled until the acquire waits, so it meets both.
+	p, err := pool.New(fc, pool.Config{MaxConns: 2, MinIdleConns: -1, AliveBypassWindow: time.Hour, Events: rec, Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close() })
-	waitFor(t, "the pool is full", func() bool { return p.Stats().Idle == 2 })
+	db := p.OpenDB()
+	defer db.Close()
+	fillIdle(t, db, 2)
 	for _, cn := range fc.Conns() {
 		cn.Break()
 	}
-	db := p.OpenDB()
-	defer db.Close()
 	ctx := context.Background()
 	c, err := db.Conn(ctx)
 	if err != nil {

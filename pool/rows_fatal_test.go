@@ -160,15 +160,17 @@ func TestRowsFatalErrorObserved(t *testing.T) {
 			fc := fakedb.New()
 			rec := &closeRecorder{}
 			// A bypass window of an hour: only the server-gone report can make the pool probe.
+			// MinIdleConns -1: no replacement is dialled for the closed connection, so the next
+			// acquire takes the other, older one.
 			p, err := pool.New(failRowsConnector{Connector: fc, err: tc.err},
-				pool.Config{MaxConns: 2, AliveBypassWindow: time.Hour, Events: rec, Logger: quietLog})
+				pool.Config{MaxConns: 2, MinIdleConns: -1, AliveBypassWindow: time.Hour, Events: rec, Logger: quietLog})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = p.Close() })
-			waitFor(t, "the pool is full", func() bool { return p.Stats().Idle == 2 })
 			db := p.OpenDB()
 			defer db.Close()
+			fillIdle(t, db, 2)
 			ctx := context.Background()
 
 			c, err := db.Conn(ctx)
@@ -204,6 +206,26 @@ func TestRowsFatalErrorObserved(t *testing.T) {
 				t.Fatalf("after error %d from rows: next acquire probed %v; want %v", tc.err.Number, probed, tc.fatal)
 			}
 		})
+	}
+}
+
+// fillIdle makes the pool hold n idle connections by borrowing n at once through db and
+// returning them: for pools with MinIdleConns -1, whose creator then dials only for waiters, so
+// that no replacement connection appears behind the test's back.
+func fillIdle(t *testing.T, db *sql.DB, n int) {
+	t.Helper()
+	ctx, cancel := deadCtx()
+	defer cancel()
+	conns := make([]*sql.Conn, n)
+	for i := range conns {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns[i] = c
+	}
+	for _, c := range conns {
+		_ = c.Close()
 	}
 }
 
@@ -356,10 +378,10 @@ func TestRowsErrorPacketMidResult(t *testing.T) {
 	proxy := newErrPacketProxy(t, cfg.Addr, marker)
 	cfg.Addr = proxy.ln.Addr().String()
 	rec := &closeRecorder{}
-	p := newMySQLPool(t, cfg.FormatDSN(), pool.Config{MaxConns: 2, AliveBypassWindow: time.Hour, Events: rec})
-	waitFor(t, "the pool is full", func() bool { return p.Stats().Idle == 2 })
+	p := newMySQLPool(t, cfg.FormatDSN(), pool.Config{MaxConns: 2, MinIdleConns: -1, AliveBypassWindow: time.Hour, Events: rec})
 	db := p.OpenDB()
 	defer db.Close()
+	fillIdle(t, db, 2) // and no replacement later: the next acquire takes the older idle one
 	ctx, cancel := deadCtx()
 	defer cancel()
 
