@@ -32,12 +32,9 @@ func TestMain(m *testing.M) {
 		_ = os.RemoveAll(binDir)
 	}
 	if code == 0 {
-		if err := goleak.Find(append(mysqltest.GoleakOptions(),
-			// net/http's keep-alive connections of http.DefaultClient.
-			goleak.IgnoreTopFunction("net/http.(*persistConn).readLoop"),
-			goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
-			goleak.IgnoreAnyFunction("internal/poll.runtime_pollWait"),
-		)...); err != nil {
+		// Keep-alive connections of the tests' HTTP clients.
+		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+		if err := goleak.Find(mysqltest.GoleakOptions()...); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}

@@ -40,6 +40,7 @@ import (
 	"github.com/sqlpool/sqlpool/pool"
 	"github.com/sqlpool/sqlpool/zipkin/mysqlstore"
 	"github.com/sqlpool/sqlpool/zipkin/server"
+	"github.com/sqlpool/sqlpool/zipkin/ui"
 	"github.com/sqlpool/sqlpool/zipkin/storage"
 )
 
@@ -142,9 +143,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			"autocompleteKeys": cfg.AutocompleteKeys,
 			"sampleRate":       cfg.SampleRate,
 		},
-		// The UI mount point: UI: ui.Handler() (package zipkin/ui) serves
-		// /zipkin/ and makes / redirect there.
-		UI: nil,
+		// The trace viewer at /zipkin/; / redirects there.
+		UI: ui.Handler(),
 	})
 	if err != nil {
 		return &startError{err.Error()}

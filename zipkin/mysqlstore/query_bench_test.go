@@ -2,10 +2,7 @@ package mysqlstore_test
 
 import (
 	"database/sql"
-	"fmt"
 	"testing"
-
-	"github.com/go-sql-driver/mysql"
 
 	"github.com/sqlpool/sqlpool/internal/mysqltest"
 	"github.com/sqlpool/sqlpool/zipkin/model"
@@ -68,21 +65,4 @@ func BenchmarkGetTraces(b *testing.B) {
 			}
 		})
 	}
-}
-
-// freshDatabaseB is freshDatabase for benchmarks.
-func freshDatabaseB(b *testing.B, dsn string) string {
-	b.Helper()
-	name := fmt.Sprintf("zipkin_bench_%d", randomID()%1_000_000_000)
-	admin := openPlain(b, dsn)
-	if _, err := admin.ExecContext(ctxBG, "CREATE DATABASE "+name); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _, _ = admin.ExecContext(ctxBG, "DROP DATABASE IF EXISTS "+name) })
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg.DBName = name
-	return cfg.FormatDSN()
 }
