@@ -97,15 +97,15 @@ type StepResult struct {
 	// Latency of the 202s only.
 	Latency202 Latency `json:"latency_202"`
 	// MaxLag is how late the generator dispatched its latest request.
-	MaxLagMs float64            `json:"max_generator_lag_ms"`
+	MaxLagMs float64 `json:"max_generator_lag_ms"`
 	// StoredPerSec is the growth of zipkin_spans over the step (CountDSN).
 	StoredPerSec float64 `json:"stored_spans_per_s"`
 	// QueriesUnfinished are GETs still running 2 s after the step; their
 	// time so far is recorded as their latency.
-	QueriesUnfinished int `json:"queries_unfinished"`
-	Queries  map[string]Latency `json:"queries,omitempty"`
-	QueryErr int                `json:"query_errors"`
-	Seconds  float64            `json:"seconds"`
+	QueriesUnfinished int                `json:"queries_unfinished"`
+	Queries           map[string]Latency `json:"queries,omitempty"`
+	QueryErr          int                `json:"query_errors"`
+	Seconds           float64            `json:"seconds"`
 }
 
 // queryKinds are the GETs of the query mix, in rotation.

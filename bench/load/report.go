@@ -23,8 +23,8 @@ type Ratio struct {
 	// p99 of the POSTs, pool over none.
 	P99PoolNone float64 `json:"p99_pool_over_none"`
 	// Verdicts on the bar (see docs/load.md).
-	StoredNotLess  bool `json:"pool_stored_not_less_beyond_error_bars"`
-	P99NotWorse    bool `json:"pool_p99_not_worse_beyond_error_bars"`
+	StoredNotLess     bool `json:"pool_stored_not_less_beyond_error_bars"`
+	P99NotWorse       bool `json:"pool_p99_not_worse_beyond_error_bars"`
 	RunsPool, RunsSQL int
 }
 

@@ -40,8 +40,8 @@ import (
 	"github.com/sqlpool/sqlpool/pool"
 	"github.com/sqlpool/sqlpool/zipkin/mysqlstore"
 	"github.com/sqlpool/sqlpool/zipkin/server"
-	"github.com/sqlpool/sqlpool/zipkin/ui"
 	"github.com/sqlpool/sqlpool/zipkin/storage"
+	"github.com/sqlpool/sqlpool/zipkin/ui"
 )
 
 func main() {
@@ -222,7 +222,7 @@ func firstSpanCurl(url string) string {
 type openedStorage struct {
 	store storage.Storage
 	mysql *mysqlstore.Store // nil with -storage=none
-	name  string // for /health: no password
+	name  string            // for /health: no password
 	user  string
 	close func()
 }
