@@ -17,6 +17,9 @@ func (s *Store) GetServiceNames(ctx context.Context) ([]string, error) {
 	if s.opts.DisableSearch {
 		return nil, nil
 	}
+	if names, ok, err := s.fastNames(ctx, stmtSelectServiceNames, nameService, ""); ok {
+		return names, err
+	}
 	return s.selectNames(ctx, stmtSelectServiceNames, sqlServiceNames)
 }
 
@@ -27,6 +30,9 @@ func (s *Store) GetSpanNames(ctx context.Context, serviceName string) ([]string,
 	serviceName = strings.ToLower(strings.TrimSpace(serviceName))
 	if s.opts.DisableSearch || serviceName == "" {
 		return nil, nil
+	}
+	if names, ok, err := s.fastNames(ctx, stmtSelectSpanNames, nameSpan, serviceName); ok {
+		return names, err
 	}
 	q := sqlSpanNames
 	if !s.feat.traceIDHigh {
@@ -43,6 +49,9 @@ func (s *Store) GetRemoteServiceNames(ctx context.Context, serviceName string) (
 	serviceName = strings.ToLower(strings.TrimSpace(serviceName))
 	if s.opts.DisableSearch || serviceName == "" || !s.feat.remoteServiceName {
 		return nil, nil
+	}
+	if names, ok, err := s.fastNames(ctx, stmtSelectRemoteNames, nameRemote, serviceName); ok {
+		return names, err
 	}
 	q := sqlRemoteNames
 	if !s.feat.traceIDHigh {

@@ -64,6 +64,9 @@ func (s *Store) GetTraces(ctx context.Context, q model.QueryRequest) ([][]model.
 // selectTraceIDs runs getTraces' first step and returns the matching trace
 // IDs, newest first.
 func (s *Store) selectTraceIDs(ctx context.Context, q *model.QueryRequest) ([]traceKey, error) {
+	if keys, ok, err := s.fastTraceIDs(ctx, q); ok {
+		return keys, err
+	}
 	high := s.feat.traceIDHigh
 	var b strings.Builder
 	args := make([]any, 0, 8+3*len(q.AnnotationQuery))

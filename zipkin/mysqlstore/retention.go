@@ -21,6 +21,8 @@ const (
 	stmtRetentionLock   = "retention lock zipkin_spans"
 	stmtRetentionSpans  = "retention delete zipkin_spans"
 	stmtRetentionAnns   = "retention delete zipkin_annotations"
+
+	stmtRetentionServiceSpans = "retention delete zipkin_service_spans"
 )
 
 // RetentionOptions configure a Retention. MaxAge is required.
@@ -50,6 +52,7 @@ type RetentionStats struct {
 	Batches            int64 // transactions committed
 	SpansDeleted       int64 // zipkin_spans rows deleted
 	AnnotationsDeleted int64 // zipkin_annotations rows deleted
+	IndexRowsDeleted   int64 // rows of the zipkin_service_spans addition deleted
 	Retries            int64 // transactions run again after a deadlock (1213), lock wait timeout (1205) or lost connection
 	Errors             int64 // batches that failed after their retries (the pass stops; the next one tries again)
 }
@@ -72,7 +75,7 @@ type Retention struct {
 	s    *Store
 	opts RetentionOptions
 
-	passes, batches, spans, anns, retries, errs atomic.Int64
+	passes, batches, spans, anns, index, retries, errs atomic.Int64
 }
 
 // NewRetention returns the retention component of s. It returns an error
@@ -99,7 +102,7 @@ func (s *Store) NewRetention(opts RetentionOptions) (*Retention, error) {
 // Stats returns the counters.
 func (r *Retention) Stats() RetentionStats {
 	return RetentionStats{Passes: r.passes.Load(), Batches: r.batches.Load(), SpansDeleted: r.spans.Load(),
-		AnnotationsDeleted: r.anns.Load(), Retries: r.retries.Load(), Errors: r.errs.Load()}
+		AnnotationsDeleted: r.anns.Load(), IndexRowsDeleted: r.index.Load(), Retries: r.retries.Load(), Errors: r.errs.Load()}
 }
 
 // Run deletes expired spans every Interval until ctx ends; it returns
@@ -128,6 +131,10 @@ type retKey struct{ high, low, id int64 }
 // returns how many spans it deleted.
 func (r *Retention) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, error) {
 	cut := cutoff.UnixMicro()
+	if err := r.purgeServiceSpans(ctx, cut); err != nil {
+		r.errs.Add(1)
+		return 0, err
+	}
 	var total int64
 	for {
 		if err := ctx.Err(); err != nil {
@@ -165,6 +172,40 @@ func (r *Retention) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, 
 			}
 		}
 	}
+}
+
+// purgeServiceSpans deletes the rows of the zipkin_service_spans addition
+// older than cut, service by service along its primary key (the old end of
+// each service's range, away from where ingest inserts), BatchSpans rows per
+// statement. It runs before the spans are deleted, so that getTraces never
+// finds a trace ID in it whose spans are gone.
+func (r *Retention) purgeServiceSpans(ctx context.Context, cut int64) error {
+	if !r.s.add.serviceSpans {
+		return nil
+	}
+	q := "SELECT DISTINCT service_name FROM " + tableServiceSpans
+	if r.s.add.names {
+		q = sqlFastServiceNames
+	}
+	services, err := r.s.selectNames(ctx, stmtRetentionSelect, q)
+	if err != nil {
+		return fmt.Errorf("mysqlstore: retention: %w", err)
+	}
+	for _, svc := range services {
+		for {
+			res, err := r.s.db.ExecContext(metrics.WithStatementName(ctx, stmtRetentionServiceSpans),
+				"DELETE FROM "+tableServiceSpans+" WHERE service_name = ? AND start_ts < ? LIMIT ?", svc, cut, r.opts.BatchSpans)
+			if err != nil {
+				return fmt.Errorf("mysqlstore: retention: deleting from %s: %w", tableServiceSpans, err)
+			}
+			n, _ := res.RowsAffected()
+			r.index.Add(n)
+			if n < int64(r.opts.BatchSpans) {
+				break
+			}
+		}
+	}
+	return nil
 }
 
 // oldest reads up to BatchSpans keys of spans older than cut, oldest

@@ -64,7 +64,7 @@ func TestRetentionDeletesOnlyOlderThanCutoff(t *testing.T) {
 		cutoff := now.Add(-time.Hour)
 		var spans []model.Span
 		for i := 0; i < 4; i++ {
-			spans = append(spans, retentionTrace(now.Add(-3*time.Hour).UnixMicro()+int64(i)*1000, 5)...) // old
+			spans = append(spans, retentionTrace(now.Add(-3*time.Hour).UnixMicro()+int64(i)*1000, 5)...)    // old
 			spans = append(spans, retentionTrace(now.Add(-10*time.Minute).UnixMicro()+int64(i)*1000, 5)...) // young
 		}
 		atCut := retentionTrace(cutoff.UnixMicro(), 1)
@@ -75,6 +75,7 @@ func TestRetentionDeletesOnlyOlderThanCutoff(t *testing.T) {
 			t.Fatalf("Accept: %v", err)
 		}
 		before := dump(t, db, youngRows, cutoff.UnixMicro())
+		youngIndex := dump(t, db, "SELECT * FROM zipkin_service_spans WHERE start_ts >= ? ORDER BY 1, 2, 3, 4, 5", cutoff.UnixMicro())
 		oldAnns := scalar(t, db, `SELECT COUNT(*) FROM zipkin_annotations a JOIN zipkin_spans s
 			ON s.trace_id_high = a.trace_id_high AND s.trace_id = a.trace_id AND s.id = a.span_id WHERE s.start_ts < ?`, cutoff.UnixMicro())
 		if len(before) == 0 || oldAnns == 0 {
@@ -99,10 +100,15 @@ func TestRetentionDeletesOnlyOlderThanCutoff(t *testing.T) {
 		if o := scalar(t, db, selectOrphans); o != 0 {
 			t.Errorf("%d orphaned annotation rows", o)
 		}
+		if left := scalar(t, db, "SELECT COUNT(*) FROM zipkin_service_spans WHERE start_ts < ?", cutoff.UnixMicro()); left != 0 {
+			t.Errorf("%d old zipkin_service_spans rows left", left)
+		}
+		checkRows(t, "zipkin_service_spans rows at or after the cutoff",
+			dump(t, db, "SELECT * FROM zipkin_service_spans WHERE start_ts >= ? ORDER BY 1, 2, 3, 4, 5", cutoff.UnixMicro()), youngIndex)
 		after := dump(t, db, youngRows, cutoff.UnixMicro())
 		checkRows(t, "rows of spans at or after the cutoff and without timestamp", after, before)
 		st := r.Stats()
-		if st.SpansDeleted != 20 || st.AnnotationsDeleted != oldAnns || st.Batches < 7 || st.Passes != 1 || st.Errors != 0 {
+		if st.SpansDeleted != 20 || st.AnnotationsDeleted != oldAnns || st.IndexRowsDeleted != 20 || st.Batches < 7 || st.Passes != 1 || st.Errors != 0 {
 			t.Errorf("stats %+v, want 20 spans and %d annotations in ≥ 7 batches of ≤ 3, one pass", st, oldAnns)
 		}
 		// A second pass finds nothing.

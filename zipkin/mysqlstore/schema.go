@@ -95,6 +95,11 @@ func SchemaDDL() []string {
 // columns; Open detects which features it has and logs the ALTER TABLE
 // statements that would upgrade it.
 //
+// CreateSchema then creates the optional schema additions (AdditionsDDL:
+// zipkin_names, zipkin_service_spans) when they do not exist, and fills a
+// new one from the spans already stored (one INSERT … SELECT over the
+// tables: on a large database this takes a while, once).
+//
 // On a server with ROW_FORMAT=COMPRESSED disabled (MySQL 8 with
 // innodb_file_per_table=OFF or a non-default page size, Zipkin #3384) the
 // CREATE fails with error 4047 or 1478; the error says which table.
@@ -104,5 +109,5 @@ func CreateSchema(ctx context.Context, db *sql.DB) error {
 			return fmt.Errorf("mysqlstore: creating the Zipkin schema (%.40s…): %w", q, err)
 		}
 	}
-	return nil
+	return createAdditions(ctx, db)
 }

@@ -54,6 +54,7 @@ type Store struct {
 	maxPacket int64     // the server's max_allowed_packet, read once by Open
 	w         *writeSQL // the INSERT statements for the detected features
 	stats     writeCounters
+	add       additions // optional tables (additions.go)
 }
 
 // features is what schema detection found (Zipkin's Has* probes).
@@ -80,6 +81,7 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Store, error) {
 	if err := s.detect(ctx); err != nil {
 		return nil, err
 	}
+	s.detectAdditions(ctx)
 	s.w = newWriteSQL(s.feat)
 	return s, nil
 }

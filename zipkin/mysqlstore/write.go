@@ -57,6 +57,7 @@ type writeSQL struct {
 	spans             [len(batchSizes)]string
 	spansShared       [len(batchSizes)]string
 	annotations       [len(batchSizes)]string
+	serviceSpans      [len(batchSizes)]string // schema addition (additions.go)
 }
 
 func newWriteSQL(f features) *writeSQL {
@@ -89,7 +90,7 @@ func newWriteSQL(f features) *writeSQL {
 	update += ", parent_id = COALESCE(VALUES(parent_id), parent_id), duration = COALESCE(VALUES(duration), duration)"
 	updateStart := update + ", start_ts = COALESCE(VALUES(start_ts), start_ts)"
 
-	w := &writeSQL{spanCols: len(spanCols), annCols: len(annCols)}
+	w := &writeSQL{spanCols: len(spanCols), annCols: len(annCols), serviceSpans: serviceSpansSQL()}
 	for i, n := range batchSizes {
 		head := "INSERT INTO " + tableSpans + " (" + strings.Join(spanCols, ", ") + ") VALUES " + values(len(spanCols), n)
 		w.spans[i] = head + updateStart
@@ -152,6 +153,7 @@ type batch struct {
 	sharedBytes []int
 	annArgs     []any
 	annBytes    []int
+	add         *additionRows // rows of the schema additions, if in use
 }
 
 type spanRow struct {
@@ -218,6 +220,7 @@ func (s *Store) write(ctx context.Context, b *batch) error {
 			return s.writeTx(ctx, tx, b)
 		})
 		if err == nil {
+			s.rememberNames(b)
 			return nil
 		}
 		if !errors.Is(err, retry.ErrAmbiguousCommit) {
@@ -243,7 +246,10 @@ func (s *Store) writeTx(ctx context.Context, tx *sql.Tx, b *batch) error {
 		return err
 	}
 	actx := metrics.WithStatementName(ctx, stmtInsertAnnotations)
-	return s.execChunks(actx, tx, &s.w.annotations, s.w.annCols, b.annArgs, b.annBytes)
+	if err := s.execChunks(actx, tx, &s.w.annotations, s.w.annCols, b.annArgs, b.annBytes); err != nil {
+		return err
+	}
+	return s.writeAdditions(ctx, tx, b)
 }
 
 // packetBudget is how many bytes of parameters one statement may carry:
@@ -312,6 +318,7 @@ func (s *Store) buildBatch(spans []model.Span) (*batch, *InvalidSpansError) {
 		b.spans++
 		spanRows = append(spanRows, s.spanRow(sp))
 		annRows = s.annotationRows(sp, annRows)
+		s.collectAdditions(b, sp)
 	}
 	// Key order: lock acquisition in one order for every batch makes
 	// deadlocks between concurrent batches rarer. Equal keys keep their
