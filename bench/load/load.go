@@ -33,6 +33,10 @@ type Row struct {
 	LagMs       float64            `json:"generator_max_lag_ms,omitempty"`
 	Server      ProcStats          `json:"server"`
 	DB          ProcStats          `json:"mariadb"`
+	// Deadlocks and lock wait timeouts the store retried during the step
+	// (from /metrics).
+	Deadlocks int64 `json:"deadlocks"`
+	LockWaits int64 `json:"lock_wait_timeouts"`
 	Load1       float64            `json:"load1_at_start"`
 }
 
@@ -140,11 +144,16 @@ func (e *env) measure(ctx context.Context, row *Row, s *serverProc, step func() 
 	if err != nil {
 		return err
 	}
+	d0, _ := s.metric("zipkin_mysql_deadlocks_total")
+	l0, _ := s.metric("zipkin_mysql_lock_wait_timeouts_total")
 	ws, wd := watchProc(s.pid()), watchProc(e.mdb.pid())
 	t0 := time.Now()
 	serr := step()
 	el := time.Since(t0)
 	row.Server, row.DB = ws.end(), wd.end()
+	d1, _ := s.metric("zipkin_mysql_deadlocks_total")
+	l1, _ := s.metric("zipkin_mysql_lock_wait_timeouts_total")
+	row.Deadlocks, row.LockWaits = int64(d1-d0), int64(l1-l0)
 	c1, err := e.mdb.countSpans(ctx, "zipkin")
 	if err != nil {
 		return err

@@ -123,8 +123,8 @@ func markdown(res *Results) string {
 	}
 	for _, c := range configs {
 		fmt.Fprintf(&b, "### %s\n\n", c)
-		b.WriteString("| run | step | offered/s | done/s | stored spans/s | 202 | 503 | err | p50 ms | p99 ms | p99.9 ms | max ms | server CPU % | server RSS MiB | MariaDB CPU % | gen lag ms | load1 |\n")
-		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		b.WriteString("| run | step | offered/s | done/s | stored spans/s | 202 | 503 | err | p50 ms | p99 ms | p99.9 ms | max ms | server CPU % | server RSS MiB | MariaDB CPU % | gen lag ms | 1213/1205 | load1 |\n")
+		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, r := range res.Rows {
 			if r.Config != c {
 				continue
@@ -137,10 +137,10 @@ func markdown(res *Results) string {
 			case "open+retention":
 				step, off = f0(r.RatePct)+" % + retention", f0(r.Offered)
 			}
-			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %d/%d | %s |\n",
 				r.Run, step, off, f0(r.RPS), f0(r.StoredSpans), r.Accepted, r.Rejected, r.Errors,
 				f1(r.Latency.P50), f1(r.Latency.P99), f1(r.Latency.P999), f0(r.Latency.Max),
-				f0(r.Server.CPUPercent), f0(r.Server.MaxRSSMiB), f0(r.DB.CPUPercent), f0(r.LagMs), f1(r.Load1))
+				f0(r.Server.CPUPercent), f0(r.Server.MaxRSSMiB), f0(r.DB.CPUPercent), f0(r.LagMs), r.Deadlocks, r.LockWaits, f1(r.Load1))
 		}
 		b.WriteString("\n")
 	}

@@ -55,6 +55,27 @@ func startRetention(cfg *config, st *openedStorage, log *slog.Logger, reg promet
 	return func() { cancel(); wg.Wait() }, nil
 }
 
+// registerStoreStats exports the store's lock-conflict counters.
+func registerStoreStats(st *openedStorage, reg prometheus.Registerer) error {
+	if st.mysql == nil {
+		return nil
+	}
+	s := st.mysql
+	for _, c := range []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "zipkin_mysql_deadlocks_total",
+			Help: "Span write transactions that hit a deadlock (1213); each is run again unless its retries ran out."},
+			func() float64 { return float64(s.Stats().Deadlocks) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "zipkin_mysql_lock_wait_timeouts_total",
+			Help: "Span write transactions that hit a lock wait timeout (1205); each is run again unless its retries ran out."},
+			func() float64 { return float64(s.Stats().LockWaitTimeouts) }),
+	} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // startPprof serves net/http/pprof on its own listener when -pprof is set,
 // with the mutex profile (1 in 5 contention events) and the block profile
 // (events of 10 µs and more, sampled) on. The returned function stops it;

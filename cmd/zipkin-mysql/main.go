@@ -109,6 +109,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return &startError{err.Error()}
 	}
 	defer stopRetention()
+	if err := registerStoreStats(st, reg); err != nil {
+		return &startError{err.Error()}
+	}
 
 	writers := cfg.Writers
 	if writers == 0 {

@@ -133,10 +133,13 @@ type Stats struct {
 	AmbiguousCommits int64 // commits with an unknown outcome (each replayed or returned)
 	Replays          int64 // batches written again after an ambiguous commit
 	Rejected         int64 // spans refused as invalid (zero trace or span ID, unknown kind)
+	Deadlocks        int64 // write transactions that hit a deadlock (1213); each was retried unless the retries ran out
+	LockWaitTimeouts int64 // write transactions that hit a lock wait timeout (1205), likewise
 }
 
 type writeCounters struct {
 	batches, spans, spanRows, annRows, statements, failures, ambiguous, replays, rejected atomic.Int64
+	deadlocks, lockWaits                                                                  atomic.Int64
 }
 
 // Stats returns the write counters.
@@ -146,6 +149,7 @@ func (s *Store) Stats() Stats {
 		Batches: c.batches.Load(), Spans: c.spans.Load(), SpanRows: c.spanRows.Load(),
 		AnnotationRows: c.annRows.Load(), Statements: c.statements.Load(), Failures: c.failures.Load(),
 		AmbiguousCommits: c.ambiguous.Load(), Replays: c.replays.Load(), Rejected: c.rejected.Load(),
+		Deadlocks: c.deadlocks.Load(), LockWaitTimeouts: c.lockWaits.Load(),
 	}
 }
 

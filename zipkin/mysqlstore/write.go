@@ -216,7 +216,7 @@ func (s *Store) write(ctx context.Context, b *batch) error {
 		maxReplays = 3
 	}
 	for replays := 0; ; replays++ {
-		err := retry.Tx(ctx, s.db, nil, s.opts.Retry, func(ctx context.Context, tx *sql.Tx) error {
+		err := retry.Tx(ctx, s.db, nil, s.writePolicy(), func(ctx context.Context, tx *sql.Tx) error {
 			return s.writeTx(ctx, tx, b)
 		})
 		if err == nil {

@@ -39,6 +39,14 @@ type message struct {
 //
 // The counters cover spans from reservation until their batch is written or
 // given up, so the bound is also the bound on what the writers hold.
+//
+// Each writer owns a share of the trace IDs (by the low 64 bits of the
+// trace ID, hashed) and has its own channel: offer splits a message by
+// owner. Two writers therefore never write rows of the same trace at the
+// same time, which removes the row-lock conflicts (and most deadlocks)
+// between concurrent batch transactions; the store writes each batch's rows
+// in key order and retries the deadlocks and lock wait timeouts that
+// remain (gap locks between neighbouring traces).
 type ingestQueue struct {
 	cfg   resolvedIngest
 	store storage.SpanConsumer
@@ -47,7 +55,7 @@ type ingestQueue struct {
 
 	mu     sync.RWMutex // guards closed and sends on ch against close(ch)
 	closed bool
-	ch     chan message
+	ch     []chan message // one per writer
 
 	spans atomic.Int64 // accepted, not yet written or given up
 	bytes atomic.Int64
@@ -66,13 +74,16 @@ func newIngestQueue(cfg resolvedIngest, store storage.SpanConsumer, log *slog.Lo
 		store:  store,
 		log:    log,
 		m:      m,
-		ch:     make(chan message, cfg.maxSpans),
+		ch:     make([]chan message, cfg.writers),
 		ctx:    ctx,
 		cancel: cancel,
 	}
+	for i := range q.ch {
+		q.ch[i] = make(chan message, cfg.maxSpans)
+	}
 	q.wg.Add(cfg.writers)
 	for i := 0; i < cfg.writers; i++ {
-		go q.writer()
+		go q.writer(q.ch[i])
 	}
 	return q
 }
@@ -125,25 +136,78 @@ func (q *ingestQueue) offer(msg message) error {
 		q.release(n, msg.bytes)
 		return errClosing
 	}
-	q.ch <- msg // cannot block: cap(ch) ≥ maxSpans ≥ messages reserved
+	if len(q.ch) == 1 {
+		q.ch[0] <- msg // cannot block: cap(ch) ≥ maxSpans ≥ messages reserved
+	} else {
+		for i, part := range q.split(msg) {
+			if len(part.spans) > 0 {
+				q.ch[i] <- part // as above: every channel can hold maxSpans messages
+			}
+		}
+	}
 	q.mu.RUnlock()
 	return nil
+}
+
+// owner returns the writer that owns a trace: the low 64 bits of its ID
+// (all that 64- and 128-bit halves of one trace share), mixed, modulo the
+// writers.
+func owner(low uint64, writers int) int {
+	return int((low * 0x9e3779b97f4a7c15 >> 32) % uint64(writers))
+}
+
+// split divides msg by owning writer; the bytes are shared in proportion
+// to the spans, so that they add up to msg.bytes.
+func (q *ingestQueue) split(msg message) []message {
+	n := len(q.ch)
+	parts := make([]message, n)
+	if len(msg.spans) == 0 {
+		parts[0] = msg
+		return parts
+	}
+	first := owner(msg.spans[0].TraceID.Low, n)
+	same := true
+	for i := range msg.spans {
+		if owner(msg.spans[i].TraceID.Low, n) != first {
+			same = false
+			break
+		}
+	}
+	if same { // the common case: one trace per POST
+		parts[first] = msg
+		return parts
+	}
+	for _, sp := range msg.spans {
+		o := owner(sp.TraceID.Low, n)
+		parts[o].spans = append(parts[o].spans, sp)
+	}
+	left := msg.bytes
+	last := -1
+	for i := range parts {
+		if len(parts[i].spans) > 0 {
+			parts[i].bytes = msg.bytes * int64(len(parts[i].spans)) / int64(len(msg.spans))
+			left -= parts[i].bytes
+			last = i
+		}
+	}
+	parts[last].bytes += left
+	return parts
 }
 
 // writer takes one message, adds whatever else is queued right now up to
 // batchSpans, writes the batch, and repeats until the channel is closed and
 // empty.
-func (q *ingestQueue) writer() {
+func (q *ingestQueue) writer(ch chan message) {
 	defer q.wg.Done()
 	var batch []message
 	var spans []model.Span
-	for msg := range q.ch {
+	for msg := range ch {
 		batch = append(batch[:0], msg)
 		n := len(msg.spans)
 	gather:
 		for n < q.cfg.batchSpans {
 			select {
-			case more, ok := <-q.ch:
+			case more, ok := <-ch:
 				if !ok {
 					break gather
 				}
@@ -236,7 +300,9 @@ func (q *ingestQueue) close(ctx context.Context) error {
 	q.mu.Lock()
 	if !q.closed {
 		q.closed = true
-		close(q.ch)
+		for _, ch := range q.ch {
+			close(ch)
+		}
 	}
 	q.mu.Unlock()
 	done := make(chan struct{})
