@@ -35,9 +35,9 @@ type Row struct {
 	DB          ProcStats          `json:"mariadb"`
 	// Deadlocks and lock wait timeouts the store retried during the step
 	// (from /metrics).
-	Deadlocks int64 `json:"deadlocks"`
-	LockWaits int64 `json:"lock_wait_timeouts"`
-	Load1       float64            `json:"load1_at_start"`
+	Deadlocks int64   `json:"deadlocks"`
+	LockWaits int64   `json:"lock_wait_timeouts"`
+	Load1     float64 `json:"load1_at_start"`
 }
 
 // Results is everything one run measured.

@@ -63,6 +63,18 @@ func main() {
 		openLoopWorker(os.Args[2])
 		return
 	}
+	if len(os.Args) > 2 && os.Args[1] == "-closedload-worker" {
+		var c closedLoad
+		if err := json.Unmarshal([]byte(os.Args[2]), &c); err != nil {
+			fatalf("closed-load worker: %v", err)
+		}
+		r, err := c.run(context.Background())
+		if err != nil {
+			fatalf("closed-load worker: %v", err)
+		}
+		_ = json.NewEncoder(os.Stdout).Encode(r)
+		return
+	}
 	var o options
 	var rates, configs string
 	flag.BoolVar(&o.quick, "quick", false, "short run (< 5 min): one run per configuration, 5 rates, 6 s steps")
@@ -369,18 +381,25 @@ func openLoopWorker(arg string) {
 // the load CPUs.
 func (e *env) runOpenLoop(ctx context.Context, o openLoop) (StepResult, error) {
 	arg, _ := json.Marshal(o)
-	cmd := exec.CommandContext(ctx, "taskset", "-c", e.o.cpusLoad, e.self, "-openloop-worker", string(arg))
+	var r StepResult
+	err := e.worker(ctx, "-openloop-worker", string(arg), &r)
+	return r, err
+}
+
+// worker runs this binary in worker mode, pinned to the load CPUs, and
+// decodes its JSON answer into out.
+func (e *env) worker(ctx context.Context, mode, arg string, out any) error {
+	cmd := exec.CommandContext(ctx, "taskset", "-c", e.o.cpusLoad, e.self, mode, arg)
 	cmd.Env = append(os.Environ(), "GOMAXPROCS="+strconv.Itoa(max(1, strings.Count(e.o.cpusLoad, ",")+1)))
 	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
+	b, err := cmd.Output()
 	if err != nil {
-		return StepResult{}, fmt.Errorf("open-loop generator: %w", err)
+		return fmt.Errorf("load generator %s: %w", mode, err)
 	}
-	var r StepResult
-	if err := json.Unmarshal(out, &r); err != nil {
-		return r, fmt.Errorf("open-loop generator output %q: %w", out, err)
+	if err := json.Unmarshal(b, out); err != nil {
+		return fmt.Errorf("load generator %s output %q: %w", mode, b, err)
 	}
-	return r, nil
+	return nil
 }
 
 func machine() string {

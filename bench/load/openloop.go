@@ -77,7 +77,7 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	if len(sorted) == 0 {
 		return 0
 	}
-	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	rank := int(math.Ceil(p*float64(len(sorted))/100 - 1e-9))
 	rank = min(max(rank, 1), len(sorted))
 	return sorted[rank-1]
 }
