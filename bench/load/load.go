@@ -22,8 +22,10 @@ type Row struct {
 	Offered  float64 `json:"offered_rps,omitempty"`
 	RPS      float64 `json:"completed_rps"`
 	Accepted int64   `json:"accepted_202"`
-	Rejected int64   `json:"rejected_503"`
-	Errors   int64   `json:"errors"`
+	// AcceptedAll counts the 202s of the open loop's warm-up too.
+	AcceptedAll int64 `json:"accepted_202_incl_warmup,omitempty"`
+	Rejected    int64 `json:"rejected_503"`
+	Errors      int64 `json:"errors"`
 	// StoredSpans is the growth of zipkin_spans (COUNT(*) in MariaDB)
 	// over the step, per second.
 	StoredSpans float64            `json:"stored_spans_per_s"`
@@ -235,7 +237,7 @@ func (e *env) countDSN(config string) string {
 
 func fillOpen(r *Row, sr StepResult) {
 	r.RPS = sr.Completed
-	r.Accepted, r.Rejected = int64(sr.Accepted), int64(sr.Rejected)
+	r.Accepted, r.Rejected, r.AcceptedAll = int64(sr.Accepted), int64(sr.Rejected), int64(sr.AcceptedAll)
 	r.Errors = int64(sr.Errors + sr.OtherHTTP)
 	r.Latency = sr.Latency
 	r.Queries, r.QueryErrors = sr.Queries, sr.QueryErr
@@ -255,6 +257,7 @@ type RetentionCheck struct {
 	SpansBefore        int64   `json:"spans_before"`
 	OldSpansLeft       int64   `json:"old_spans_left"`
 	DeletedDuringStep  int64   `json:"spans_deleted"`
+	DeletedInStep      int64   `json:"spans_deleted_during_step"`
 	YoungStored        int64   `json:"young_spans_stored"`
 	YoungExpected      int64   `json:"young_spans_expected"`
 	OrphanAnnotations  int64   `json:"orphan_annotations"`
@@ -299,7 +302,7 @@ func (e *env) retentionCheck(ctx context.Context, res *Results) (*RetentionCheck
 		logf("pool %s %.0f%%: stored %.0f spans/s, p50 %.1f p99 %.1f ms", kind, pct, r.StoredSpans, r.Latency.P50, r.Latency.P99)
 		return r, err
 	}
-	base, err := step(s, "open", 77)
+	base, err := step(s, "open-baseline", 77)
 	s.drain(ctx, 60*time.Second)
 	s.stop()
 	e.server = nil
@@ -329,7 +332,15 @@ func (e *env) retentionCheck(ctx context.Context, res *Results) (*RetentionCheck
 	}
 	rows = append(rows, with)
 	s.drain(ctx, 60*time.Second)
-	rc := &RetentionCheck{RatePct: pct, Retention: "1h", P99Without: base.Latency.P99,
+	inStep, _ := s.metric("zipkin_retention_spans_deleted_total")
+	// Let retention finish what is left before checking.
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline) && ctx.Err() == nil; {
+		if q("SELECT COUNT(*) FROM zipkin.zipkin_spans WHERE start_ts < ?", time.Now().Add(-cutoff).UnixMicro()) == 0 {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	rc := &RetentionCheck{DeletedInStep: int64(inStep), RatePct: pct, Retention: "1h", P99Without: base.Latency.P99,
 		P99With: with.Latency.P99, SpansBefore: before}
 	if base.Latency.P99 > 0 {
 		rc.Ratio = with.Latency.P99 / base.Latency.P99
@@ -339,7 +350,7 @@ func (e *env) retentionCheck(ctx context.Context, res *Results) (*RetentionCheck
 	now := time.Now()
 	rc.OldSpansLeft = q("SELECT COUNT(*) FROM zipkin.zipkin_spans WHERE start_ts < ?", now.Add(-cutoff).UnixMicro())
 	rc.YoungStored = q("SELECT COUNT(*) FROM zipkin.zipkin_spans WHERE start_ts >= ?", now.Add(-cutoff).UnixMicro())
-	rc.YoungExpected = (base.Accepted + with.Accepted) * SpansPerTrace
+	rc.YoungExpected = (base.AcceptedAll + with.AcceptedAll) * SpansPerTrace
 	rc.DeletedDuringStep = before - rc.OldSpansLeft
 	rc.OrphanAnnotations = q(`SELECT COUNT(*) FROM zipkin.zipkin_annotations a LEFT JOIN zipkin.zipkin_spans s
 		ON s.trace_id_high = a.trace_id_high AND s.trace_id = a.trace_id AND s.id = a.span_id WHERE s.id IS NULL`)
@@ -398,8 +409,24 @@ func (e *env) profiles(ctx context.Context, res *Results) (map[string]string, er
 			if err := os.WriteFile(file, b, 0o644); err != nil {
 				return out, err
 			}
-			top, _ := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=25", e.bin, file).CombinedOutput()
-			_ = os.WriteFile(strings.TrimSuffix(file, ".pb.gz")+".txt", top, 0o644)
+			// Three views: everything; the POST handler (where a request
+			// that sends spans waits); the query handlers.
+			var txt []byte
+			for _, v := range []struct{ title, focus string }{
+				{"all goroutines", ""},
+				{"POST /api/v2/spans handler", `Server\).postSpans|ingestQueue\).offer`},
+				{"query handlers", `Server\).query`},
+			} {
+				args := []string{"tool", "pprof", "-top", "-nodecount=25", "-ignore=pprof"}
+				if v.focus != "" {
+					args = append(args, "-focus="+v.focus)
+				}
+				top, _ := exec.CommandContext(ctx, "go", append(args, e.bin, file)...).CombinedOutput()
+				txt = append(txt, "==== "+v.title+"\n"...)
+				txt = append(txt, top...)
+				txt = append(txt, '\n')
+			}
+			_ = os.WriteFile(strings.TrimSuffix(file, ".pb.gz")+".txt", txt, 0o644)
 			out[fmt.Sprintf("%s-%.0fpct", name, pct)] = file
 		}
 		s.drain(ctx, 60*time.Second)

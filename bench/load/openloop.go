@@ -84,12 +84,14 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 
 // StepResult is what one open-loop step measured from the client side.
 type StepResult struct {
-	Offered   float64 `json:"offered_rps"`
-	Sent      int     `json:"sent"`
-	Accepted  int     `json:"accepted_202"`
-	Rejected  int     `json:"rejected_503"`
-	OtherHTTP int     `json:"other_status"`
-	Errors    int     `json:"errors"` // transport errors and timeouts
+	Offered  float64 `json:"offered_rps"`
+	Sent     int     `json:"sent"`
+	Accepted int     `json:"accepted_202"`
+	// AcceptedAll counts the 202s of the warm-up too.
+	AcceptedAll int `json:"accepted_202_incl_warmup"`
+	Rejected    int `json:"rejected_503"`
+	OtherHTTP   int `json:"other_status"`
+	Errors      int `json:"errors"` // transport errors and timeouts
 	// Completed is the POSTs answered per second (any status).
 	Completed float64 `json:"completed_rps"`
 	// Latency of every POST from its due time, whatever its answer.
@@ -148,7 +150,7 @@ func (o *openLoop) run(ctx context.Context) StepResult {
 	var mu sync.Mutex
 	posts := make([]sample, 0, int(o.Rate*o.Duration.Seconds())+16)
 	queries := map[string][]time.Duration{}
-	queryErr, unfinished := 0, 0
+	queryErr, unfinished, acceptedAll := 0, 0, 0
 	var maxLag time.Duration
 
 	ids := newTraceIDs()
@@ -233,6 +235,9 @@ func (o *openLoop) run(ctx context.Context) StepResult {
 			d = timeout
 		}
 		mu.Lock()
+		if status == http.StatusAccepted {
+			acceptedAll++
+		}
 		if !due.Before(warm) {
 			posts = append(posts, sample{d: d, status: status})
 		}
@@ -293,7 +298,7 @@ func (o *openLoop) run(ctx context.Context) StepResult {
 		elapsed = o.Duration - o.WarmUp
 	}
 
-	r := StepResult{Offered: o.Rate, Sent: len(posts), QueryErr: queryErr, QueriesUnfinished: unfinished,
+	r := StepResult{Offered: o.Rate, Sent: len(posts), AcceptedAll: acceptedAll, QueryErr: queryErr, QueriesUnfinished: unfinished,
 		Seconds: o.Duration.Seconds(), MaxLagMs: float64(maxLag.Microseconds()) / 1e3}
 	if count != nil {
 		r.StoredPerSec = float64(c1-c0) / tc1.Sub(tc0).Seconds()

@@ -23,7 +23,10 @@ type Ratio struct {
 	// p99 of the POSTs, pool over none.
 	P99PoolNone float64 `json:"p99_pool_over_none"`
 	// Verdicts on the bar (see docs/load.md).
-	StoredNotLess     bool `json:"pool_stored_not_less_beyond_error_bars"`
+	StoredNotLess bool `json:"pool_stored_not_less_beyond_error_bars"`
+	// WithinTwiceNone: the pool's median p99 is at most twice none's
+	// (the bar applies at rates up to 50 % only).
+	WithinTwiceNone   bool `json:"pool_p99_within_2x_none"`
 	P99NotWorse       bool `json:"pool_p99_not_worse_beyond_error_bars"`
 	RunsPool, RunsSQL int
 }
@@ -90,6 +93,7 @@ func ratios(rows []Row) []Ratio {
 		}
 		if len(np) > 0 && len(pp) > 0 {
 			r.P99PoolNone = div(median(pp), median(np))
+			r.WithinTwiceNone = r.P99PoolNone <= 2
 		}
 		out = append(out, r)
 	}
@@ -134,6 +138,8 @@ func markdown(res *Results) string {
 			switch r.Kind {
 			case "open":
 				step, off = f0(r.RatePct)+" %", f0(r.Offered)
+			case "open-baseline":
+				step, off = f0(r.RatePct)+" % (retention baseline)", f0(r.Offered)
 			case "open+retention":
 				step, off = f0(r.RatePct)+" % + retention", f0(r.Offered)
 			}
@@ -146,13 +152,17 @@ func markdown(res *Results) string {
 	}
 	if len(res.Ratios) > 0 {
 		b.WriteString("### Ratios (open loop; medians over the interleaved runs, [range])\n\n")
-		b.WriteString("| rate | runs pool/sql | stored spans/s pool ÷ database-sql | p99 pool ÷ database-sql | p99 pool ÷ none | stored not less | p99 not worse |\n")
-		b.WriteString("|---|---|---|---|---|---|---|\n")
+		b.WriteString("| rate | runs pool/sql | stored spans/s pool ÷ database-sql | p99 pool ÷ database-sql | p99 pool ÷ none | stored not less | p99 not worse | ≤ 50 %: p99 ≤ 2× none |\n")
+		b.WriteString("|---|---|---|---|---|---|---|---|\n")
 		for _, r := range res.Ratios {
-			fmt.Fprintf(&b, "| %s %% | %d/%d | %s [%s–%s] | %s [%s–%s] | %s | %s | %s |\n", f0(r.RatePct), r.RunsPool, r.RunsSQL,
+			twice := "—"
+			if r.RatePct <= 50 && r.P99PoolNone > 0 {
+				twice = yes(r.WithinTwiceNone)
+			}
+			fmt.Fprintf(&b, "| %s %% | %d/%d | %s [%s–%s] | %s [%s–%s] | %s | %s | %s | %s |\n", f0(r.RatePct), r.RunsPool, r.RunsSQL,
 				f2(r.StoredPoolSQL), f2(r.StoredPoolSQLMin), f2(r.StoredPoolSQLMax),
 				f2(r.P99PoolSQL), f2(r.P99PoolSQLMin), f2(r.P99PoolSQLMax), f2(r.P99PoolNone),
-				yes(r.StoredNotLess), yes(r.P99NotWorse))
+				yes(r.StoredNotLess), yes(r.P99NotWorse), twice)
 		}
 		b.WriteString("\n")
 	}
@@ -161,8 +171,8 @@ func markdown(res *Results) string {
 	}
 	if rc := res.Retention; rc != nil {
 		fmt.Fprintf(&b, "### Retention during load (pool, %s %% of saturation, -retention %s)\n\n", f0(rc.RatePct), rc.Retention)
-		fmt.Fprintf(&b, "POST p99 without retention %s ms, with %s ms: ×%s. Old spans before: %d, deleted: %d, left: %d. Spans accepted during the two steps stored: %d of %d. Orphaned annotations: %d. Retention conflicts retried: %.0f.\n\n",
-			f1(rc.P99Without), f1(rc.P99With), f2(rc.Ratio), rc.SpansBefore, rc.DeletedDuringStep, rc.OldSpansLeft,
+		fmt.Fprintf(&b, "POST p99 without retention %s ms, with %s ms: ×%s. Old spans before: %d, deleted during the step: %d, deleted in all: %d, left: %d. Spans accepted during the two steps stored: %d of %d. Orphaned annotations: %d. Retention conflicts retried: %.0f.\n\n",
+			f1(rc.P99Without), f1(rc.P99With), f2(rc.Ratio), rc.SpansBefore, rc.DeletedInStep, rc.DeletedDuringStep, rc.OldSpansLeft,
 			rc.YoungStored, rc.YoungExpected, rc.OrphanAnnotations, rc.RetentionConflicts)
 	}
 	return b.String()
