@@ -168,6 +168,14 @@ type env struct {
 
 func setup(ctx context.Context, o *options) (*env, error) {
 	e := &env{o: o}
+	for _, b := range []struct{ bin, pkg string }{{"taskset", "util-linux"}, {"wrk", "wrk"}, {"go", "golang"}} {
+		if _, err := exec.LookPath(b.bin); err != nil {
+			if b.bin == "wrk" && o.queryBench {
+				continue
+			}
+			return nil, fmt.Errorf("%s not found on PATH: install it (Debian: apt-get install %s)", b.bin, b.pkg)
+		}
+	}
 	var err error
 	if e.tmp, err = os.MkdirTemp("", "sqlpool-load-bin."); err != nil {
 		return nil, err
