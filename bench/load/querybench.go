@@ -26,8 +26,9 @@ import (
 type closedLoad struct {
 	BaseURL      string
 	Conns        int
-	Total        int
-	SpreadMicros int64 // start times uniform over [now-SpreadMicros, now)
+	Total        int           // traces to send (0: until Duration)
+	Duration     time.Duration // stop sending after this (0: until Total)
+	SpreadMicros int64         // start times uniform over [now-SpreadMicros, now)
 	Seed         uint64
 }
 
@@ -56,7 +57,7 @@ func (c *closedLoad) run(ctx context.Context) (LoadResult, error) {
 			defer wg.Done()
 			for {
 				i := next.Add(1) - 1
-				if i >= int64(c.Total) || ctx.Err() != nil {
+				if c.Total > 0 && i >= int64(c.Total) || c.Duration > 0 && time.Since(t0) > c.Duration || ctx.Err() != nil {
 					return
 				}
 				seed := c.Seed + uint64(i)
@@ -97,7 +98,11 @@ func (c *closedLoad) run(ctx context.Context) (LoadResult, error) {
 	}
 	wg.Wait()
 	el := time.Since(t0).Seconds()
-	return LoadResult{Traces: c.Total, Rejected: rejected.Load(), Seconds: el, PostsPerS: float64(c.Total) / el}, firstErr
+	sent := c.Total
+	if c.Total == 0 {
+		sent = int(next.Load()) - c.Conns // each worker drew one index it did not send
+	}
+	return LoadResult{Traces: sent, Rejected: rejected.Load(), Seconds: el, PostsPerS: float64(sent) / el}, firstErr
 }
 
 // runClosedLoad runs a closedLoad in a generator process on the load CPUs

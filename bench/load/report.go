@@ -116,7 +116,7 @@ func markdown(res *Results) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Run: %s, %s → %s (%s)\n\n", res.Command, res.Started.Format(time.RFC3339),
 		res.Finished.Format("15:04:05"), res.Finished.Sub(res.Started).Round(time.Second))
-	fmt.Fprintf(&b, "Machine: %s. MariaDB %s, innodb_buffer_pool_size=%s, durable commits (defaults). CPUs: mariadbd %s, zipkin-mysql %s, wrk and generator %s. MYSQL_MAX_CONNECTIONS=%d and -queue-spans %d for every configuration. Steps of %.0f s (open loop: the first second not recorded); query mix %.0f GETs/s alongside the POSTs. Saturation rate (pool, closed loop, stored spans/10): %.0f requests/s.\n\n",
+	fmt.Fprintf(&b, "Machine: %s. MariaDB %s, innodb_buffer_pool_size=%s, durable commits (defaults). CPUs: mariadbd %s, zipkin-mysql %s, wrk and generator %s. MYSQL_MAX_CONNECTIONS=%d and -queue-spans %d for every configuration. Steps of %.0f s (open loop: the first second not recorded); query mix %.0f GETs/s alongside the POSTs. Saturation rate (stored spans/s ÷ 10 of the pool's first closed-loop run with backoff, or under wrk if higher): %.0f requests/s.\n\n",
 		res.Machine, res.MariaDB, res.BufferPool, res.CPUs["mariadbd"], res.CPUs["zipkin-mysql"], res.CPUs["wrk+generator"],
 		res.MaxConns, res.QueueSpans, res.StepSeconds, res.QueryRate, res.SaturationRPS)
 	var configs []string
@@ -136,6 +136,8 @@ func markdown(res *Results) string {
 			step := "wrk (closed)"
 			off := "—"
 			switch r.Kind {
+			case "closed-backoff":
+				step = "closed, 20 ms backoff on 503 (saturation probe)"
 			case "open":
 				step, off = f0(r.RatePct)+" %", f0(r.Offered)
 			case "open-baseline":
