@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -75,45 +76,21 @@ func runLoad(ctx context.Context, o *options) error {
 		CPUs:        map[string]string{"mariadbd": o.cpusDB, "zipkin-mysql": o.cpusServer, "wrk+generator": o.cpusLoad},
 		StepSeconds: o.step.Seconds(), SaturationRPS: o.saturation,
 	}
-	// The interleaved schedule: pool and database-sql alternate which goes
-	// first; none runs once, in the first round.
-	type slot struct {
-		config string
-		run    int
-	}
-	var schedule []slot
-	has := func(c string) bool {
-		for _, x := range o.configs {
-			if x == c {
-				return true
-			}
-		}
-		return false
-	}
-	for run := 1; run <= o.runs; run++ {
-		pair := []string{"pool", "database-sql"}
-		if run%2 == 0 {
-			pair = []string{"database-sql", "pool"}
-		}
-		for _, c := range pair {
-			if has(c) {
-				schedule = append(schedule, slot{c, run})
-			}
-		}
-		if run == 1 && has("none") {
-			schedule = append(schedule, slot{"none", 1})
+	has := func(c string) bool { return slices.Contains(o.configs, c) }
+	var configs []string // pool first: the saturation rate is measured on it
+	for _, c := range []string{"pool", "database-sql", "none"} {
+		if has(c) {
+			configs = append(configs, c)
 		}
 	}
-	if res.SaturationRPS == 0 && (len(schedule) == 0 || schedule[0].config == "none") {
+	if res.SaturationRPS == 0 && (len(configs) == 0 || configs[0] == "none") {
 		return fmt.Errorf("the saturation rate is measured on the first configuration with storage; include pool or database-sql, or pass -saturation")
 	}
-	for _, sl := range schedule {
-		rows, err := e.runConfig(ctx, res, sl.config, sl.run)
-		res.Rows = append(res.Rows, rows...)
-		if err != nil {
-			return err
-		}
-		writeResults(o.out, res)
+	rows, err := e.interleaved(ctx, res, configs)
+	res.Rows = append(res.Rows, rows...)
+	writeResults(o.out, res)
+	if err != nil {
+		return err
 	}
 	if o.retention && has("pool") {
 		rc, rows, err := e.retentionCheck(ctx, res)
@@ -142,10 +119,11 @@ func runLoad(ctx context.Context, o *options) error {
 // server's and MariaDB's processes and counting zipkin_spans.
 func (e *env) measure(ctx context.Context, row *Row, s *serverProc, step func() error) error {
 	row.Load1 = loadAvg()
-	c0, err := e.mdb.countSpans(ctx, "zipkin")
+	c0, err := e.mdb.countSpans(ctx, s.db)
 	if err != nil {
 		return err
 	}
+	del0, _ := s.metric("zipkin_retention_spans_deleted_total")
 	d0, _ := s.metric("zipkin_mysql_deadlocks_total")
 	l0, _ := s.metric("zipkin_mysql_lock_wait_timeouts_total")
 	ws, wd := watchProc(s.pid()), watchProc(e.mdb.pid())
@@ -156,27 +134,85 @@ func (e *env) measure(ctx context.Context, row *Row, s *serverProc, step func() 
 	d1, _ := s.metric("zipkin_mysql_deadlocks_total")
 	l1, _ := s.metric("zipkin_mysql_lock_wait_timeouts_total")
 	row.Deadlocks, row.LockWaits = int64(d1-d0), int64(l1-l0)
-	c1, err := e.mdb.countSpans(ctx, "zipkin")
+	c1, err := e.mdb.countSpans(ctx, s.db)
 	if err != nil {
 		return err
 	}
-	row.StoredSpans = float64(c1-c0) / el.Seconds()
+	del1, _ := s.metric("zipkin_retention_spans_deleted_total")
+	// Spans retention deleted meanwhile were stored too.
+	row.StoredSpans = (float64(c1-c0) + del1 - del0) / el.Seconds()
 	return serr
 }
 
-func (e *env) runConfig(ctx context.Context, res *Results, config string, run int) ([]Row, error) {
+// interleaved runs the configurations side by side: one server each (own
+// database, all started before the first step), a closed-loop wrk run
+// each, then for every run and every offered rate one open-loop step per
+// configuration, back to back, pool and database-sql alternating which
+// goes first (none only in the first run). Neighbouring steps of the
+// configurations compared are therefore seconds apart, so that the load
+// other processes put on the machine, which drifts over minutes, falls on
+// both alike.
+func (e *env) interleaved(ctx context.Context, res *Results, configs []string) ([]Row, error) {
 	o := e.o
-	s, err := e.startServer(ctx, config)
-	if err != nil {
-		return nil, err
+	servers := map[string]*serverProc{}
+	defer func() {
+		for _, s := range servers {
+			s.stop()
+		}
+		e.server = nil
+	}()
+	for _, c := range configs {
+		s, err := e.startServer(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		servers[c] = s
+		logf("%s: server pid %d at %s, database %s", c, s.pid(), s.base, s.db)
 	}
-	defer func() { s.stop(); e.server = nil }()
-	logf("%s run %d: server pid %d at %s", config, run, s.pid(), s.base)
+	e.server = nil
 	var rows []Row
+	for _, c := range configs {
+		r, err := e.closedLoop(ctx, res, c, servers[c])
+		rows = append(rows, r...)
+		if err != nil {
+			return rows, err
+		}
+	}
+	for run := 1; run <= o.runs; run++ {
+		for i, pct := range o.rates {
+			order := slices.Clone(configs)
+			if (run+i)%2 == 0 && len(order) >= 2 && order[0] == "pool" && order[1] == "database-sql" {
+				order[0], order[1] = order[1], order[0]
+			}
+			for _, c := range order {
+				if c == "none" && run > 1 {
+					continue
+				}
+				if ctx.Err() != nil {
+					return rows, ctx.Err()
+				}
+				r, err := e.openStep(ctx, res, c, run, pct, servers[c])
+				if err != nil {
+					return rows, err
+				}
+				rows = append(rows, r)
+			}
+		}
+		res.Rows = rows
+		writeResults(o.out, res)
+		res.Rows = nil
+	}
+	return rows, nil
+}
 
-	w := Row{Config: config, Run: run, Kind: "wrk"}
+// closedLoop runs wrk against config's server and, when the saturation
+// rate is not known yet, measures it.
+func (e *env) closedLoop(ctx context.Context, res *Results, config string, s *serverProc) ([]Row, error) {
+	o := e.o
+	var rows []Row
+	w := Row{Config: config, Run: 1, Kind: "wrk"}
 	var wr WrkResult
-	err = e.measure(ctx, &w, s, func() error {
+	err := e.measure(ctx, &w, s, func() error {
 		var err error
 		wr, err = runWrk(ctx, e.tmp, o.cpusLoad, s.base, o.wrkConns, o.step)
 		return err
@@ -191,16 +227,16 @@ func (e *env) runConfig(ctx context.Context, res *Results, config string, run in
 	w.Latency = Latency{N: int(wr.Requests), P50: float64(wr.P50Us) / 1e3, P99: float64(wr.P99Us) / 1e3,
 		P999: float64(wr.P999Us) / 1e3, Max: float64(wr.MaxUs) / 1e3}
 	rows = append(rows, w)
-	logf("%s run %d wrk: %.0f req/s, %d×503, stored %.0f spans/s, p99 %.1f ms", config, run, w.RPS, w.Rejected, w.StoredSpans, w.Latency.P99)
+	logf("%s wrk: %.0f req/s, %d×503, stored %.0f spans/s, p99 %.1f ms", config, w.RPS, w.Rejected, w.StoredSpans, w.Latency.P99)
 	s.drain(ctx, 60*time.Second)
 	if res.SaturationRPS == 0 {
-		// wrk answers every 503 with another request at once: tens of
-		// thousands of rejected requests a second on the load CPU, which
-		// MariaDB shares, so the storage rate under wrk understates what
-		// the storage can do. The saturation rate is measured with clients
-		// that behave like Zipkin reporters under back-pressure instead:
-		// 16 connections, each waiting 20 ms after a 503.
-		p := Row{Config: config, Run: run, Kind: "closed-backoff"}
+		// wrk answers every 503 with another request at once: thousands of
+		// rejected requests a second on the load CPU, which MariaDB
+		// shares. The saturation rate is also measured with clients that
+		// behave like Zipkin reporters under back-pressure — 16
+		// connections, each waiting 20 ms after a 503 — and the higher of
+		// the two storage rates is used.
+		p := Row{Config: config, Run: 1, Kind: "closed-backoff"}
 		var lr LoadResult
 		err := e.measure(ctx, &p, s, func() error {
 			b, _ := json.Marshal(closedLoad{BaseURL: s.base, Conns: 16, Duration: o.step, Seed: 7})
@@ -211,39 +247,38 @@ func (e *env) runConfig(ctx context.Context, res *Results, config string, run in
 		}
 		p.RPS, p.Accepted, p.Rejected = lr.PostsPerS, int64(lr.Traces), lr.Rejected
 		rows = append(rows, p)
-		if p.StoredSpans <= 0 {
-			return rows, fmt.Errorf("%s stored no spans during the closed loop: see %s", config, s.log.Name())
+		if max(p.StoredSpans, w.StoredSpans) <= 0 {
+			return rows, fmt.Errorf("%s stored no spans during the closed loops: see %s", config, s.log.Name())
 		}
 		res.SaturationRPS = max(p.StoredSpans, w.StoredSpans) / SpansPerTrace
 		logf("saturation rate: %.0f requests/s (stored spans/s: %.0f in the closed loop with backoff, %.0f under wrk)",
 			res.SaturationRPS, p.StoredSpans, w.StoredSpans)
 		s.drain(ctx, 60*time.Second)
 	}
-
-	for _, pct := range o.rates {
-		if ctx.Err() != nil {
-			return rows, ctx.Err()
-		}
-		rate := res.SaturationRPS * pct / 100
-		r := Row{Config: config, Run: run, Kind: "open", RatePct: pct, Offered: rate}
-		var sr StepResult
-		err := e.measure(ctx, &r, s, func() error {
-			var err error
-			sr, err = e.runOpenLoop(ctx, openLoop{BaseURL: s.base, Rate: rate, Duration: o.step,
-				QueryRate: o.queryRate, Seed: uint64(run*1000) + uint64(pct),
-				WarmUp: time.Second, CountDSN: e.countDSN(config)})
-			return err
-		})
-		if err != nil {
-			return rows, err
-		}
-		fillOpen(&r, sr)
-		rows = append(rows, r)
-		logf("%s run %d %3.0f%% (%.0f/s): %.0f done/s, %d×503, %d errors, stored %.0f spans/s, p50 %.1f p99 %.1f max %.0f ms, server cpu %.0f%%",
-			config, run, pct, rate, r.RPS, r.Rejected, r.Errors, r.StoredSpans, r.Latency.P50, r.Latency.P99, r.Latency.Max, r.Server.CPUPercent)
-		s.drain(ctx, 60*time.Second)
-	}
 	return rows, nil
+}
+
+// openStep runs one open-loop step at pct of the saturation rate.
+func (e *env) openStep(ctx context.Context, res *Results, config string, run int, pct float64, s *serverProc) (Row, error) {
+	o := e.o
+	rate := res.SaturationRPS * pct / 100
+	r := Row{Config: config, Run: run, Kind: "open", RatePct: pct, Offered: rate}
+	var sr StepResult
+	err := e.measure(ctx, &r, s, func() error {
+		var err error
+		sr, err = e.runOpenLoop(ctx, openLoop{BaseURL: s.base, Rate: rate, Duration: o.step,
+			QueryRate: o.queryRate, Seed: uint64(run*1000) + uint64(pct),
+			WarmUp: time.Second, CountDSN: e.countDSN(config)})
+		return err
+	})
+	if err != nil {
+		return r, err
+	}
+	fillOpen(&r, sr)
+	logf("%s run %d %3.0f%% (%.0f/s): %.0f done/s, %d×503, %d errors, stored %.0f spans/s, p50 %.1f p99 %.1f max %.0f ms, server cpu %.0f%%",
+		config, run, pct, rate, r.RPS, r.Rejected, r.Errors, r.StoredSpans, r.Latency.P50, r.Latency.P99, r.Latency.Max, r.Server.CPUPercent)
+	s.drain(ctx, 60*time.Second)
+	return r, nil
 }
 
 // countDSN is where the generator counts stored spans ("" for none).
@@ -251,7 +286,7 @@ func (e *env) countDSN(config string) string {
 	if config == "none" {
 		return ""
 	}
-	return e.mdb.dsn("zipkin")
+	return e.mdb.dsn(dbFor(config))
 }
 
 func fillOpen(r *Row, sr StepResult) {
@@ -309,12 +344,16 @@ func (e *env) retentionCheck(ctx context.Context, res *Results) (*RetentionCheck
 	logf("retention: preloaded %d traces 2-3 h old", pre.Accepted)
 	var rows []Row
 	step := func(srv *serverProc, kind string, seed uint64) (Row, error) {
+		countDSN := e.countDSN("pool")
+		if kind == "open+retention" {
+			countDSN = "" // measure counts, adding what retention deleted
+		}
 		r := Row{Config: "pool", Run: 1, Kind: kind, RatePct: pct, Offered: rate}
 		var sr StepResult
 		err := e.measure(ctx, &r, srv, func() error {
 			var err error
 			sr, err = e.runOpenLoop(ctx, openLoop{BaseURL: srv.base, Rate: rate, Duration: o.step,
-				QueryRate: o.queryRate, Seed: seed, WarmUp: time.Second, CountDSN: e.countDSN("pool")})
+				QueryRate: o.queryRate, Seed: seed, WarmUp: time.Second, CountDSN: countDSN})
 			return err
 		})
 		fillOpen(&r, sr)
@@ -339,7 +378,7 @@ func (e *env) retentionCheck(ctx context.Context, res *Results) (*RetentionCheck
 		return n
 	}
 	cutoff := time.Hour
-	before := q("SELECT COUNT(*) FROM zipkin.zipkin_spans WHERE start_ts < ?", time.Now().Add(-cutoff).UnixMicro())
+	before := q("SELECT COUNT(*) FROM "+s.db+".zipkin_spans WHERE start_ts < ?", time.Now().Add(-cutoff).UnixMicro())
 	s, err = e.startServerKeep(ctx, "pool", "-retention", "1h", "-retention-interval", "1s")
 	if err != nil {
 		return nil, rows, err
@@ -354,7 +393,7 @@ func (e *env) retentionCheck(ctx context.Context, res *Results) (*RetentionCheck
 	inStep, _ := s.metric("zipkin_retention_spans_deleted_total")
 	// Let retention finish what is left before checking.
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline) && ctx.Err() == nil; {
-		if q("SELECT COUNT(*) FROM zipkin.zipkin_spans WHERE start_ts < ?", time.Now().Add(-cutoff).UnixMicro()) == 0 {
+		if q("SELECT COUNT(*) FROM "+s.db+".zipkin_spans WHERE start_ts < ?", time.Now().Add(-cutoff).UnixMicro()) == 0 {
 			break
 		}
 		time.Sleep(time.Second)
@@ -367,12 +406,12 @@ func (e *env) retentionCheck(ctx context.Context, res *Results) (*RetentionCheck
 	rc.RetentionDeletes, _ = s.metric("zipkin_retention_spans_deleted_total")
 	rc.RetentionConflicts, _ = s.metric("zipkin_retention_retries_total")
 	now := time.Now()
-	rc.OldSpansLeft = q("SELECT COUNT(*) FROM zipkin.zipkin_spans WHERE start_ts < ?", now.Add(-cutoff).UnixMicro())
-	rc.YoungStored = q("SELECT COUNT(*) FROM zipkin.zipkin_spans WHERE start_ts >= ?", now.Add(-cutoff).UnixMicro())
+	rc.OldSpansLeft = q("SELECT COUNT(*) FROM "+s.db+".zipkin_spans WHERE start_ts < ?", now.Add(-cutoff).UnixMicro())
+	rc.YoungStored = q("SELECT COUNT(*) FROM "+s.db+".zipkin_spans WHERE start_ts >= ?", now.Add(-cutoff).UnixMicro())
 	rc.YoungExpected = (base.AcceptedAll + with.AcceptedAll) * SpansPerTrace
 	rc.DeletedDuringStep = before - rc.OldSpansLeft
-	rc.OrphanAnnotations = q(`SELECT COUNT(*) FROM zipkin.zipkin_annotations a LEFT JOIN zipkin.zipkin_spans s
-		ON s.trace_id_high = a.trace_id_high AND s.trace_id = a.trace_id AND s.id = a.span_id WHERE s.id IS NULL`)
+	rc.OrphanAnnotations = q("SELECT COUNT(*) FROM " + s.db + ".zipkin_annotations a LEFT JOIN " + s.db + ".zipkin_spans s" +
+		" ON s.trace_id_high = a.trace_id_high AND s.trace_id = a.trace_id AND s.id = a.span_id WHERE s.id IS NULL")
 	logf("retention: p99 %.1f → %.1f ms (×%.2f); deleted %d of %d old spans; young stored %d of %d expected; orphan annotations %d",
 		rc.P99Without, rc.P99With, rc.Ratio, rc.DeletedDuringStep, before, rc.YoungStored, rc.YoungExpected, rc.OrphanAnnotations)
 	return rc, rows, nil

@@ -225,12 +225,17 @@ func moduleRoot() (string, error) {
 
 // serverProc is one zipkin-mysql process.
 type serverProc struct {
+	db     string // its database
 	cmd    *exec.Cmd
 	base   string // http://127.0.0.1:port
 	pprof  string // host:port of the pprof listener, if any
 	log    *os.File
 	exited chan struct{}
 }
+
+// dbFor is the database of a configuration: each has its own, so that
+// servers of several configurations can run side by side.
+func dbFor(config string) string { return "zipkin_" + strings.ReplaceAll(config, "-", "_") }
 
 // configArgs maps a configuration name to zipkin-mysql flags.
 func configArgs(name string) []string {
@@ -255,8 +260,8 @@ func freePort() (int, error) {
 // startServer starts zipkin-mysql with a fresh database (dropped and
 // created) and waits until /health answers 200.
 func (e *env) startServer(ctx context.Context, config string, extra ...string) (*serverProc, error) {
-	if err := e.mdb.resetDatabase(ctx, "zipkin"); err != nil {
-		return nil, fmt.Errorf("resetting database zipkin: %w", err)
+	if err := e.mdb.resetDatabase(ctx, dbFor(config)); err != nil {
+		return nil, fmt.Errorf("resetting database %s: %w", dbFor(config), err)
 	}
 	return e.startServerKeep(ctx, config, extra...)
 }
@@ -268,16 +273,16 @@ func (e *env) startServerKeep(ctx context.Context, config string, extra ...strin
 		return nil, err
 	}
 	args := []string{"-c", e.o.cpusServer, e.bin, "-listen", "127.0.0.1:" + strconv.Itoa(port),
-		"-dsn", e.mdb.dsn("zipkin"), "-init-schema", "-log-format", "json", "-queue-spans", strconv.Itoa(e.o.queueSpans)}
+		"-dsn", e.mdb.dsn(dbFor(config)), "-init-schema", "-log-format", "json", "-queue-spans", strconv.Itoa(e.o.queueSpans)}
 	args = append(args, configArgs(config)...)
 	args = append(args, extra...)
-	s := &serverProc{base: "http://127.0.0.1:" + strconv.Itoa(port), exited: make(chan struct{})}
+	s := &serverProc{base: "http://127.0.0.1:" + strconv.Itoa(port), exited: make(chan struct{}), db: dbFor(config)}
 	for i, a := range extra {
 		if a == "-pprof" && i+1 < len(extra) {
 			s.pprof = extra[i+1]
 		}
 	}
-	s.log, err = os.Create(filepath.Join(e.o.out, "server-"+config+".log"))
+	s.log, err = os.OpenFile(filepath.Join(e.o.out, "server-"+config+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}

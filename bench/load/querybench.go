@@ -117,7 +117,7 @@ func (e *env) runClosedLoad(ctx context.Context, c closedLoad, want int64) (floa
 	}
 	deadline := time.Now().Add(30 * time.Minute)
 	for {
-		n, err := e.mdb.countSpans(ctx, "zipkin")
+		n, err := e.mdb.countSpans(ctx, dbFor("pool"))
 		if err != nil {
 			return 0, lr, err
 		}
@@ -184,7 +184,7 @@ func runQueryBench(ctx context.Context, o *options) error {
 
 	// 1. What the additions cost per write: the same traces into a fresh
 	// database with and without them, interleaved.
-	res.WriteCostSpans = min(100_000, o.spans/5)
+	res.WriteCostSpans = min(50_000, o.spans/20)
 	if o.quick {
 		res.WriteCostSpans = min(20_000, res.WriteCostSpans)
 	}
@@ -192,7 +192,7 @@ func runQueryBench(ctx context.Context, o *options) error {
 	for round := 0; round < 2; round++ {
 		for _, add := range []bool{true, false} {
 			sample()
-			if err := e.mdb.resetDatabase(ctx, "zipkin"); err != nil {
+			if err := e.mdb.resetDatabase(ctx, dbFor("pool")); err != nil {
 				return err
 			}
 			var extra []string
@@ -226,7 +226,7 @@ func runQueryBench(ctx context.Context, o *options) error {
 
 	// 2. The million spans, through the HTTP API, with the additions.
 	sample()
-	if err := e.mdb.resetDatabase(ctx, "zipkin"); err != nil {
+	if err := e.mdb.resetDatabase(ctx, dbFor("pool")); err != nil {
 		return err
 	}
 	s, err := e.startServerKeep(ctx, "pool")
@@ -241,7 +241,7 @@ func runQueryBench(ctx context.Context, o *options) error {
 	}
 	res.LoadSpansPerS, res.LoadRejected = rate, lr.Rejected
 	logf("loaded %d spans at %.0f spans/s (%d×503 retried)", o.spans, rate, lr.Rejected)
-	_, _ = e.mdb.db.ExecContext(ctx, "ANALYZE TABLE zipkin.zipkin_spans, zipkin.zipkin_annotations, zipkin.zipkin_names, zipkin.zipkin_service_spans")
+	_, _ = e.mdb.db.ExecContext(ctx, "ANALYZE TABLE "+dbFor("pool")+".zipkin_spans, "+dbFor("pool")+".zipkin_annotations, "+dbFor("pool")+".zipkin_names, "+dbFor("pool")+".zipkin_service_spans")
 	save()
 
 	reps := 200
@@ -256,7 +256,7 @@ func runQueryBench(ctx context.Context, o *options) error {
 	e.server = nil
 
 	// 3. The same lookups on Zipkin's schema: drop the additions.
-	if _, err := e.mdb.db.ExecContext(ctx, "DROP TABLE zipkin.zipkin_names, zipkin.zipkin_service_spans"); err != nil {
+	if _, err := e.mdb.db.ExecContext(ctx, "DROP TABLE "+dbFor("pool")+".zipkin_names, "+dbFor("pool")+".zipkin_service_spans"); err != nil {
 		return err
 	}
 	s, err = e.startServerKeep(ctx, "pool", "-init-schema=false")
@@ -276,7 +276,7 @@ func runQueryBench(ctx context.Context, o *options) error {
 
 // zipkinOnlySchema creates Zipkin's three tables without the additions.
 func zipkinOnlySchema(ctx context.Context, m *mariaDB) error {
-	db, err := sql.Open("mysql", m.dsn("zipkin"))
+	db, err := sql.Open("mysql", m.dsn(dbFor("pool")))
 	if err != nil {
 		return err
 	}
@@ -354,7 +354,7 @@ func explain(ctx context.Context, e *env, file string) {
 		{"getRemoteServiceNames, Zipkin's query", fmt.Sprintf("SELECT DISTINCT s.remote_service_name FROM zipkin_spans s JOIN zipkin_annotations a ON s.trace_id_high = a.trace_id_high AND s.trace_id = a.trace_id AND s.id = a.span_id WHERE a.endpoint_service_name = '%s' AND a.a_type <> 0 AND s.remote_service_name IS NOT NULL AND s.remote_service_name <> ''", svc)},
 		{"getTraces(service, 1 h, limit 10), Zipkin's query", fmt.Sprintf("SELECT DISTINCT s.trace_id_high, s.trace_id, MAX(s.start_ts) FROM zipkin_spans s JOIN zipkin_annotations a ON s.trace_id_high = a.trace_id_high AND s.trace_id = a.trace_id AND s.id = a.span_id WHERE s.start_ts BETWEEN %d AND %d AND a.endpoint_service_name IS NOT NULL AND a.endpoint_service_name <> '' AND a.a_type <> 0 AND a.endpoint_service_name = '%s' GROUP BY s.trace_id_high, s.trace_id ORDER BY MAX(s.start_ts) DESC LIMIT 10", begin, now, svc)},
 	}
-	db, err := sql.Open("mysql", e.mdb.dsn("zipkin"))
+	db, err := sql.Open("mysql", e.mdb.dsn(dbFor("pool")))
 	if err != nil {
 		return
 	}
