@@ -59,7 +59,7 @@ type Results struct {
 	SaturationRPS float64           `json:"saturation_rps"`
 	Rows          []Row             `json:"rows"`
 	Ratios        []Ratio           `json:"ratios"`
-	Retention     *RetentionCheck   `json:"retention,omitempty"`
+	Retention     []*RetentionCheck `json:"retention,omitempty"`
 	Profiles      map[string]string `json:"profiles,omitempty"`
 }
 
@@ -93,11 +93,18 @@ func runLoad(ctx context.Context, o *options) error {
 		return err
 	}
 	if o.retention && has("pool") {
-		rc, rows, err := e.retentionCheck(ctx, res)
-		res.Rows = append(res.Rows, rows...)
-		res.Retention = rc
-		if err != nil {
-			return err
+		// Pairs of steps without and with retention, each on a fresh
+		// database with old data: as many as the open-loop runs.
+		for pair := 1; pair <= o.runs; pair++ {
+			rc, rows, err := e.retentionCheck(ctx, res, pair)
+			res.Rows = append(res.Rows, rows...)
+			if rc != nil {
+				res.Retention = append(res.Retention, rc)
+			}
+			if err != nil {
+				return err
+			}
+			writeResults(o.out, res)
 		}
 	}
 	if o.profile && has("pool") {
@@ -324,7 +331,7 @@ type RetentionCheck struct {
 // -retention 1h deleting the old spans while the step's ingest goes on.
 // Afterwards it checks that no old span is left, that every span accepted
 // during both steps is stored, and that no annotation lost its span.
-func (e *env) retentionCheck(ctx context.Context, res *Results) (*RetentionCheck, []Row, error) {
+func (e *env) retentionCheck(ctx context.Context, res *Results, pair int) (*RetentionCheck, []Row, error) {
 	o := e.o
 	pct := 50.0
 	rate := res.SaturationRPS * pct / 100
@@ -348,7 +355,7 @@ func (e *env) retentionCheck(ctx context.Context, res *Results) (*RetentionCheck
 		if kind == "open+retention" {
 			countDSN = "" // measure counts, adding what retention deleted
 		}
-		r := Row{Config: "pool", Run: 1, Kind: kind, RatePct: pct, Offered: rate}
+		r := Row{Config: "pool", Run: pair, Kind: kind, RatePct: pct, Offered: rate}
 		var sr StepResult
 		err := e.measure(ctx, &r, srv, func() error {
 			var err error
@@ -360,7 +367,7 @@ func (e *env) retentionCheck(ctx context.Context, res *Results) (*RetentionCheck
 		logf("pool %s %.0f%%: stored %.0f spans/s, p50 %.1f p99 %.1f ms", kind, pct, r.StoredSpans, r.Latency.P50, r.Latency.P99)
 		return r, err
 	}
-	base, err := step(s, "open-baseline", 77)
+	base, err := step(s, "open-baseline", 77+uint64(pair)*10)
 	s.drain(ctx, 60*time.Second)
 	s.stop()
 	e.server = nil
@@ -384,7 +391,7 @@ func (e *env) retentionCheck(ctx context.Context, res *Results) (*RetentionCheck
 		return nil, rows, err
 	}
 	defer func() { s.stop(); e.server = nil }()
-	with, err := step(s, "open+retention", 78)
+	with, err := step(s, "open+retention", 78+uint64(pair)*10)
 	if err != nil {
 		return nil, rows, err
 	}

@@ -171,11 +171,17 @@ func markdown(res *Results) string {
 	if q := queryTable(res.Rows); q != "" {
 		b.WriteString(q)
 	}
-	if rc := res.Retention; rc != nil {
-		fmt.Fprintf(&b, "### Retention during load (pool, %s %% of saturation, -retention %s)\n\n", f0(rc.RatePct), rc.Retention)
-		fmt.Fprintf(&b, "POST p99 without retention %s ms, with %s ms: ×%s. Old spans before: %d, deleted during the step: %d, deleted in all: %d, left: %d. Spans accepted during the two steps stored: %d of %d. Orphaned annotations: %d. Retention conflicts retried: %.0f.\n\n",
-			f1(rc.P99Without), f1(rc.P99With), f2(rc.Ratio), rc.SpansBefore, rc.DeletedInStep, rc.DeletedDuringStep, rc.OldSpansLeft,
-			rc.YoungStored, rc.YoungExpected, rc.OrphanAnnotations, rc.RetentionConflicts)
+	if len(res.Retention) > 0 {
+		rc0 := res.Retention[0]
+		fmt.Fprintf(&b, "### Retention during load (pool, %s %% of saturation, -retention %s; one pair of steps per line, each on a fresh database)\n\n", f0(rc0.RatePct), rc0.Retention)
+		b.WriteString("| pair | p99 without ms | p99 with ms | ratio | old spans | deleted during the step | left | accepted spans stored | orphaned annotations | retention retries |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		var ratios []float64
+		for i, rc := range res.Retention {
+			ratios = append(ratios, rc.Ratio)
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %d | %d | %d | %d of %d | %d | %.0f |\n", i+1, f1(rc.P99Without), f1(rc.P99With), f2(rc.Ratio),
+				rc.SpansBefore, rc.DeletedInStep, rc.OldSpansLeft, rc.YoungStored, rc.YoungExpected, rc.OrphanAnnotations, rc.RetentionConflicts)
+		}
+		fmt.Fprintf(&b, "\nMedian p99 ratio with/without retention: ×%s.\n\n", f2(median(ratios)))
 	}
 	return b.String()
 }
