@@ -84,12 +84,12 @@ func ParseTraceID(s string) (TraceID, error) {
 		return TraceID{}, &IDError{"traceId", s, s + " should be lower-hex encoded with no prefix"}
 	}
 	var t TraceID
+	lo := s
 	if len(s) > 16 {
-		hi := s[:len(s)-16]
-		t.High, _ = strconv.ParseUint(hi, 16, 64)
-		s = s[len(s)-16:]
+		t.High, _ = strconv.ParseUint(s[:len(s)-16], 16, 64)
+		lo = s[len(s)-16:]
 	}
-	t.Low, _ = strconv.ParseUint(s, 16, 64)
+	t.Low, _ = strconv.ParseUint(lo, 16, 64)
 	if t.IsZero() {
 		return TraceID{}, &IDError{"traceId", s, "traceId is all zeros"}
 	}

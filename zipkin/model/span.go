@@ -1,7 +1,9 @@
 package model
 
 import (
+	"cmp"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -103,13 +105,9 @@ func (s *Span) Normalize() {
 	s.LocalEndpoint = normalizeEndpoint(s.LocalEndpoint)
 	s.RemoteEndpoint = normalizeEndpoint(s.RemoteEndpoint)
 	if len(s.Annotations) > 1 {
-		sort.SliceStable(s.Annotations, func(i, j int) bool {
-			a, b := s.Annotations[i], s.Annotations[j]
-			if a.Timestamp != b.Timestamp {
-				return a.Timestamp < b.Timestamp
-			}
-			return a.Value < b.Value
-		})
+		if !slices.IsSortedFunc(s.Annotations, compareAnnotations) {
+			slices.SortStableFunc(s.Annotations, compareAnnotations)
+		}
 		out := s.Annotations[:1]
 		for _, a := range s.Annotations[1:] {
 			if a != out[len(out)-1] {
@@ -124,6 +122,14 @@ func (s *Span) Normalize() {
 	if len(s.Tags) == 0 {
 		s.Tags = nil
 	}
+}
+
+// compareAnnotations orders annotations by timestamp, then value.
+func compareAnnotations(a, b Annotation) int {
+	if c := cmp.Compare(a.Timestamp, b.Timestamp); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Value, b.Value)
 }
 
 func normalizeEndpoint(e *Endpoint) *Endpoint {
