@@ -139,7 +139,7 @@ func (p *Pool) check(ctx context.Context, e *entry, now int64, dl *deadline) Clo
 	// after it, and borrowed (or, never borrowed, dialled) after it. One that was out on loan
 	// when the report came was returned after it, so lastAlive is recent, but its borrower may
 	// not have used it since the server restarted under it.
-	gone := p.goneAt.Load()
+	gone := p.goneFor(e)
 	if alive := e.lastAlive; p.trusted(now, alive) && alive >= gone && max(e.borrowedAt, e.createdAt) >= gone {
 		return ""
 	}
@@ -185,6 +185,11 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 		waiterPool.Put(w)
 		return nil, ErrClosed
 	}
+	if p.unavailable.Load() != nil { // SetUnavailable (hosts.go)
+		s.mu.Unlock()
+		waiterPool.Put(w)
+		return nil, p.unavailableErr()
+	}
 	if mw := p.cfg.MaxWaiters; mw < 0 || (mw > 0 && s.nwait >= mw) {
 		s.mu.Unlock()
 		waiterPool.Put(w)
@@ -214,6 +219,11 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 				s.mu.Unlock()
 				waiterPool.Put(w)
 				return nil, ErrClosed
+			}
+			if p.unavailable.Load() != nil { // SetUnavailable (hosts.go)
+				s.mu.Unlock()
+				waiterPool.Put(w)
+				return nil, p.unavailableErr()
 			}
 			// A running goroutine barged in; keep our place at the head.
 			w.barged = true

@@ -85,7 +85,7 @@ func (p *Pool) dial() (*entry, error) {
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.ConnectTimeout)
 		defer cancel()
 	}
-	dc, err := p.connector.Connect(ctx)
+	dc, host, err := p.connect(ctx)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && p.dialCtx.Err() == nil {
 			err = fmt.Errorf("connect timed out after ConnectTimeout %v: %w", p.cfg.ConnectTimeout, err)
@@ -101,7 +101,7 @@ func (p *Pool) dial() (*entry, error) {
 			return nil, &initError{err}
 		}
 	}
-	e := &entry{conn: dc}
+	e := &entry{conn: dc, host: host}
 	e.stmts.max = p.cfg.StatementCacheSize
 	e.validator, _ = dc.(driver.Validator)
 	if err := e.sess.init(ctx, dc); err != nil {
@@ -129,8 +129,7 @@ func (p *Pool) observe(e *entry, err error) {
 		e.fatal = fmt.Errorf("%s: %w", reason, err)
 	}
 	if gone {
-		p.goneAt.Store(p.nanotime())
-		p.signalCreator()
+		p.serverGone(e, err)
 	}
 }
 

@@ -23,6 +23,7 @@ type entry struct {
 	conn      driver.Conn
 	validator driver.Validator // conn's, or nil; asserted once, not on every release
 	id        uint64
+	host      *hostState // the host the connection reached (HostConnector), or nil
 
 	state atomic.Int32
 	// evict marks the connection for closing at its next acquire or release (SoftEvict,

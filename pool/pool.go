@@ -61,6 +61,11 @@ type Pool struct {
 
 	lastErr atomic.Pointer[errBox]
 
+	// hosts is the per-host state when the connector is a HostConnector (hosts.go); under regMu.
+	hosts map[string]*hostState
+	// unavailable is the fail-fast error set by SetUnavailable, or nil.
+	unavailable atomic.Pointer[errBox]
+
 	timeouts      atomic.Uint64
 	created       atomic.Uint64
 	closedN       atomic.Uint64
@@ -130,9 +135,14 @@ func New(c driver.Connector, cfg Config) (*Pool, error) {
 	p.store.idle = make([]*entry, 0, rc.MaxConns)
 	p.dialCtx, p.dialStop = context.WithCancel(context.Background())
 
+	if err := p.attachHosts(); err != nil {
+		p.dialStop()
+		return nil, err
+	}
 	if rc.InitializationFailTimeout > 0 {
 		if err := p.checkFailFast(); err != nil {
 			p.dialStop()
+			p.detachHosts()
 			return nil, err
 		}
 	}
@@ -301,6 +311,7 @@ func (p *Pool) Close() error {
 	}
 	p.regMu.Unlock()
 	p.wg.Wait()
+	p.detachHosts()
 
 	deadline := time.NewTimer(p.cfg.CloseTimeout)
 	defer deadline.Stop()
@@ -374,6 +385,7 @@ func (p *Pool) register(e *entry) {
 	p.seq++
 	e.id = p.seq
 	p.all[e] = struct{}{}
+	e.hostOpenedLocked()
 	p.total.Add(1)
 	p.regMu.Unlock()
 	p.created.Add(1)
@@ -391,6 +403,9 @@ func (p *Pool) closeEntry(e *entry, reason CloseReason) {
 	}
 	p.regMu.Lock()
 	_, ok := p.all[e]
+	if ok {
+		e.hostClosedLocked()
+	}
 	delete(p.all, e)
 	p.dbAcquires.Add(e.dbAcquires.Load())
 	p.regMu.Unlock()
