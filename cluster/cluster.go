@@ -186,7 +186,7 @@ type Connector struct {
 	done   chan struct{}
 	ctx    context.Context // the monitor's checks and probes; cancelled by DetachPool
 	cancel context.CancelFunc
-	wg   sync.WaitGroup
+	wg     sync.WaitGroup
 
 	allDownN atomic.Uint64
 }

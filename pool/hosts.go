@@ -49,15 +49,15 @@ type hostState struct {
 
 // HostStats is one host's part of a pool's Stats.
 type HostStats struct {
-	Host    string
-	Total   int    // physical connections open to the host
-	Active  int    // in use by a borrower
-	Idle    int    // idle in the pool, or parked idle in database/sql (mode b)
+	Host   string
+	Total  int // physical connections open to the host
+	Active int // in use by a borrower
+	Idle   int // idle in the pool, or parked idle in database/sql (mode b)
 	// Evicting counts the connections marked for closing when they are returned or checked
 	// out (EvictHost, SoftEvict, MaxLifetime of a busy connection); they are in Total.
 	Evicting int
 	Created  uint64 // connections opened to the host
-	Closed  uint64 // connections to the host closed
+	Closed   uint64 // connections to the host closed
 }
 
 // hostConnector returns the pool's HostConnector, or nil.
