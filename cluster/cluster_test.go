@@ -28,14 +28,25 @@ func TestMain(m *testing.M) {
 
 // logCapture is a slog.Handler that keeps every record's message.
 type logCapture struct {
-	mu   sync.Mutex
-	msgs []string
+	mu    sync.Mutex
+	msgs  []string
+	times []time.Time
+	attrs []string
 }
 
 func (l *logCapture) Enabled(context.Context, slog.Level) bool { return true }
 func (l *logCapture) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	r.Attrs(func(a slog.Attr) bool {
+		if k := a.Key; k == "host" || k == "error" || k == "hosts_up" || k == "down_for" || k == "moves" {
+			fmt.Fprintf(&b, "%s=%.160v ", k, a.Value)
+		}
+		return true
+	})
 	l.mu.Lock()
 	l.msgs = append(l.msgs, r.Message)
+	l.times = append(l.times, r.Time)
+	l.attrs = append(l.attrs, b.String())
 	l.mu.Unlock()
 	return nil
 }
