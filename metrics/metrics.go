@@ -103,6 +103,8 @@ type Metrics struct {
 	descConns, descActive, descIdle, descPending, descMax, descMin *prometheus.Desc
 	descAcquireMax, descUsageMax, descCreationMax, descStmtMax     *prometheus.Desc
 	descBypassed, descExhausted, descCacheFull                     *prometheus.Desc
+
+	constLabels prometheus.Labels // Options.ConstLabels, for the per-host collectors (hosts.go)
 }
 
 var errBuckets = errors.New("metrics: histogram buckets must be finite, non-negative and increasing")
@@ -136,6 +138,7 @@ func New(opts Options) (*Metrics, error) {
 		m.maxNames = DefaultMaxStatementNames
 	}
 	cl := opts.ConstLabels
+	m.constLabels = cl
 	for _, b := range []struct {
 		dst       **buckets
 		given, df []float64
