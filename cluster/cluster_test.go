@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io"
@@ -356,4 +357,42 @@ func TestRebalanceOverPeriod(t *testing.T) {
 			t.Logf("%s: arrivals on h1 after it came back: %v (period %v)", s, arrivals, period)
 		})
 	}
+}
+
+// A goroutine already waiting for a connection when the last host goes down is woken and fails
+// at once; it does not wait for AcquireTimeout.
+func TestAllHostsDownWakesWaiters(t *testing.T) {
+	b := newBed(t, 1, 1, cluster.Sequential, nil)
+	b.waitFull(t, 1)
+	held, err := b.p.Connect(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		err error
+		d   time.Duration
+	}
+	done := make(chan result, 1)
+	go func() {
+		start := time.Now()
+		c, err := b.p.Connect(context.Background()) // AcquireTimeout 10 s
+		if c != nil {
+			_ = c.(io.Closer).Close()
+		}
+		done <- result{err, time.Since(start)}
+	}()
+	eventually(t, "a waiter", func() bool { return b.p.Stats().Waiting == 1 })
+	b.fakes[0].SetDialError(syscall.ECONNREFUSED)
+	b.fakes[0].SetExecError(func(string) error { return io.EOF })
+	if _, err := held.(driver.ExecerContext).ExecContext(context.Background(), "DO 1", nil); err == nil {
+		t.Fatal("exec on the broken host succeeded")
+	}
+	r := <-done
+	if !errors.Is(r.err, cluster.ErrAllHostsDown) {
+		t.Fatalf("waiter got %v, want ErrAllHostsDown", r.err)
+	}
+	if r.d > 5*time.Second {
+		t.Fatalf("waiter failed after %v; it must be woken when all hosts go down, not wait for AcquireTimeout", r.d)
+	}
+	_ = held.(io.Closer).Close()
 }
