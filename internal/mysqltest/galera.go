@@ -230,10 +230,19 @@ func (g *Galera) Kill(n int) {
 // start the one killed last first.
 func (g *Galera) Start(n int) {
 	g.tb.Helper()
+	if err := g.TryStart(n); err != nil {
+		g.tb.Fatal(err)
+	}
+}
+
+// TryStart is Start for use from another goroutine than the test's: it returns the error
+// instead of failing the test.
+func (g *Galera) TryStart(n int) error {
 	g.checkNode(n)
 	if out, err := g.run(4*time.Minute, "start", strconv.Itoa(n)); err != nil {
-		g.tb.Fatalf("mysqltest: scripts/galera start %d: %v\n%s", n, err, out)
+		return fmt.Errorf("mysqltest: scripts/galera start %d: %v\n%s", n, err, out)
 	}
+	return nil
 }
 
 // NodeStatus is what a node says of itself and the cluster.
