@@ -31,17 +31,16 @@ type HostConnector interface {
 	// call: it must return quickly. By then the pool has already made that host's connections
 	// be probed on their next acquire.
 	HostGone(host string, err error)
-	// DetachPool is called once by Close, after the pool stopped dialling, so that the
-	// connector can stop its own goroutines.
+	// DetachPool is called once by Close, after the pool stopped dialling (or by New, when
+	// New fails after AttachPool), so that the connector can stop its own goroutines.
 	DetachPool()
 }
 
 // hostState is what the pool keeps per host. Entries point at it; the map of them only grows.
 type hostState struct {
 	name string
-	// goneAt is when a connection to this host last reported that the
-	// server went away; its connections last known alive before it are probed on their next
-	// acquire.
+	// goneAt is when a connection to this host last reported that the server went away; its
+	// connections last known alive before it are probed on their next acquire.
 	goneAt  atomic.Int64
 	created uint64 // under regMu
 	closed  uint64 // under regMu
