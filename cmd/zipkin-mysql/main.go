@@ -40,8 +40,8 @@ import (
 	"github.com/sqlpool/sqlpool/pool"
 	"github.com/sqlpool/sqlpool/zipkin/mysqlstore"
 	"github.com/sqlpool/sqlpool/zipkin/server"
-	"github.com/sqlpool/sqlpool/zipkin/ui"
 	"github.com/sqlpool/sqlpool/zipkin/storage"
+	"github.com/sqlpool/sqlpool/zipkin/ui"
 )
 
 func main() {
