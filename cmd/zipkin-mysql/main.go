@@ -40,8 +40,8 @@ import (
 	"github.com/sqlpool/sqlpool/pool"
 	"github.com/sqlpool/sqlpool/zipkin/mysqlstore"
 	"github.com/sqlpool/sqlpool/zipkin/server"
-	"github.com/sqlpool/sqlpool/zipkin/ui"
 	"github.com/sqlpool/sqlpool/zipkin/storage"
+	"github.com/sqlpool/sqlpool/zipkin/ui"
 )
 
 func main() {
@@ -100,11 +100,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer st.close()
 
+	maxConns := cfg.MaxConns
+	if cfg.Embedded {
+		maxConns = 1 // see openStorage
+	}
 	writers := cfg.Writers
 	if writers == 0 {
 		writers = min(4, max(1, cfg.MaxConns/2))
 		if cfg.Embedded {
-			// The embedded server loses the writes of concurrent transactions.
+			// The embedded server has one connection (see openStorage).
 			writers = 1
 		}
 	}
@@ -126,7 +130,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			"user":             st.user,
 			"dsnSource":        cfg.DSNSource,
 			"pool":             cfg.Pool,
-			"maxConnections":   cfg.MaxConns,
+			"maxConnections":   maxConns,
 			"writers":          writers,
 			"strictTraceId":    cfg.StrictTraceID,
 			"searchEnabled":    cfg.SearchEnabled,
@@ -253,12 +257,20 @@ func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *promet
 		return nil, err
 	}
 
+	maxConns := cfg.MaxConns
+	if cfg.Embedded {
+		// go-mysql-server's in-memory engine puts back, when a statement's
+		// transaction commits, its snapshot of every table the statement
+		// read: a SELECT overlapping another connection's COMMIT reverts
+		// that commit. One connection runs every statement in turn.
+		maxConns = 1
+	}
 	var db *sql.DB
 	switch cfg.Pool {
 	case "database-sql":
 		db = sql.OpenDB(connector)
-		db.SetMaxOpenConns(cfg.MaxConns)
-		db.SetMaxIdleConns(cfg.MaxConns)
+		db.SetMaxOpenConns(maxConns)
+		db.SetMaxIdleConns(maxConns)
 		closers = append(closers, func() { _ = db.Close() })
 	default:
 		m, err := metrics.New(metrics.Options{})
@@ -268,7 +280,7 @@ func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *promet
 		}
 		p, err := pool.New(connector, pool.Config{
 			Name:                      "zipkin",
-			MaxConns:                  cfg.MaxConns,
+			MaxConns:                  maxConns,
 			InitializationFailTimeout: cfg.ConnectTimeout,
 			ConnectTimeout:            cfg.ConnectTimeout,
 			Events:                    m,
