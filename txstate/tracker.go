@@ -509,9 +509,17 @@ func (t *Tracker) setVars(in *info) {
 	if in.vars&resolutionVars != 0 {
 		t.gen++ // a statement prepared now may resolve differently (Resolution)
 	}
+	vals := &in.vals
+	if in.vars&(1<<vCollationConnection) != 0 && vals[vCharsetConnection] == "" &&
+		sameValue(vCollationConnection, vals[vCollationConnection], t.baseVal[vCollationConnection], t.baseOK&(1<<vCollationConnection) != 0) {
+		// The statement left collation_connection at the baseline's (it was assigned
+		// after any character set, which would have made it unknown): a collation
+		// names its character set, so character_set_connection is the baseline's too.
+		vals[vCharsetConnection] = t.baseVal[vCharsetConnection]
+	}
 	for m := in.vars; m != 0; m &= m - 1 {
 		v := sysVar(bits16(m))
-		if sameValue(v, in.vals[v], t.baseVal[v], t.baseOK&(1<<v) != 0) {
+		if sameValue(v, vals[v], t.baseVal[v], t.baseOK&(1<<v) != 0) {
 			t.st.vars &^= 1 << v
 		} else {
 			t.st.vars |= 1 << v
@@ -526,6 +534,13 @@ func (t *Tracker) setVars(in *info) {
 				t.st.quoting = QuotingUnknown
 			}
 		}
+	}
+	if t.st.vars&(1<<vCharsetConnection) != 0 {
+		// Assigning character_set_connection also sets collation_connection, to the
+		// character set's default: the reset must restore the collation after it, or a
+		// baseline collation that is not its character set's default (go-sql-driver's
+		// collation parameter) would leak the default to the next borrower.
+		t.st.vars |= 1 << vCollationConnection
 	}
 	if t.st.vars != 0 {
 		t.st.dirty |= dVars
