@@ -454,11 +454,14 @@ func (t *Tracker) discard(reason string) {
 // (as USE named it, or the baseline's; "" for none, or for a Tracker
 // without baseline, the database selected at connect). known is false when
 // the Tracker cannot tell how the server would resolve a statement: the
-// database is unknown (a failed USE, DROP DATABASE, USE it cannot parse) or
-// the session state is unknown (a SET of sql_mode, NAMES or another
-// variable, sql.Conn.Raw, a statement it does not recognise); a cache must
-// then prepare anew and not share the statement. gen changes whenever db or
-// known may have changed, and at every Done: a statement prepared at one
+// database is unknown (a failed USE, DROP DATABASE, USE it cannot parse), the
+// session state is unknown (a SET of a variable it does not restore,
+// sql.Conn.Raw, a statement it does not recognise), or sql_mode or the
+// connection's character sets or collation differ from the baseline (they
+// are fixed into a statement when the server prepares it; time_zone and the
+// other restored variables are read when it runs); a cache must then prepare
+// anew and not share the statement. gen changes whenever db or known may have
+// changed, and at every Done: a statement prepared at one
 // gen must be prepared again before it runs at another (keyed by db, that
 // is a cache lookup). Resolution does not allocate.
 func (t *Tracker) Resolution() (db string, gen uint32, known bool) {
