@@ -34,12 +34,17 @@ func (p *Pool) acquireAs(ctx context.Context, lend bool) (*entry, error) {
 		e := p.store.get()
 		if e == nil {
 			var err error
-			if e, err = p.wait(ctx, &dl); err != nil {
+			e, err = p.wait(ctx, &dl)
+			p.dropUnfit(&dl)
+			if err != nil {
 				return nil, err
 			}
+		} else {
+			p.dropUnfit(&dl)
 		}
 		now := p.now()
-		if p.usable(ctx, e, now, &dl) {
+		reason := p.check(ctx, e, now, &dl)
+		if reason == "" {
 			if lend {
 				e.state.Store(stateLent)
 				if p.closed.Load() {
@@ -57,12 +62,20 @@ func (p *Pool) acquireAs(ctx context.Context, lend bool) (*entry, error) {
 			}
 			return e, nil
 		}
+		// e is unfit (marked, expired, or it failed its probe). The acquire goes on; unless it
+		// ends here, e is closed only once this acquire is queued again (see wait), so that the
+		// replacement its close asks the creator for finds it in its place by arrival.
+		dl.unfit, dl.unfitReason = e, reason
 		if p.closed.Load() {
+			p.dropUnfit(&dl)
 			return nil, ErrClosed
 		}
 		// A probe may have used up the caller's ctx or the AcquireTimeout: give up here rather
 		// than probe the next idle connection with no time left (or, with a spent ctx, close
 		// it unprobed).
+		if ctx.Err() != nil || dl.expired(p) {
+			p.dropUnfit(&dl)
+		}
 		if ctx.Err() != nil {
 			return nil, p.timeoutError(ctx, &dl, true)
 		}
@@ -88,6 +101,9 @@ type deadline struct {
 	// ticket is the acquire's place in the waiters' queue by arrival, given when it first
 	// queues; 0: it has not queued yet.
 	ticket uint64
+	// unfit is a connection this acquire found unfit and has yet to close, for unfitReason.
+	unfit       *entry
+	unfitReason CloseReason
 }
 
 func (d *deadline) begin(p *Pool) int64 {
@@ -129,13 +145,12 @@ func (d *deadline) stop() {
 	}
 }
 
-// usable checks an acquired entry, and closes it and returns false when check finds it unfit.
-func (p *Pool) usable(ctx context.Context, e *entry, now int64, dl *deadline) bool {
-	if reason := p.check(ctx, e, now, dl); reason != "" {
-		p.closeEntry(e, reason)
-		return false
+// dropUnfit closes the connection the acquire found unfit, if any.
+func (p *Pool) dropUnfit(dl *deadline) {
+	if e := dl.unfit; e != nil {
+		dl.unfit = nil
+		p.closeEntry(e, dl.unfitReason)
 	}
-	return true
 }
 
 // usableLent is usable for a connection checked out of database/sql's idle list (mode b): an
@@ -236,6 +251,7 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 		s.pushBackLocked(w)
 	}
 	s.mu.Unlock()
+	p.dropUnfit(dl) // queued in place: now its replacement may come
 	p.signalCreator()
 
 	dl.begin(p)
