@@ -18,9 +18,11 @@ import (
 // Issue 10, defect 2: a pool that failed once and recovered reports a later timeout as busy,
 // not with the stale error — and retry.Classify then calls it Permanent (docs/retry.md).
 func TestAcquireTimeoutAfterRecoveryIsBusy(t *testing.T) {
-	p, fc := newPool(t, Config{Name: "orders", MaxConns: 1, InitializationFailTimeout: -1,
-		AcquireTimeout: 300 * time.Millisecond})
+	fc := fakedb.New()
+	// Before New: set after it, the creator's first dial may already have succeeded.
 	fc.SetDialError(errors.New("dial tcp 10.0.0.1:3306: connect: connection refused"))
+	p, _ := newPoolOver(t, fc, Config{Name: "orders", MaxConns: 1, InitializationFailTimeout: -1,
+		AcquireTimeout: 300 * time.Millisecond})
 	eventually(t, "a failed dial recorded", func() bool { return p.Stats().LastError != nil })
 	fc.SetDialError(nil)
 	held := mustConnect(t, p) // the creator recovered: a connection was opened
