@@ -23,8 +23,10 @@ type conn struct {
 	closed bool
 	// fresh is set on a connection the KeepIdleInDB connector opened and lent to database/sql,
 	// until its first checkout: see lendingConnector.
-	fresh bool
-	open  []driver.Stmt // statements handed out on this borrow and not yet closed
+	fresh  bool
+	open   []driver.Stmt // statements handed out on this borrow and not yet closed
+	rw     rows          // reused for the result sets of this borrow (wrapRows)
+	rwBusy bool          // rw holds an open result set
 }
 
 var (
@@ -307,7 +309,10 @@ func (c *conn) queryContext(ctx context.Context, query string, args []driver.Nam
 		c.e.sess.failed()
 		return nil, c.observe(err)
 	}
-	return r, nil
+	if _, ok := r.(*rows); ok {
+		return r, nil // queryCached's, already wrapped
+	}
+	return c.wrapRows(r, nil, nil), nil
 }
 
 // execCached runs a parameterized statement through the connection's statement cache, for a
@@ -333,7 +338,7 @@ func (c *conn) queryCached(ctx context.Context, query string, args []driver.Name
 		releaseStmt(cs, ds)
 		return nil, err
 	}
-	return &rows{Rows: r, done: func() { releaseStmt(cs, ds) }}, nil
+	return c.wrapRows(r, cs, ds), nil
 }
 
 // releaseStmt drops a cached statement's reference, or closes an uncached one.
