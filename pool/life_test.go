@@ -65,6 +65,9 @@ func TestAcquireTimeoutWhileFailingThenProbeClears(t *testing.T) {
 		t.Errorf("retry.Classify(failing timeout) = %v; want Transient", c)
 	}
 	fc.SetPingError(nil)
+	// The creator is backing off (dead-on-arrival connections) for up to AcquireTimeout/2:
+	// wait for its next connection rather than race it with a 300 ms acquire.
+	eventually(t, "a new connection", func() bool { return p.Stats().Idle == 1 })
 	c := mustConnect(t, p) // probed (AliveBypassWindow < 0) and passed
 	defer c.Close()
 	if st := p.Stats(); st.LastError != nil {
