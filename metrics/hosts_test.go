@@ -77,3 +77,37 @@ hikaricp_connections{pool="hosts"} 3
 		t.Fatal(err)
 	}
 }
+
+// Two pools' connectors share one Metrics; Unregister drops one pool's host series.
+func TestRegisterHostsTwoPools(t *testing.T) {
+	m := newMetrics(t, metrics.Options{})
+	var cs []*cluster.Connector
+	for _, name := range []string{"p1", "p2"} {
+		c, err := cluster.New(cluster.Config{Logger: quiet, Hosts: []cluster.Host{{Name: "h:1", Connector: fakedb.New()}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.RegisterHosts(c); err == nil {
+			t.Fatal("RegisterHosts accepted a connector that serves no pool")
+		}
+		p, err := pool.New(c, pool.Config{Name: name, MaxConns: 1, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		if err := m.RegisterHosts(c); err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+	}
+	if err := m.RegisterHosts(cs[0]); err != nil {
+		t.Fatalf("registering the same connector again: %v", err)
+	}
+	if n, err := testutil.GatherAndCount(m.Registry(), metrics.NameHostUp); err != nil || n != 2 {
+		t.Fatalf("%s: %d series (%v), want 2", metrics.NameHostUp, n, err)
+	}
+	m.Unregister("p1")
+	if n, err := testutil.GatherAndCount(m.Registry(), metrics.NameHostUp); err != nil || n != 1 {
+		t.Fatalf("%s after Unregister: %d series (%v), want 1", metrics.NameHostUp, n, err)
+	}
+}

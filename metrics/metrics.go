@@ -104,7 +104,9 @@ type Metrics struct {
 	descAcquireMax, descUsageMax, descCreationMax, descStmtMax     *prometheus.Desc
 	descBypassed, descExhausted, descCacheFull                     *prometheus.Desc
 
-	constLabels prometheus.Labels // Options.ConstLabels, for the per-host collectors (hosts.go)
+	constLabels prometheus.Labels // Options.ConstLabels, for the per-host collector (hosts.go)
+	hostsMu     sync.Mutex
+	hosts       *hostCollector // RegisterHosts; nil until the first
 }
 
 var errBuckets = errors.New("metrics: histogram buckets must be finite, non-negative and increasing")
@@ -380,7 +382,7 @@ func (m *Metrics) MustRegister(p *pool.Pool) {
 }
 
 // Unregister removes every series of the pool named name (its gauges, timers, counters,
-// statement timers and retry counters), typically after the pool was closed. Events that
+// statement timers, retry counters and per-host series), typically after the pool was closed. Events that
 // arrive later for that name start its series again from zero; a RetryObserver made for that
 // name before counts into the removed series, so make a new one.
 func (m *Metrics) Unregister(name string) {
@@ -396,6 +398,7 @@ func (m *Metrics) Unregister(name string) {
 		m.publishPools(next)
 	}
 	m.mu.Unlock()
+	m.unregisterHosts(name)
 	l := prometheus.Labels{"pool": name}
 	for _, v := range []*prometheus.CounterVec{m.timeouts, m.closed, m.validations, m.plans, m.rollbacks,
 		m.resets, m.leaked, m.stmtErrors, m.retryAttempts, m.retries, m.retryBudget, m.retryAmbiguous, m.retryCalls} {
