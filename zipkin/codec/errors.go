@@ -103,6 +103,22 @@ func (e *BatchError) Indexes() []int {
 	return out
 }
 
+// missingIDs is Zipkin's error for a span without its trace ID or span ID
+// ("Missing : traceId id"), or nil when it has both.
+func missingIDs(hasTrace, hasID bool) error {
+	if hasTrace && hasID {
+		return nil
+	}
+	msg := "Missing :"
+	if !hasTrace {
+		msg += " traceId"
+	}
+	if !hasID {
+		msg += " id"
+	}
+	return errString(msg)
+}
+
 // errString is a constant error message.
 type errString string
 
