@@ -353,8 +353,12 @@ func parseJDBCURL(raw string, getenv func(string) string) (*mysql.Config, []stri
 		case "password":
 			m.Passwd = v
 		case "usessl", "requiressl":
-			if b, err := strconv.ParseBool(v); err == nil && b {
-				m.TLSConfig = "true"
+			if b, err := strconv.ParseBool(v); err == nil {
+				if b {
+					m.TLSConfig = "true"
+				} else if m.TLSConfig == "" {
+					m.TLSConfig = "false"
+				}
 			}
 		case "trustservercertificate", "verifyservercertificate":
 			b, err := strconv.ParseBool(v)
@@ -385,6 +389,7 @@ func parseJDBCURL(raw string, getenv func(string) string) (*mysql.Config, []stri
 	if noVerify && m.TLSConfig == "true" {
 		m.TLSConfig = "skip-verify"
 	}
+	// MYSQL_USE_SSL applies only when the URL says nothing about TLS.
 	if m.TLSConfig == "" {
 		if b, _ := envBool(getenv, "MYSQL_USE_SSL", false); b {
 			m.TLSConfig = "true"

@@ -153,3 +153,22 @@ func TestParseJDBCURLUserInfo(t *testing.T) {
 		}
 	}
 }
+
+// A TLS setting in MYSQL_JDBC_URL wins over MYSQL_USE_SSL, which applies
+// only when the URL says nothing about TLS.
+func TestJDBCURLTLSOverridesUseSSL(t *testing.T) {
+	for _, c := range []struct{ url, want string }{
+		{"jdbc:mysql://db/zipkin?useSSL=false", "false"},
+		{"jdbc:mysql://db/zipkin?sslMode=DISABLED", "false"},
+		{"jdbc:mysql://db/zipkin?useSSL=true", "true"},
+		{"jdbc:mysql://db/zipkin", "true"},
+	} {
+		cfg, err := parseConfig(nil, envFunc("MYSQL_USE_SSL", "true", "MYSQL_JDBC_URL", c.url), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.MySQL.TLSConfig != c.want {
+			t.Errorf("%s with MYSQL_USE_SSL=true: tls=%q, want %q", c.url, cfg.MySQL.TLSConfig, c.want)
+		}
+	}
+}
