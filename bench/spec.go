@@ -50,14 +50,14 @@ type Raw struct {
 	P999s       []float64        `json:"p999s,omitempty"` // contended, saturated: each measured iteration's p99.9, µs
 	// saturated: per measured iteration, the operations completed in the window by the
 	// slowest goroutine, the median goroutine, and the mean over goroutines.
-	SlowestOps []float64 `json:"slowest_ops,omitempty"`
-	MedianOps  []float64 `json:"median_ops,omitempty"`
-	MeanOps    []float64 `json:"mean_ops,omitempty"`
-	Hist        map[int]uint64   `json:"hist,omitempty"`
-	HistMax     int64            `json:"hist_max,omitempty"`
-	Load1Start  float64          `json:"load1_start"`
-	Load1End    float64          `json:"load1_end"`
-	Started     time.Time        `json:"started"`
+	SlowestOps []float64      `json:"slowest_ops,omitempty"`
+	MedianOps  []float64      `json:"median_ops,omitempty"`
+	MeanOps    []float64      `json:"mean_ops,omitempty"`
+	Hist       map[int]uint64 `json:"hist,omitempty"`
+	HistMax    int64          `json:"hist_max,omitempty"`
+	Load1Start float64        `json:"load1_start"`
+	Load1End   float64        `json:"load1_end"`
+	Started    time.Time      `json:"started"`
 }
 
 // RunSpec opens the spec's pool on t, runs its warmup and measured iterations and closes the
