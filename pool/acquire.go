@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"database/sql/driver"
 	"fmt"
 	"time"
 
@@ -114,6 +115,19 @@ func (p *Pool) usable(ctx context.Context, e *entry, now int64, dl *deadline) bo
 	return true
 }
 
+// driverLive asks the driver whether the connection may be handed out, as database/sql does
+// before it reuses a connection from its own idle list: through its SessionResetter.
+// go-sql-driver/mysql answers driver.ErrBadConn there when its connection is closed or busy, and
+// (CheckConnLiveness, on by default) when a non-blocking read of the socket finds that the server
+// closed it (KILL, wait_timeout, restart) — no bytes are sent. In mode (b) database/sql calls
+// it through conn.ResetSession instead. Cost: see docs/reliability.md.
+func driverLive(ctx context.Context, dc driver.Conn) bool {
+	if sr, ok := dc.(driver.SessionResetter); ok {
+		return sr.ResetSession(ctx) == nil
+	}
+	return true
+}
+
 // usableLent is usable for a connection checked out of database/sql's idle list (mode b): an
 // unfit one is only marked, because database/sql closes it through the proxy.
 func (p *Pool) usableLent(ctx context.Context, e *entry, now int64) bool {
@@ -124,9 +138,10 @@ func (p *Pool) usableLent(ctx context.Context, e *entry, now int64) bool {
 	return true
 }
 
-// check returns "" when e may be handed out, or why not: it is marked, expired, or fails its
-// probe. A probe (driver Pinger, within ValidationTimeout) runs when the connection was last
-// known alive before the bypass window, or before a connection reported that the server went
+// check returns "" when e may be handed out, or why not: it is marked, expired, the driver
+// says it is dead (driverLive; acquire only, dl not nil), or it fails its probe. A probe
+// (driver Pinger, within ValidationTimeout) runs when the connection was last known alive
+// before the bypass window, or before a connection reported that the server went
 // away. When dl is not nil the probe also ends at the acquire's AcquireTimeout deadline.
 func (p *Pool) check(ctx context.Context, e *entry, now int64, dl *deadline) CloseReason {
 	if e.evict.Load() {
@@ -141,6 +156,11 @@ func (p *Pool) check(ctx context.Context, e *entry, now int64, dl *deadline) Clo
 	// not have used it since the server restarted under it.
 	gone := p.goneAt.Load()
 	if alive := e.lastAlive; p.trusted(now, alive) && alive >= gone && max(e.borrowedAt, e.createdAt) >= gone {
+		// Inside the bypass window nothing is sent, but what the driver can tell without
+		// traffic is still asked (mode a; in mode b conn.ResetSession has asked already).
+		if dl != nil && !driverLive(ctx, e.conn) {
+			return CloseDriverInvalid
+		}
 		return ""
 	}
 	p.validations.Add(1)

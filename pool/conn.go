@@ -22,6 +22,8 @@ type conn struct {
 	e      *entry
 	closed bool
 	open   []driver.Stmt // statements handed out on this borrow and not yet closed
+	rw     rows          // reused for the result sets of this borrow (wrapRows)
+	rwBusy bool          // rw holds an open result set
 }
 
 var (
@@ -275,7 +277,10 @@ func (c *conn) queryContext(ctx context.Context, query string, args []driver.Nam
 		c.e.sess.failed()
 		return nil, c.observe(err)
 	}
-	return r, nil
+	if _, ok := r.(*rows); ok {
+		return r, nil // queryCached's, already wrapped
+	}
+	return c.wrapRows(r, nil, nil), nil
 }
 
 // execCached runs a parameterized statement through the connection's statement cache, for a
@@ -301,7 +306,7 @@ func (c *conn) queryCached(ctx context.Context, query string, args []driver.Name
 		releaseStmt(cs, ds)
 		return nil, err
 	}
-	return &rows{Rows: r, done: func() { releaseStmt(cs, ds) }}, nil
+	return c.wrapRows(r, cs, ds), nil
 }
 
 // releaseStmt drops a cached statement's reference, or closes an uncached one.

@@ -18,7 +18,7 @@ const (
 	CloseValidationFailed CloseReason = "validation_failed" // failed the probe on acquire
 	CloseKeepaliveFailed  CloseReason = "keepalive_failed"  // failed a keepalive ping
 	CloseFatalError       CloseReason = "fatal_error"       // a driver call returned a fatal error
-	CloseDriverInvalid    CloseReason = "driver_invalid"    // the driver's Validator said so at release
+	CloseDriverInvalid    CloseReason = "driver_invalid"    // the driver's Validator (release) or SessionResetter (acquire) said so
 	CloseResetFailed      CloseReason = "reset_failed"      // the release plan failed or could not reset the session
 	ClosePoolClosed       CloseReason = "pool_closed"       // Close
 )

@@ -6,16 +6,27 @@ import (
 	"reflect"
 )
 
-// rows wraps the result of a query the pool ran through a cached statement on the caller's
-// behalf (a parameterized QueryContext the driver answered with driver.ErrSkip), so that the
-// statement is held until the rows are closed. Other rows are never wrapped.
+// rows wraps every result set a borrower reads, so that a fatal error from Next, NextResultSet
+// or Close is observed like one from any other call (the connection is then never handed out
+// again, and a server-gone error makes the pool probe its idle connections): go-sql-driver/mysql
+// keeps its connection open, and IsValid true, after an error packet in the middle of a result
+// (1053 on shutdown, 1927 on KILL). A result read through a cached statement on the caller's
+// behalf (a parameterized QueryContext the driver answered with driver.ErrSkip) also holds its
+// statement until the rows are closed.
+//
+// Each borrow's conn has one rows value it reuses, so that observing costs no allocation on
+// the common path of one open result set at a time (all a MySQL connection can stream); a second
+// one open at once gets its own.
 //
 // It implements every optional driver.Rows interface database/sql looks for, each falling back
 // to exactly what database/sql does when the driver's rows lack it: no next result set, a scan
 // type of any, and "not available" for length, nullability and precision.
 type rows struct {
 	driver.Rows
-	done func() // releases the statement; called once, on Close
+	c    *conn       // the borrow whose connection errors are observed; nil: the pool's own query
+	cs   *cachedStmt // with ds, the statement released on Close (queryCached); nil ds: none
+	ds   driver.Stmt
+	done func() // called once, on Close; for the pool's own queries (queryDriver)
 }
 
 var (
@@ -27,11 +38,49 @@ var (
 	_ driver.RowsColumnTypePrecisionScale   = (*rows)(nil)
 )
 
+// wrapRows returns dr wrapped for observation, in the conn's own rows value when it is free.
+func (c *conn) wrapRows(dr driver.Rows, cs *cachedStmt, ds driver.Stmt) driver.Rows {
+	r := &c.rw
+	if c.rwBusy {
+		r = new(rows) // a second result set open on the same borrow
+	} else {
+		c.rwBusy = true
+	}
+	*r = rows{Rows: dr, c: c, cs: cs, ds: ds}
+	return r
+}
+
+// observe reports err, unless the borrow that produced the rows has ended (database/sql closes
+// rows before it gives a connection back, so that does not happen through it).
+func (r *rows) observe(err error) {
+	if c := r.c; c != nil && !c.closed {
+		c.observe(err)
+	}
+}
+
+func (r *rows) Next(dest []driver.Value) error {
+	err := r.Rows.Next(dest)
+	if err != nil && err != io.EOF {
+		r.observe(err)
+	}
+	return err
+}
+
 func (r *rows) Close() error {
 	err := r.Rows.Close()
+	if err != nil {
+		r.observe(err)
+	}
+	if r.ds != nil {
+		releaseStmt(r.cs, r.ds)
+		r.cs, r.ds = nil, nil
+	}
 	if r.done != nil {
 		r.done()
 		r.done = nil
+	}
+	if c := r.c; c != nil && r == &c.rw {
+		c.rwBusy = false
 	}
 	return err
 }
@@ -45,7 +94,11 @@ func (r *rows) HasNextResultSet() bool {
 
 func (r *rows) NextResultSet() error {
 	if n, ok := r.Rows.(driver.RowsNextResultSet); ok {
-		return n.NextResultSet()
+		err := n.NextResultSet()
+		if err != nil && err != io.EOF {
+			r.observe(err)
+		}
+		return err
 	}
 	return io.EOF
 }

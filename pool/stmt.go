@@ -12,11 +12,19 @@ import (
 // then returns driver.ErrSkip — the order database/sql itself would use. ColumnConverter, which
 // changes conversion when present, is kept exactly: stmtCC is used only when the driver's
 // statement has it.
+//
+// With the statement cache on, a statement runs against the database the session is in when
+// it runs, not the one it was prepared in: it records the session tracker's generation
+// (txstate.Tracker.Resolution) and, run at another one (after a USE, a SET of sql_mode, a
+// release plan in mode b), swaps its driver statement for the cache's under the current
+// database, preparing it there on a miss. Without the cache it behaves as database/sql over
+// the driver: the server statement prepared first is used throughout.
 type stmt struct {
 	c      *conn
 	ds     driver.Stmt
 	query  string
 	cs     *cachedStmt // the cache entry ds belongs to, or nil for an uncached statement
+	gen    uint32      // the tracker's generation when ds was prepared
 	closed bool
 }
 
@@ -30,7 +38,8 @@ var (
 )
 
 func newStmt(c *conn, ds driver.Stmt, query string, cs *cachedStmt) driver.Stmt {
-	s := &stmt{c: c, ds: ds, query: query, cs: cs}
+	_, gen, _ := c.e.sess.t.Resolution()
+	s := &stmt{c: c, ds: ds, query: query, cs: cs, gen: gen}
 	if _, ok := ds.(driver.ColumnConverter); ok { //nolint:staticcheck
 		return stmtCC{s}
 	}
@@ -91,7 +100,10 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driv
 		r, err = stmtQuery(ctx, s.ds, args)
 		return err
 	})
-	return r, err
+	if err != nil {
+		return nil, err
+	}
+	return s.c.wrapRows(r, nil, nil), nil
 }
 
 // run is what every execution shares: refuse a statement used after it or its connection was
@@ -99,6 +111,11 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driv
 func (s *stmt) run(ctx context.Context, do func() error) error {
 	if s.closed || s.c.closed {
 		return driver.ErrBadConn
+	}
+	if _, gen, _ := s.c.e.sess.t.Resolution(); gen != s.gen && s.c.e.stmts.max > 0 {
+		if err := s.reresolve(ctx, gen); err != nil {
+			return err
+		}
 	}
 	p := s.c.p
 	s.c.e.sess.statement(s.query)
@@ -114,6 +131,18 @@ func (s *stmt) run(ctx context.Context, do func() error) error {
 		s.c.e.sess.failed()
 		return s.c.observe(err)
 	}
+	return nil
+}
+
+// reresolve replaces the driver statement with the one prepared for the session as it is now
+// (see stmt), releasing the old one.
+func (s *stmt) reresolve(ctx context.Context, gen uint32) error {
+	cs, ds, err := s.c.cached(ctx, s.query)
+	if err != nil {
+		return s.c.observe(err)
+	}
+	releaseStmt(s.cs, s.ds)
+	s.cs, s.ds, s.gen = cs, ds, gen
 	return nil
 }
 

@@ -7,23 +7,34 @@ import (
 	"github.com/sqlpool/sqlpool/validate"
 )
 
-// stmtCache is one physical connection's prepared statements, by query text, least recently
-// used first out. It lets a sql.Stmt used through p.OpenDB() (where database/sql prepares again
+// stmtCache is one physical connection's prepared statements, by current database and query
+// text, least recently used first out. It lets a sql.Stmt used through p.OpenDB() (where database/sql prepares again
 // on every borrow) and a parameterized db.QueryContext that the driver answers with
 // driver.ErrSkip (go-sql-driver/mysql without interpolateParams: prepare, execute, close — three
 // round trips) prepare once per connection.
+//
+// The server resolves unqualified names when it prepares a statement, so a statement is shared
+// only under the database it was prepared in: the key is (database, query), with the database
+// the session tracker follows from USE (txstate.Tracker.Resolution). While the tracker cannot
+// tell how the server would prepare a statement (the database or the session state unknown:
+// after a failed USE, DROP DATABASE, a SET of sql_mode or NAMES, Raw), statements are prepared
+// uncached and closed after use. A statement handed out (stmt) records the tracker's generation
+// and is re-resolved through the cache when it runs at another one.
 //
 // A statement is shared by reference count: the proxies handed out for it and the rows read
 // from it. One evicted while in use is closed when the last reference goes. Only the goroutine
 // that holds the connection touches the cache.
 type stmtCache struct {
 	max        int
-	m          map[string]*cachedStmt
+	m          map[stmtKey]*cachedStmt
 	head, tail *cachedStmt // head: most recently used
 }
 
+// stmtKey is a cached statement's identity: the database it was prepared in and its text.
+type stmtKey struct{ db, query string }
+
 type cachedStmt struct {
-	query      string
+	key        stmtKey
 	ds         driver.Stmt
 	refs       int
 	evicted    bool
@@ -34,8 +45,8 @@ type cachedStmt struct {
 // max_prepared_stmt_count is used up.
 const erMaxPreparedStmtCount = 1461
 
-func (c *stmtCache) get(q string) *cachedStmt {
-	cs := c.m[q]
+func (c *stmtCache) get(k stmtKey) *cachedStmt {
+	cs := c.m[k]
 	if cs != nil && cs != c.head {
 		c.unlink(cs)
 		c.pushFront(cs)
@@ -43,14 +54,14 @@ func (c *stmtCache) get(q string) *cachedStmt {
 	return cs
 }
 
-// add caches ds for q and returns it with one reference; it evicts the least recently used
+// add caches ds under k and returns it with one reference; it evicts the least recently used
 // statement beyond max.
-func (c *stmtCache) add(q string, ds driver.Stmt) *cachedStmt {
+func (c *stmtCache) add(k stmtKey, ds driver.Stmt) *cachedStmt {
 	if c.m == nil {
-		c.m = make(map[string]*cachedStmt, c.max)
+		c.m = make(map[stmtKey]*cachedStmt, c.max)
 	}
-	cs := &cachedStmt{query: q, ds: ds, refs: 1}
-	c.m[q] = cs
+	cs := &cachedStmt{key: k, ds: ds, refs: 1}
+	c.m[k] = cs
 	c.pushFront(cs)
 	for len(c.m) > c.max {
 		c.evict(c.tail)
@@ -60,7 +71,7 @@ func (c *stmtCache) add(q string, ds driver.Stmt) *cachedStmt {
 
 func (c *stmtCache) evict(cs *cachedStmt) {
 	c.unlink(cs)
-	delete(c.m, cs.query)
+	delete(c.m, cs.key)
 	cs.evicted = true
 	if cs.refs == 0 {
 		_ = cs.ds.Close()
@@ -106,12 +117,19 @@ func (c *stmtCache) unlink(cs *cachedStmt) {
 	cs.prev, cs.next = nil, nil
 }
 
-// cached returns the cached statement for q with one more reference, preparing it on a miss.
-// On ER_MAX_PREPARED_STMT_COUNT_REACHED it empties the cache (freeing the server's count) and
-// prepares once more without caching; the statement is then returned with cs == nil.
+// cached returns the cached statement for q in the session's current database with one more
+// reference, preparing it on a miss. When the tracker cannot tell how the server would prepare
+// q (Resolution not known), it prepares q without caching and returns cs == nil; so it does on
+// ER_MAX_PREPARED_STMT_COUNT_REACHED, after emptying the cache (freeing the server's count).
 func (c *conn) cached(ctx context.Context, q string) (cs *cachedStmt, ds driver.Stmt, err error) {
 	cache := &c.e.stmts
-	if cs = cache.get(q); cs != nil {
+	db, _, known := c.e.sess.t.Resolution()
+	if !known {
+		ds, err = prepareDriver(ctx, c.e.conn, q)
+		return nil, ds, err
+	}
+	k := stmtKey{db: db, query: q}
+	if cs = cache.get(k); cs != nil {
 		cs.refs++
 		return cs, cs.ds, nil
 	}
@@ -125,5 +143,5 @@ func (c *conn) cached(ctx context.Context, q string) (cs *cachedStmt, ds driver.
 	if err != nil {
 		return nil, nil, err
 	}
-	return cache.add(q, ds), ds, nil
+	return cache.add(k, ds), ds, nil
 }

@@ -41,6 +41,12 @@ type sess struct {
 	// locked says LOCK TABLES surely holds locks, so UNLOCK TABLES commits.
 	// BEGIN releases table locks, after which UNLOCK TABLES commits nothing.
 	locked bool
+	// db is the current database as the last USE named it, or the baseline's
+	// ("" for none, or the unknown database at connect of a Tracker without
+	// baseline); dbUnknown says a statement may have changed it in a way the
+	// Tracker cannot follow (a failed USE, DROP DATABASE).
+	db        string
+	dbUnknown bool
 }
 
 // Tracker follows one connection's session state from the statements and
@@ -74,6 +80,11 @@ type Tracker struct {
 	acSQL   string // SET autocommit=...
 	txSQL   string // SET SESSION TRANSACTION ISOLATION LEVEL ..., READ ...
 	bothSQL string // one SET for autocommit, isolation and access mode
+
+	// gen changes whenever how the server would prepare a statement may have
+	// changed: another database, a session change the Tracker cannot follow
+	// (sql_mode, character set, ...), a reset. See Resolution.
+	gen uint32
 
 	txIso driver.IsolationLevel
 	xid   string
@@ -133,13 +144,14 @@ func (t *Tracker) Baseline() (Baseline, bool) {
 // baseline and clean. Call it after every successful reset (and never after
 // a failed one: close the connection instead).
 func (t *Tracker) Done() {
-	t.st = sess{}
+	t.st = sess{db: t.base.Database}
 	if t.hasBase {
 		t.st.ac = triOff
 		if t.base.Autocommit {
 			t.st.ac = triOn
 		}
 	}
+	t.gen++
 	t.prev = t.st
 	t.failExtra = 0
 	t.reason = ""
@@ -250,6 +262,11 @@ func (t *Tracker) Failed() {
 		t.st.txMode = p.txMode
 	}
 	t.st.locked = t.st.locked && p.locked
+	if p.db != t.st.db || p.dbUnknown != t.st.dbUnknown {
+		// A failed USE may or may not have switched.
+		t.st.dbUnknown = true
+		t.gen++
+	}
 	if t.st.dirty&dDiscard != 0 && t.reason == "" {
 		t.reason = reasonUnknown
 	}
@@ -302,6 +319,14 @@ func (t *Tracker) apply(in *info) {
 		} else {
 			t.st.dirty |= dDatabase
 		}
+		switch {
+		case in.plain == "":
+			t.st.dbUnknown = true
+			t.gen++
+		case t.st.dbUnknown || in.plain != t.st.db:
+			t.st.db, t.st.dbUnknown = in.plain, false
+			t.gen++
+		}
 	case ClassLockTables:
 		t.implicitCommit()
 		t.st.dirty |= dTables
@@ -326,6 +351,8 @@ func (t *Tracker) apply(in *info) {
 		}
 		if in.dropDB {
 			t.st.dirty |= dDatabase
+			t.st.dbUnknown = true // DROP DATABASE of the current one leaves none selected
+			t.gen++
 		}
 	default:
 		t.discard(reasonFor(in.class))
@@ -378,6 +405,23 @@ func (t *Tracker) discard(reason string) {
 		t.reason = reason
 	}
 	t.st.dirty |= dDiscard
+	t.gen++ // sql_mode, the character set or the database may have changed
+}
+
+// Resolution describes what a statement prepared now would be prepared
+// against, for a cache of prepared statements. db is the current database
+// (as USE named it, or the baseline's; "" for none, or for a Tracker
+// without baseline, the database selected at connect). known is false when
+// the Tracker cannot tell how the server would resolve a statement: the
+// database is unknown (a failed USE, DROP DATABASE, USE it cannot parse) or
+// the session state is unknown (a SET of sql_mode, NAMES or another
+// variable, sql.Conn.Raw, a statement it does not recognise); a cache must
+// then prepare anew and not share the statement. gen changes whenever db or
+// known may have changed, and at every Done: a statement prepared at one
+// gen must be prepared again before it runs at another (keyed by db, that
+// is a cache lookup). Resolution does not allocate.
+func (t *Tracker) Resolution() (db string, gen uint32, known bool) {
+	return t.st.db, t.gen, !t.st.dbUnknown && t.st.dirty&dDiscard == 0
 }
 
 // set applies a SET of user variables, autocommit and the transaction

@@ -1,0 +1,46 @@
+package txstate
+
+import "testing"
+
+// Resolution follows the current database for the pool's statement cache, says when it cannot,
+// and changes its generation whenever a prepared statement may need preparing again.
+func TestResolution(t *testing.T) {
+	tr := NewTracker(Baseline{Database: "app", Autocommit: true, Isolation: "REPEATABLE-READ"})
+	db, gen, known := tr.Resolution()
+	if db != "app" || !known {
+		t.Fatalf("after Reset: %q known %v; want app, known", db, known)
+	}
+	step := func(what string, do func(), wantDB string, wantKnown, wantNewGen bool) {
+		t.Helper()
+		do()
+		d, g, k := tr.Resolution()
+		if d != wantDB && wantKnown || k != wantKnown || (g != gen) != wantNewGen {
+			t.Fatalf("%s: db %q known %v new generation %v; want %q %v %v", what, d, k, g != gen, wantDB, wantKnown, wantNewGen)
+		}
+		gen = g
+	}
+	st := func(q string) func() { return func() { tr.Statement(q) } }
+	step("SELECT", st("SELECT 1"), "app", true, false)
+	step("USE tenant1", st("USE tenant1"), "tenant1", true, true)
+	step("USE tenant1 again", st("USE `tenant1`"), "tenant1", true, false)
+	step("INSERT", st("INSERT INTO t VALUES (1)"), "tenant1", true, false)
+	step("a failed USE", func() { tr.Statement("USE nosuchdb"); tr.Failed() }, "", false, true)
+	step("USE app", st("USE app"), "app", true, true)
+	step("DROP DATABASE", st("DROP DATABASE app"), "", false, true)
+	step("Done", tr.Done, "app", true, true)
+	step("a failed SELECT", func() { tr.Statement("SELECT 1"); tr.Failed() }, "app", true, false)
+	step("SET sql_mode", st("SET sql_mode = 'ANSI_QUOTES'"), "app", false, true)
+	step("USE after an unknown state", st("USE app2"), "app2", false, true)
+	step("Done", tr.Done, "app", true, true)
+	step("SET NAMES", st("SET NAMES latin1"), "app", false, true)
+	step("Done", tr.Done, "app", true, true)
+	step("Raw", tr.Unknown, "app", false, true)
+
+	var zero Tracker // no baseline: the database at connect is "", known until changed
+	if d, _, k := zero.Resolution(); d != "" || !k {
+		t.Fatalf("zero Tracker: %q known %v; want \"\", known", d, k)
+	}
+	if n := testing.AllocsPerRun(100, func() { tr.Resolution() }); n != 0 {
+		t.Fatalf("Resolution allocates %v times", n)
+	}
+}
