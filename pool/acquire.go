@@ -15,7 +15,12 @@ import (
 
 // acquire returns a connection in state inUse, or an error: ErrClosed, ErrPoolExhausted, an
 // *AcquireTimeoutError, or the ctx's error wrapped when ctx was cancelled.
-func (p *Pool) acquire(ctx context.Context) (*entry, error) {
+func (p *Pool) acquire(ctx context.Context) (*entry, error) { return p.acquireAs(ctx, false) }
+
+// acquireAs is acquire. With lend (the KeepIdleInDB connector) the connection, checked, is
+// returned in state lent instead and is not yet counted as handed out: database/sql may park it
+// unused (see lendingConnector), so the hand-out happens at its first use.
+func (p *Pool) acquireAs(ctx context.Context, lend bool) (*entry, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -30,12 +35,25 @@ func (p *Pool) acquire(ctx context.Context) (*entry, error) {
 		e := p.store.get()
 		if e == nil {
 			var err error
-			if e, err = p.wait(ctx, &dl); err != nil {
+			e, err = p.wait(ctx, &dl)
+			p.dropUnfit(&dl)
+			if err != nil {
 				return nil, err
 			}
+		} else {
+			p.dropUnfit(&dl)
 		}
 		now := p.now()
-		if p.usable(ctx, e, now, &dl) {
+		reason := p.check(ctx, e, now, &dl)
+		if reason == "" {
+			if lend {
+				e.state.Store(stateLent)
+				if p.closed.Load() {
+					p.wakeCloser()
+				}
+				return e, nil
+			}
+			p.handedOut(e)
 			e.borrowedAt = now
 			if ev := p.cfg.Events; ev != nil {
 				p.noteAcquired(ev, e, &dl)
@@ -45,12 +63,20 @@ func (p *Pool) acquire(ctx context.Context) (*entry, error) {
 			}
 			return e, nil
 		}
+		// e is unfit (marked, expired, or it failed its probe). The acquire goes on; unless it
+		// ends here, e is closed only once this acquire is queued again (see wait), so that the
+		// replacement its close asks the creator for finds it in its place by arrival.
+		dl.unfit, dl.unfitReason = e, reason
 		if p.closed.Load() {
+			p.dropUnfit(&dl)
 			return nil, ErrClosed
 		}
 		// A probe may have used up the caller's ctx or the AcquireTimeout: give up here rather
 		// than probe the next idle connection with no time left (or, with a spent ctx, close
 		// it unprobed).
+		if ctx.Err() != nil || dl.expired(p) {
+			p.dropUnfit(&dl)
+		}
 		if ctx.Err() != nil {
 			return nil, p.timeoutError(ctx, &dl, true)
 		}
@@ -60,11 +86,25 @@ func (p *Pool) acquire(ctx context.Context) (*entry, error) {
 	}
 }
 
+// handedOut counts a hand-out of e (Stats.Acquires). The first hand-out of a connection also
+// ends a dead-on-arrival streak: a connection the creator opened was good enough to use.
+func (p *Pool) handedOut(e *entry) {
+	if e.handouts.Add(1) == 1 && p.deadOnArrival.Load() != 0 {
+		p.deadOnArrival.Store(0)
+	}
+}
+
 // deadline is one acquire's AcquireTimeout, armed on first need so that an acquire that finds
 // an idle connection never reads the exact clock or makes a timer.
 type deadline struct {
 	start int64 // exact pool time when the acquire first had to wait or probe; 0: not yet
 	timer *time.Timer
+	// ticket is the acquire's place in the waiters' queue by arrival, given when it first
+	// queues; 0: it has not queued yet.
+	ticket uint64
+	// unfit is a connection this acquire found unfit and has yet to close, for unfitReason.
+	unfit       *entry
+	unfitReason CloseReason
 }
 
 func (d *deadline) begin(p *Pool) int64 {
@@ -106,13 +146,12 @@ func (d *deadline) stop() {
 	}
 }
 
-// usable checks an acquired entry, and closes it and returns false when check finds it unfit.
-func (p *Pool) usable(ctx context.Context, e *entry, now int64, dl *deadline) bool {
-	if reason := p.check(ctx, e, now, dl); reason != "" {
-		p.closeEntry(e, reason)
-		return false
+// dropUnfit closes the connection the acquire found unfit, if any.
+func (p *Pool) dropUnfit(dl *deadline) {
+	if e := dl.unfit; e != nil {
+		dl.unfit = nil
+		p.closeEntry(e, dl.unfitReason)
 	}
-	return true
 }
 
 // driverLive asks the driver whether the connection may be handed out, as database/sql does
@@ -175,6 +214,9 @@ func (p *Pool) check(ctx context.Context, e *entry, now int64, dl *deadline) Clo
 			ev.Validated(p.cfg.Name, false)
 		}
 		if ctx.Err() == nil {
+			if e.handouts.Load() == 0 {
+				p.deadOnArrival.Add(1) // dialled, never used, already dead: see creator
+			}
 			p.setLastError(fmt.Errorf("validating connection: %w", err))
 			p.cfg.Logger.Warn("sqlpool: connection failed validation; closing it",
 				"pool", p.cfg.Name, "conn", e.id, "error", err)
@@ -182,6 +224,10 @@ func (p *Pool) check(ctx context.Context, e *entry, now int64, dl *deadline) Clo
 		return CloseValidationFailed
 	}
 	e.lastAlive = p.now()
+	p.clearLastError()
+	if p.deadOnArrival.Load() != 0 {
+		p.deadOnArrival.Store(0)
+	}
 	if ev != nil {
 		ev.Validated(p.cfg.Name, true)
 	}
@@ -205,14 +251,27 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 		waiterPool.Put(w)
 		return nil, ErrClosed
 	}
-	if mw := p.cfg.MaxWaiters; mw < 0 || (mw > 0 && s.nwait >= mw) {
-		s.mu.Unlock()
-		waiterPool.Put(w)
-		p.exhausted.Add(1)
-		return nil, fmt.Errorf("%w (pool %s, MaxWaiters %d)", ErrPoolExhausted, p.cfg.Name, p.cfg.MaxWaiters)
+	if dl.ticket != 0 {
+		// Back after the connection handed to it failed validation (or expired, or was
+		// marked): it keeps its place by arrival, ahead of later arrivals, and is not counted
+		// against MaxWaiters again. Like a barged waiter, it gets the next connection directly.
+		w.ticket = dl.ticket
+		w.barged = true
+		s.requeueLocked(w)
+	} else {
+		if mw := p.cfg.MaxWaiters; mw < 0 || (mw > 0 && s.nwait+int(p.suspendWaiting.Load()) >= mw) {
+			s.mu.Unlock()
+			waiterPool.Put(w)
+			p.exhausted.Add(1)
+			return nil, p.exhaustedError()
+		}
+		s.tickets++
+		dl.ticket = s.tickets
+		w.ticket = dl.ticket
+		s.pushBackLocked(w)
 	}
-	s.pushBackLocked(w)
 	s.mu.Unlock()
+	p.dropUnfit(dl) // queued in place: now its replacement may come
 	p.signalCreator()
 
 	dl.begin(p)
@@ -235,9 +294,10 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 				waiterPool.Put(w)
 				return nil, ErrClosed
 			}
-			// A running goroutine barged in; keep our place at the head.
+			// A running goroutine barged in; keep our place by arrival (the head, unless an
+			// older waiter came back meanwhile).
 			w.barged = true
-			s.pushFrontLocked(w)
+			s.requeueLocked(w)
 			s.mu.Unlock()
 			// The creator may have judged "no waiters" while we were unlinked: tell it again
 			// (only below MaxConns; at the limit a wake-up would be wasted on every lost race).
@@ -291,6 +351,7 @@ func (p *Pool) timeoutError(ctx context.Context, dl *deadline, byCtx bool) error
 		ev.AcquireTimedOut(p.cfg.Name, waited)
 	}
 	st := p.Stats()
+	lastErr := p.lastError()
 	return &AcquireTimeoutError{
 		Pool:        p.cfg.Name,
 		Waited:      waited,
@@ -299,29 +360,50 @@ func (p *Pool) timeoutError(ctx context.Context, dl *deadline, byCtx bool) error
 		Idle:        st.Idle,
 		Waiting:     st.Waiting + 1,
 		CtxDeadline: byCtx,
-		LastErr:     p.lastError(),
+		Failing:     lastErr != nil,
+		LastErr:     lastErr,
 	}
 }
 
-// awaitResume blocks a new acquire while the pool is suspended.
+func (p *Pool) exhaustedError() error {
+	return fmt.Errorf("%w (pool %s, MaxWaiters %d)", ErrPoolExhausted, p.cfg.Name, p.cfg.MaxWaiters)
+}
+
+// awaitResume blocks a new acquire while the pool is suspended. Such an acquire counts as
+// waiting: in Stats.Waiting and against MaxWaiters, which it fails at once with
+// ErrPoolExhausted when MaxWaiters goroutines already wait (queued or suspended).
 func (p *Pool) awaitResume(ctx context.Context, dl *deadline) error {
 	p.suspendMu.Lock()
 	ch, suspended := p.resumeCh, p.suspended.Load()
+	if suspended {
+		if mw := p.cfg.MaxWaiters; mw != 0 {
+			_, queued := p.store.counts()
+			if mw < 0 || queued+int(p.suspendWaiting.Load()) >= mw {
+				p.suspendMu.Unlock()
+				p.exhausted.Add(1)
+				return p.exhaustedError()
+			}
+		}
+		p.suspendWaiting.Add(1)
+	}
 	p.suspendMu.Unlock()
 	if !suspended {
 		return nil
 	}
+	var byCtx bool
 	select {
 	case <-ch:
+		p.suspendWaiting.Add(-1)
 		if p.closed.Load() {
 			return ErrClosed
 		}
 		return nil
 	case <-dl.timeout(p):
-		return p.timeoutError(ctx, dl, false)
 	case <-ctx.Done():
-		return p.timeoutError(ctx, dl, true)
+		byCtx = true
 	}
+	p.suspendWaiting.Add(-1) // before timeoutError, which counts this acquire itself
+	return p.timeoutError(ctx, dl, byCtx)
 }
 
 // release takes back a connection from its borrower. A connection that saw a fatal error, that

@@ -47,9 +47,10 @@ type entry struct {
 	borrowedAt int64
 	usageStart int64
 
-	// dbAcquires counts mode (b) checkouts (ResetSession); summed by Stats, folded into
-	// Pool.dbAcquires when the entry is closed.
-	dbAcquires atomic.Uint64
+	// handouts counts the times the connection was handed to a borrower (Connect, or a mode
+	// (b) checkout); summed by Stats, folded into Pool.handouts when the entry is closed. Per
+	// entry, so that no cache line is shared between borrowers.
+	handouts atomic.Uint64
 
 	// Owned by the goroutine that holds the connection.
 	stmts stmtCache

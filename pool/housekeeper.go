@@ -85,6 +85,7 @@ func (p *Pool) housekeep() {
 			continue
 		}
 		e.lastAlive = p.nanotime()
+		p.clearLastError()
 		if !p.store.put(e) {
 			p.closeEntry(e, ClosePoolClosed)
 		}

@@ -54,17 +54,24 @@ type Pool struct {
 	suspendMu sync.Mutex
 	suspended atomic.Bool
 	resumeCh  chan struct{}
+	// suspendWaiting counts acquires blocked by Suspend; they count as waiting (Stats.Waiting,
+	// MaxWaiters). Changed under suspendMu on the way in.
+	suspendWaiting atomic.Int32
 
 	// goneAt is when a connection last reported that the whole server went away; idle
 	// connections last known alive before it are probed on their next acquire.
 	goneAt atomic.Int64
 
 	lastErr atomic.Pointer[errBox]
+	// deadOnArrival counts connections that failed their first probe before they were ever
+	// handed out, since the last probe that passed or first hand-out: while it is above zero the
+	// creator backs off before each dial, as after a failed dial.
+	deadOnArrival atomic.Int32
 
 	timeouts      atomic.Uint64
 	created       atomic.Uint64
 	closedN       atomic.Uint64
-	dbAcquires    atomic.Uint64 // mode (b) checkouts of closed entries
+	handouts      atomic.Uint64 // hand-outs of entries since closed (entry.handouts folded in)
 	exhausted     atomic.Uint64
 	validations   atomic.Uint64
 	probeFailed   atomic.Uint64
@@ -84,7 +91,10 @@ type Stats struct {
 	Idle     int // idle in the pool, or parked idle in database/sql (mode b)
 	Waiting  int // goroutines waiting in Connect
 
-	Acquires      uint64 // successful acquires, through Connect or mode (b) checkouts
+	// Acquires counts connections handed out: by Connect, or checked out of database/sql's idle
+	// list (mode b). A connection taken from the stack and then closed (failed probe, expired,
+	// evicted) is not counted.
+	Acquires      uint64
 	Timeouts      uint64 // acquires that reached their deadline
 	Exhausted     uint64 // acquires refused with ErrPoolExhausted
 	Created       uint64 // physical connections opened
@@ -97,7 +107,9 @@ type Stats struct {
 	// StatementCacheFull counts ER_MAX_PREPARED_STMT_COUNT_REACHED (1461) errors that made a
 	// connection empty its statement cache.
 	StatementCacheFull uint64
-	// LastError is the last dial, init or validation error, or nil.
+	// LastError is the error of the pool's last attempt to open or validate a connection when
+	// that attempt failed, or nil: it is cleared when a connection is opened, or passes a probe
+	// (on acquire or keepalive), as HikariCP does.
 	LastError error
 }
 
@@ -150,6 +162,7 @@ func (p *Pool) checkFailFast() error {
 		dialStart := p.nanotime()
 		e, err := p.dial()
 		if err == nil {
+			p.clearLastError()
 			if p.cfg.MinIdleConns > 0 {
 				p.register(e)
 				if ev := p.cfg.Events; ev != nil {
@@ -200,12 +213,11 @@ func (p *Pool) Connect(ctx context.Context) (driver.Conn, error) {
 // Stats returns a snapshot of the pool. It takes the pool's locks briefly; it is meant for
 // metrics scrapes and logs, not for hot paths.
 func (p *Pool) Stats() Stats {
-	idle, waiting, acquires := p.store.counts()
+	idle, waiting := p.store.counts()
 	s := Stats{
 		Name:               p.cfg.Name,
 		MaxConns:           p.cfg.MaxConns,
-		Waiting:            waiting,
-		Acquires:           acquires,
+		Waiting:            waiting + int(p.suspendWaiting.Load()),
 		Timeouts:           p.timeouts.Load(),
 		Exhausted:          p.exhausted.Load(),
 		Created:            p.created.Load(),
@@ -224,9 +236,9 @@ func (p *Pool) Stats() Stats {
 		if e.state.Load() == stateLent {
 			lent++
 		}
-		s.Acquires += e.dbAcquires.Load()
+		s.Acquires += e.handouts.Load()
 	}
-	s.Acquires += p.dbAcquires.Load()
+	s.Acquires += p.handouts.Load()
 	p.regMu.Unlock()
 	s.Idle = min(idle+lent, s.Total)
 	s.Active = s.Total - s.Idle
@@ -361,6 +373,14 @@ func (p *Pool) signalCreator() {
 
 func (p *Pool) setLastError(err error) { p.lastErr.Store(&errBox{err}) }
 
+// clearLastError forgets the last connection error after a connection was opened or passed a
+// probe: the pool is no longer failing, so a later timeout means it is busy.
+func (p *Pool) clearLastError() {
+	if p.lastErr.Load() != nil {
+		p.lastErr.Store(nil)
+	}
+}
+
 func (p *Pool) lastError() error {
 	if b := p.lastErr.Load(); b != nil {
 		return b.err
@@ -392,7 +412,7 @@ func (p *Pool) closeEntry(e *entry, reason CloseReason) {
 	p.regMu.Lock()
 	_, ok := p.all[e]
 	delete(p.all, e)
-	p.dbAcquires.Add(e.dbAcquires.Load())
+	p.handouts.Add(e.handouts.Load())
 	p.regMu.Unlock()
 	if !ok {
 		return
@@ -444,14 +464,15 @@ func (p *Pool) OpenDB(opts ...DBOption) *sql.DB {
 	for _, f := range opts {
 		f(&o)
 	}
-	db := sql.OpenDB(connector{p})
 	if o.keepIdle {
+		db := sql.OpenDB(lendingConnector{p})
 		db.SetMaxOpenConns(p.cfg.MaxConns)
 		db.SetMaxIdleConns(p.cfg.MaxConns)
-	} else {
-		db.SetMaxIdleConns(0)
-		db.SetMaxOpenConns(0)
+		return db
 	}
+	db := sql.OpenDB(connector{p})
+	db.SetMaxIdleConns(0)
+	db.SetMaxOpenConns(0)
 	return db
 }
 
@@ -460,3 +481,24 @@ type connector struct{ p *Pool }
 
 func (c connector) Connect(ctx context.Context) (driver.Conn, error) { return c.p.Connect(ctx) }
 func (c connector) Driver() driver.Driver                            { return c.p.Driver() }
+
+// lendingConnector is the connector of p.OpenDB(KeepIdleInDB()). database/sql does not always
+// use a connection it opens: its background opener, serving a waiter that has already given
+// up, parks the new connection in its idle list without calling IsValid, and the first
+// checkout of a new connection calls neither ResetSession nor anything else. So the connection
+// it returns is checked by the pool, then lent to database/sql at once (Stats count it idle,
+// Close does not wait for it, housekeeping marks it), and marked fresh: its first use by a
+// borrower (a statement, Begin, Prepare, Ping, Raw) runs the checkout checks of ResetSession
+// first — SoftEvict and expiry marks, a server-gone report, the bypass window and the driver's
+// own liveness check — and fails with driver.ErrBadConn, which database/sql retries on another
+// connection, when they fail.
+type lendingConnector struct{ p *Pool }
+
+func (c lendingConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	e, err := c.p.acquireAs(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	return &conn{p: c.p, e: e, fresh: true}, nil
+}
+func (c lendingConnector) Driver() driver.Driver { return c.p.Driver() }

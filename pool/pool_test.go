@@ -43,7 +43,13 @@ func (ioDiscard) Write(b []byte) (int, error) { return len(b), nil }
 // newPool returns a pool over a fake connector, closed at the end of the test.
 func newPool(t testing.TB, cfg Config) (*Pool, *fakedb.Connector) {
 	t.Helper()
-	fc := fakedb.New()
+	return newPoolOver(t, fakedb.New(), cfg)
+}
+
+// newPoolOver is newPool over fc, for tests that must set up faults before the creator's
+// first dial (setting them after New races it).
+func newPoolOver(t testing.TB, fc *fakedb.Connector, cfg Config) (*Pool, *fakedb.Connector) {
+	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quiet
 	}
@@ -713,14 +719,20 @@ func TestInitializationFailTimeout(t *testing.T) {
 }
 
 func TestCreatorBacksOffAndRecovers(t *testing.T) {
-	p, fc := newPool(t, Config{MaxConns: 1, InitializationFailTimeout: -1, AcquireTimeout: 5 * time.Second})
-	fc.SetDialError(errors.New("connection refused"))
+	fc := fakedb.New()
+	fc.SetDialError(errors.New("connection refused")) // before New: the creator dials at once
+	p, _ := newPoolOver(t, fc, Config{MaxConns: 1, InitializationFailTimeout: -1, AcquireTimeout: 5 * time.Second})
 	eventually(t, "a few failed dials", func() bool { return fc.Dials.Load() >= 3 })
+	eventually(t, "the dial error recorded", func() bool { return p.Stats().LastError != nil })
+	if err := p.Stats().LastError; !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("LastError = %v", err)
+	}
 	fc.SetDialError(nil)
 	c := mustConnect(t, p)
 	_ = c.Close()
-	if err := p.Stats().LastError; err == nil || !strings.Contains(err.Error(), "refused") {
-		t.Fatalf("LastError = %v", err)
+	// A connection was opened since: the pool is no longer failing (as HikariCP).
+	if err := p.Stats().LastError; err != nil {
+		t.Fatalf("LastError = %v after a successful dial; want nil", err)
 	}
 }
 
@@ -1084,7 +1096,7 @@ func TestBargedWaiterGetsDirectHandOff(t *testing.T) {
 		t.Fatal("stack should be empty")
 	}
 	w.barged = true
-	s.pushFrontLocked(w)
+	s.requeueLocked(w)
 	s.mu.Unlock()
 
 	s.put(e2)

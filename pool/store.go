@@ -22,7 +22,7 @@ type store struct {
 	idle       []*entry
 	head, tail *waiter
 	nwait      int    // waiters queued
-	acquires   uint64 // cumulative successful pops and hand-offs
+	tickets    uint64 // arrival order: the last ticket given to a waiter
 	closed     bool
 }
 
@@ -35,6 +35,10 @@ type waiter struct {
 	prev, next *waiter
 	queued     bool
 	barged     bool
+	// ticket is the acquire's arrival number: the queue is kept in ticket order, so a waiter
+	// that comes back (it lost a race, or the connection it got failed validation) goes back
+	// to its place by original arrival, not to the tail.
+	ticket uint64
 }
 
 var waiterPool = sync.Pool{New: func() any { return &waiter{ch: make(chan *entry, 1)} }}
@@ -56,7 +60,6 @@ func (s *store) popLocked() *entry {
 	s.idle[n-1] = nil
 	s.idle = s.idle[:n-1]
 	e.state.Store(stateInUse)
-	s.acquires++
 	return e
 }
 
@@ -71,7 +74,6 @@ func (s *store) put(e *entry) bool {
 	if w := s.head; w != nil && w.barged {
 		s.unlinkLocked(w)
 		e.state.Store(stateInUse)
-		s.acquires++
 		w.ch <- e
 		s.mu.Unlock()
 		return true
@@ -103,15 +105,27 @@ func (s *store) pushBackLocked(w *waiter) {
 	s.nwait++
 }
 
-func (s *store) pushFrontLocked(w *waiter) {
-	w.queued = true
-	w.prev, w.next = nil, s.head
-	if s.head != nil {
-		s.head.prev = w
-	} else {
-		s.tail = w
+// requeueLocked puts back a waiter that already waited (ticket set) at its place by arrival
+// order. It walks from the head: a returning waiter is among the oldest.
+func (s *store) requeueLocked(w *waiter) {
+	var after *waiter // the waiter w goes behind; nil: w becomes the head
+	for n := s.head; n != nil && n.ticket < w.ticket; n = n.next {
+		after = n
 	}
-	s.head = w
+	if after == s.tail {
+		s.pushBackLocked(w)
+		return
+	}
+	w.queued = true
+	w.prev = after
+	if after != nil {
+		w.next = after.next
+		after.next = w
+	} else {
+		w.next = s.head
+		s.head = w
+	}
+	w.next.prev = w
 	s.nwait++
 }
 
@@ -171,9 +185,9 @@ func (s *store) close() []*entry {
 	return idle
 }
 
-// counts returns the idle and waiting counts and cumulative acquires.
-func (s *store) counts() (idle, waiting int, acquires uint64) {
+// counts returns the idle and waiting counts.
+func (s *store) counts() (idle, waiting int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.idle), s.nwait, s.acquires
+	return len(s.idle), s.nwait
 }
