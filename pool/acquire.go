@@ -9,9 +9,11 @@ import (
 	"github.com/sqlpool/sqlpool/validate"
 )
 
-// This file is the hot path: acquire and release. A clean cycle within the bypass window takes
-// the store mutex twice, reads the pool's coarse clock (an atomic load) twice and touches nothing
-// else shared. The exact clock is read only when an acquire has to wait or probe.
+// This file is the hot path: acquire and release. A clean cycle within the bypass window, with
+// no one waiting, takes no lock and writes nothing shared by all cores: a sync.Pool Get and Put
+// on its own P, a compare-and-swap and a store on the entry's state (see store), reads of the
+// pool's coarse clock (an atomic load) and of read-mostly flags. The exact clock is read only
+// when an acquire has to wait or probe.
 
 // acquire returns a connection in state inUse, or an error: ErrClosed, ErrPoolExhausted, an
 // *AcquireTimeoutError, or the ctx's error wrapped when ctx was cancelled.
@@ -172,6 +174,7 @@ func driverLive(ctx context.Context, dc driver.Conn) bool {
 func (p *Pool) usableLent(ctx context.Context, e *entry, now int64) bool {
 	if reason := p.check(ctx, e, now, nil); reason != "" {
 		e.evict.Store(true)
+		e.discard = reason // the Close database/sql sends next closes it for this reason
 		return false
 	}
 	return true
@@ -240,8 +243,12 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 	s := &p.store
 	w := waiterPool.Get().(*waiter)
 	w.barged = false
+	// Counted as waiting from before the scan below until this function returns, so that every
+	// release meanwhile takes the slow path (see store).
+	s.waiting.Add(1)
+	defer s.waiting.Add(-1)
 	s.mu.Lock()
-	if e := s.popLocked(); e != nil {
+	if e := s.scan(); e != nil {
 		s.mu.Unlock()
 		waiterPool.Put(w)
 		return e, nil
@@ -273,6 +280,10 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 	s.mu.Unlock()
 	p.dropUnfit(dl) // queued in place: now its replacement may come
 	p.signalCreator()
+	// Connections parked in database/sql's idle lists cannot be handed to this waiter; from
+	// now on releases route connections here instead of parking them (conn.IsValid), and any
+	// parked before are brought back (see reclaimLent).
+	p.reclaimLent()
 
 	dl.begin(p)
 	timeout := dl.timeout(p)
@@ -284,7 +295,7 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 				return e, nil
 			}
 			s.mu.Lock()
-			if e := s.popLocked(); e != nil {
+			if e := s.scan(); e != nil {
 				s.mu.Unlock()
 				waiterPool.Put(w)
 				return e, nil
@@ -328,7 +339,7 @@ func (p *Pool) giveUp(ctx context.Context, w *waiter, dl *deadline, byCtx bool) 
 			}
 		} else {
 			s.mu.Lock()
-			if len(s.idle) > 0 {
+			if s.anyIdle() {
 				s.wakeLocked()
 			}
 			s.mu.Unlock()

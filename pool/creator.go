@@ -101,6 +101,7 @@ func (p *Pool) shouldCreate() bool {
 		return false
 	}
 	idle, waiting := p.store.counts()
+	idle += p.store.count(stateLent) // parked in a DB: idle too (MinIdleConns counts them)
 	return idle < p.cfg.MinIdleConns || waiting > idle
 }
 
