@@ -501,8 +501,8 @@ func TestRunEmbeddedTraffic(t *testing.T) {
 	}
 }
 
-// TestPoolModes pins what the report says about p.OpenDB(): mode (a) keeps nothing idle in
-// database/sql.
+// TestPoolModes pins what the report says about p.OpenDB(): database/sql keeps a returned
+// connection idle (issue 15: one mode), with or without the deprecated KeepIdleInDB.
 func TestPoolModes(t *testing.T) {
 	p, err := pool.New(StubConnector{}, pool.Config{MaxConns: 2})
 	if err != nil {
@@ -514,7 +514,7 @@ func TestPoolModes(t *testing.T) {
 		name string
 		opts []pool.DBOption
 		idle int
-	}{{"OpenDB()", nil, 0}, {"OpenDB(KeepIdleInDB())", []pool.DBOption{pool.KeepIdleInDB()}, 1}} {
+	}{{"OpenDB()", nil, 1}, {"OpenDB(KeepIdleInDB()), a no-op now", []pool.DBOption{pool.KeepIdleInDB()}, 1}} {
 		db := p.OpenDB(c.opts...)
 		conn, err := db.Conn(ctx)
 		if err != nil {
