@@ -2,7 +2,6 @@ package pool
 
 import (
 	"context"
-	"database/sql/driver"
 	"fmt"
 	"time"
 
@@ -26,15 +25,62 @@ func (p *Pool) acquireAs(ctx context.Context, lend bool) (*entry, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
+	// The fast path: an idle connection, trusted without a probe. No deadline, timer or
+	// defer; anything else goes to acquireSlow with the connection found.
+	if !p.suspended.Load() {
+		e := p.store.get()
+		if e == nil {
+			return p.acquireSlow(ctx, lend, nil, "")
+		}
+		now := p.now()
+		if reason, probe := p.quickCheck(e, now); reason != "" || probe {
+			return p.acquireSlow(ctx, lend, e, reason)
+		}
+		if !driverLive(ctx, e) {
+			return p.acquireSlow(ctx, lend, e, CloseDriverInvalid)
+		}
+		return p.handOut(e, now, nil, lend), nil
+	}
+	return p.acquireSlow(ctx, lend, nil, "")
+}
+
+// handOut completes an acquire of e, checked fit at now.
+func (p *Pool) handOut(e *entry, now int64, dl *deadline, lend bool) *entry {
+	if lend {
+		e.state.Store(stateLent)
+		if p.closed.Load() {
+			p.wakeCloser()
+		}
+		return e
+	}
+	p.handedOut(e)
+	e.borrowedAt = now
+	if ev := p.cfg.Events; ev != nil {
+		p.noteAcquired(ev, e, dl)
+	}
+	if p.cfg.LeakDetectionThreshold > 0 {
+		e.leak = p.watchLeak(e)
+	}
+	return e
+}
+
+// acquireSlow is acquire when the fast path did not do: suspended, nothing idle, or the
+// connection it found (first, when not nil) needs a probe or is unfit (firstReason, when
+// already known; "" runs the checks).
+func (p *Pool) acquireSlow(ctx context.Context, lend bool, first *entry, firstReason CloseReason) (*entry, error) {
 	var dl deadline
 	defer dl.stop()
-	if p.suspended.Load() {
+	if first == nil && p.suspended.Load() {
 		if err := p.awaitResume(ctx, &dl); err != nil {
 			return nil, err
 		}
 	}
 	for {
-		e := p.store.get()
+		e, known := first, firstReason
+		first, firstReason = nil, ""
+		if e == nil {
+			e = p.store.get()
+		}
 		if e == nil {
 			var err error
 			e, err = p.wait(ctx, &dl)
@@ -46,24 +92,12 @@ func (p *Pool) acquireAs(ctx context.Context, lend bool) (*entry, error) {
 			p.dropUnfit(&dl)
 		}
 		now := p.now()
-		reason := p.check(ctx, e, now, &dl)
+		reason := known
 		if reason == "" {
-			if lend {
-				e.state.Store(stateLent)
-				if p.closed.Load() {
-					p.wakeCloser()
-				}
-				return e, nil
-			}
-			p.handedOut(e)
-			e.borrowedAt = now
-			if ev := p.cfg.Events; ev != nil {
-				p.noteAcquired(ev, e, &dl)
-			}
-			if p.cfg.LeakDetectionThreshold > 0 {
-				e.leak = p.watchLeak(e)
-			}
-			return e, nil
+			reason = p.check(ctx, e, now, &dl)
+		}
+		if reason == "" {
+			return p.handOut(e, now, &dl, lend), nil
 		}
 		// e is unfit (marked, expired, or it failed its probe). The acquire goes on; unless it
 		// ends here, e is closed only once this acquire is queued again (see wait), so that the
@@ -162,11 +196,30 @@ func (p *Pool) dropUnfit(dl *deadline) {
 // (CheckConnLiveness, on by default) when a non-blocking read of the socket finds that the server
 // closed it (KILL, wait_timeout, restart) — no bytes are sent. In mode (b) database/sql calls
 // it through conn.ResetSession instead. Cost: see docs/reliability.md.
-func driverLive(ctx context.Context, dc driver.Conn) bool {
-	if sr, ok := dc.(driver.SessionResetter); ok {
+func driverLive(ctx context.Context, e *entry) bool {
+	if sr := e.resetter; sr != nil {
 		return sr.ResetSession(ctx) == nil
 	}
 	return true
+}
+
+// quickCheck is the part of check that needs no I/O: reason is why e may not be handed out
+// (marked, expired), and probe says it may only after a probe (outside the bypass window, or
+// not known alive since a server-gone report). The driver's liveness check is not part of it.
+func (p *Pool) quickCheck(e *entry, now int64) (reason CloseReason, probe bool) {
+	if e.evict.Load() {
+		return CloseEvicted, false
+	}
+	if e.expired(now) {
+		return CloseMaxLifetime, false
+	}
+	// After a server-gone report a connection is trusted only if known alive since: last alive
+	// after it, and borrowed (or, never borrowed, dialled) after it. One that was out on loan
+	// when the report came was returned after it, so lastAlive is recent, but its borrower may
+	// not have used it since the server restarted under it.
+	gone := p.goneAt.Load()
+	alive := e.lastAlive
+	return "", !(p.trusted(now, alive) && alive >= gone && max(e.borrowedAt, e.createdAt) >= gone)
 }
 
 // usableLent is usable for a connection checked out of database/sql's idle list (mode b): an
@@ -186,21 +239,15 @@ func (p *Pool) usableLent(ctx context.Context, e *entry, now int64) bool {
 // before the bypass window, or before a connection reported that the server went
 // away. When dl is not nil the probe also ends at the acquire's AcquireTimeout deadline.
 func (p *Pool) check(ctx context.Context, e *entry, now int64, dl *deadline) CloseReason {
-	if e.evict.Load() {
-		return CloseEvicted
+	reason, probe := p.quickCheck(e, now)
+	if reason != "" {
+		return reason
 	}
-	if e.expired(now) {
-		return CloseMaxLifetime
-	}
-	// After a server-gone report a connection is trusted only if known alive since: last alive
-	// after it, and borrowed (or, never borrowed, dialled) after it. One that was out on loan
-	// when the report came was returned after it, so lastAlive is recent, but its borrower may
-	// not have used it since the server restarted under it.
-	gone := p.goneAt.Load()
-	if alive := e.lastAlive; p.trusted(now, alive) && alive >= gone && max(e.borrowedAt, e.createdAt) >= gone {
+	if !probe {
 		// Inside the bypass window nothing is sent, but what the driver can tell without
-		// traffic is still asked (mode a; in mode b conn.ResetSession has asked already).
-		if dl != nil && !driverLive(ctx, e.conn) {
+		// traffic is still asked (Connect; a checkout from a DB's idle list has asked already,
+		// in conn.ResetSession).
+		if dl != nil && !driverLive(ctx, e) {
 			return CloseDriverInvalid
 		}
 		return ""

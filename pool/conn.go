@@ -398,7 +398,7 @@ func (c *conn) ResetSession(ctx context.Context) error {
 		return driver.ErrBadConn
 	}
 	now := p.now()
-	if sr, ok := e.conn.(driver.SessionResetter); ok {
+	if sr := e.resetter; sr != nil {
 		if err := sr.ResetSession(ctx); err != nil {
 			e.evict.Store(true)
 			e.discard = CloseDriverInvalid // the Close database/sql sends next closes it for this

@@ -139,6 +139,7 @@ func (p *Pool) dial() (*entry, error) {
 	e := &entry{conn: dc}
 	e.stmts.max = p.cfg.StatementCacheSize
 	e.validator, _ = dc.(driver.Validator)
+	e.resetter, _ = dc.(driver.SessionResetter)
 	if err := e.sess.init(ctx, dc); err != nil {
 		_ = dc.Close()
 		return nil, fmt.Errorf("recording the session baseline: %w", err)
