@@ -1,9 +1,9 @@
 // Package pool is a HikariCP-style connection pool behind database/sql.
 //
 // A *Pool wraps any driver.Connector and is itself one, so sql.OpenDB(p) works; p.OpenDB()
-// returns a *sql.DB set up so that every borrow and return goes through the pool (mode a), and
-// p.OpenDB(KeepIdleInDB()) one that lets database/sql keep idle connections (mode b, faster,
-// fewer guarantees). See docs/ARCHITECTURE.md for the two modes and the invariants.
+// returns a *sql.DB that keeps idle connections as plain database/sql does (fast when
+// connections are free) and waits in the pool's FIFO queue when they are not (fair, bounded by
+// AcquireTimeout and MaxWaiters). See docs/ARCHITECTURE.md for the design and the invariants.
 //
 // What the pool adds to database/sql: validation on acquire for connections idle longer than
 // AliveBypassWindow, a release that rolls back and resets only what the borrower left behind
