@@ -2,7 +2,8 @@
 # Measures a base commit against HEAD (the working tree's commit) with go test benchmarks,
 # interleaved, and compares them with benchstat.
 #
-#   bench/compare.sh [-base REV] [-count N] [-benchtime T] [-cpu LIST] [-o DIR] [-dirty] PKG REGEX
+#   bench/compare.sh [-base REV] [-count N] [-benchtime T] [-cpu LIST] [-o DIR] [-dirty]
+#                    [-overlay FILE]... PKG REGEX
 #
 #   bench/compare.sh -base main ./pool/ 'AcquireRelease$'
 #   bench/compare.sh -base 9fdca7b -count 10 -benchtime 200ms ./pool/ 'AcquireRelease(Contended)?$'
@@ -15,13 +16,16 @@
 # these machines are shared, and a comparison taken at load 12 says less than one at load 1.
 # Results: DIR/base.txt, DIR/head.txt (benchstat's input), DIR/load.txt, DIR/benchstat.txt.
 # -dirty benchmarks the working tree as it is instead of HEAD (uncommitted changes included).
+# -overlay FILE (repeatable, a path in the repository) copies HEAD's version of FILE into the
+# base tree before building, e.g. a _test.go file whose benchmark reports a new metric; the
+# file must compile against the base code.
 #
 # benchstat is golang.org/x/perf/cmd/benchstat at the version the project pins (HELPERS.md).
 set -euo pipefail
 
 BENCHSTAT=golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
-base=main count=10 benchtime=1s cpu= out= dirty=
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+base=main count=10 benchtime=1s cpu= out= dirty= overlays=()
+usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [[ $# -gt 0 && $1 == -* ]]; do
 	case $1 in
 	-base) base=$2; shift 2 ;;
@@ -30,6 +34,7 @@ while [[ $# -gt 0 && $1 == -* ]]; do
 	-cpu) cpu=$2; shift 2 ;;
 	-o) out=$2; shift 2 ;;
 	-dirty) dirty=1; shift ;;
+	-overlay) overlays+=("$2"); shift 2 ;;
 	-h | --help) usage ;;
 	*) echo "compare.sh: unknown flag $1" >&2; usage ;;
 	esac
@@ -61,7 +66,11 @@ if [[ -z $dirty ]]; then
 	git worktree add --detach "$tmp/head" "$headrev" >/dev/null 2>&1
 	headtree=$tmp/head
 fi
-log "base $(git log -1 --format='%h %s' "$baserev")"
+for f in "${overlays[@]}"; do
+	cp "$headtree/$f" "$tmp/base/$f"
+	log "overlay: base uses HEAD's $f"
+done
+log "base $(git log -1 --format='%h %s' "$baserev")${overlays[*]:+ (overlaid: ${overlays[*]})}"
 log "head $(git log -1 --format='%h %s' "$headrev")${dirty:+ + uncommitted changes}"
 (cd "$tmp/base" && go test -c -o "$tmp/base.test" "$pkg")
 (cd "$headtree" && go test -c -o "$tmp/head.test" "$pkg")
@@ -86,7 +95,7 @@ for ((i = 1; i <= count; i++)); do
 done
 
 {
-	echo "# base $baserev  head $headrev${dirty:+ (dirty)}"
+	echo "# base $baserev${overlays[*]:+ with HEAD's ${overlays[*]}}  head $headrev${dirty:+ (dirty)}"
 	echo "# go test $pkg -bench '$regex' -benchtime $benchtime${cpu:+ -cpu $cpu}, $count interleaved rounds, $(($(date +%s) - start)) s"
 	awk -F'\t' 'NR > 1 { v = $3 + 0; s += v; n++; if (n == 1 || v < lo) lo = v; if (v > hi) hi = v }
 		END { if (n) printf "# load average (1 min) before each run: min %.2f, mean %.2f, max %.2f over %d runs\n", lo, s / n, hi, n }' "$out/load.txt"
