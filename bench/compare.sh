@@ -95,7 +95,7 @@ for ((i = 1; i <= count; i++)); do
 done
 
 {
-	echo "# base $baserev${overlays[*]:+ with HEAD's ${overlays[*]}}  head $headrev${dirty:+ (dirty)}"
+	echo "# base $baserev${overlays[*]:+ with HEAD versions of: ${overlays[*]}}  head $headrev${dirty:+ (dirty)}"
 	echo "# go test $pkg -bench '$regex' -benchtime $benchtime${cpu:+ -cpu $cpu}, $count interleaved rounds, $(($(date +%s) - start)) s"
 	awk -F'\t' 'NR > 1 { v = $3 + 0; s += v; n++; if (n == 1 || v < lo) lo = v; if (v > hi) hi = v }
 		END { if (n) printf "# load average (1 min) before each run: min %.2f, mean %.2f, max %.2f over %d runs\n", lo, s / n, hi, n }' "$out/load.txt"
