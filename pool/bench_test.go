@@ -82,6 +82,8 @@ func BenchmarkDBConn(b *testing.B) {
 				db := benchDB(b, kind, 32)
 				ctx := context.Background()
 				b.ReportAllocs()
+				cpu0 := cpuTime()
+				defer func() { b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op") }()
 				runConcurrent(b, g, func() {
 					c, err := db.Conn(ctx)
 					if err != nil {
