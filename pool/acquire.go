@@ -294,6 +294,7 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 	// release meanwhile takes the slow path (see store).
 	s.waiting.Add(1)
 	defer s.waiting.Add(-1)
+	w.since = dl.begin(p) // before the lock: the exact clock is a VDSO call
 	s.mu.Lock()
 	if e := s.scan(); e != nil {
 		s.mu.Unlock()

@@ -146,6 +146,7 @@ func New(c driver.Connector, cfg Config) (*Pool, error) {
 		returnedC: make(chan struct{}, 1),
 	}
 	p.clk.init(&p.cfg, cfg.Clock != nil)
+	p.store.nanotime = p.nanotime
 	p.refreshClock()
 	p.dialCtx, p.dialStop = context.WithCancel(context.Background())
 

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // store holds the idle connections and the goroutines waiting for one (a FIFO queue).
@@ -50,7 +51,9 @@ import (
 // goroutine costs a third of the throughput, because the connection sits unused until the
 // scheduler runs the waiter. A waiter that wakes and finds nothing idle goes back to its place
 // by arrival, marked barged; the next release hands a connection directly to a barged waiter,
-// so a waiter loses at most one race and the queue stays first come, first served.
+// so a waiter loses at most one race and the queue stays first come, first served. Once the
+// first waiter has waited handOffAge (1 ms), releases hand connections over directly: the pool
+// is saturated, and fairness, not a microsecond of hand-off, decides the tail.
 //
 // mu is held for a few instructions (and a scan of at most MaxConns atomic loads on the slow
 // path): no I/O, allocation or syscall.
@@ -60,6 +63,7 @@ type store struct {
 	nwait      int    // waiters queued
 	tickets    uint64 // arrival order: the last ticket given to a waiter
 	closed     bool
+	nanotime   func() int64 // the pool's exact clock (Pool.nanotime); nil in unit tests of the store
 
 	_ [64]byte // keep the read-mostly words below off the cache line mu's writers dirty
 
@@ -88,6 +92,8 @@ type waiter struct {
 	// that comes back (it lost a race, or the connection it got failed validation) goes back
 	// to its place by original arrival, not to the tail.
 	ticket uint64
+	// since is when the acquire began to wait (the pool's exact clock): see handOffAge.
+	since int64
 }
 
 var waiterPool = sync.Pool{New: func() any { return &waiter{ch: make(chan *entry, 1)} }}
@@ -192,7 +198,7 @@ func (s *store) putSlow(e *entry) bool {
 		s.mu.Unlock()
 		return false
 	}
-	if w := s.head; w != nil && w.barged {
+	if w := s.head; w != nil && (w.barged || s.aged(w)) {
 		s.unlinkLocked(w)
 		e.state.Store(stateInUse)
 		w.ch <- e
@@ -203,6 +209,20 @@ func (s *store) putSlow(e *entry) bool {
 	s.wakeLocked()
 	s.mu.Unlock()
 	return true
+}
+
+// handOffAge is how long the first waiter may have waited before a release hands it the
+// connection directly instead of letting a running goroutine barge (see the type's comment).
+// Below it the pool is only momentarily busy, and barging keeps throughput (puddle#46); above
+// it the pool is saturated — waits last as long as borrowers hold connections — and a barging
+// returner would take a second turn before every waiter's first, doubling some waits. The
+// hand-off may leave the connection unused until the scheduler runs the waiter (microseconds
+// when the releaser blocks or another P steals it), which is small against such waits.
+const handOffAge = int64(time.Millisecond)
+
+// aged reports whether w has waited at least handOffAge.
+func (s *store) aged(w *waiter) bool {
+	return s.nanotime != nil && w.since != 0 && s.nanotime()-w.since >= handOffAge
 }
 
 // wakeLocked tells the first waiter, if any, that a connection is idle.
