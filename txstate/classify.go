@@ -60,10 +60,9 @@ const (
 	// tx_read_only in session or next-transaction scope: isolation and access
 	// mode are reset at release.
 	ClassSetTransaction
-	// ClassSetOther is any other SET: a session variable whose value at
-	// connect is not recorded (sql_mode, time_zone, NAMES, ...), a GLOBAL or
-	// PERSIST scope, ROLE, PASSWORD, .... The connection is discarded at
-	// release.
+	// ClassSetOther is any other SET: a session variable the baseline does
+	// not record (foreign_key_checks, ...), a GLOBAL or PERSIST scope, ROLE,
+	// PASSWORD, .... The connection is discarded at release.
 	ClassSetOther
 	// ClassUse is USE db: the baseline database is selected again at
 	// release, or the connection is discarded if none was selected at
@@ -93,6 +92,16 @@ const (
 	ClassHandler
 	// ClassMulti is text with more than one statement.
 	ClassMulti
+	// ClassSetVariable is a SET whose assignments include a session
+	// variable of RestoredVariables — time_zone, sql_mode, the character
+	// sets and collation (also SET NAMES and SET CHARACTER SET), the
+	// statement timeout, wait_timeout, interactive_timeout — and maybe user
+	// variables, but not autocommit or the transaction variables (those make
+	// it ClassSetAutocommit or ClassSetTransaction, which restore these
+	// variables all the same). The variables are restored to the baseline at
+	// release, with one SET; nothing is needed when each was set to its
+	// baseline value, written as a plain literal.
+	ClassSetVariable
 
 	numClasses
 )
@@ -124,6 +133,7 @@ var classNames = [numClasses]string{
 	ClassPrepared:       "prepared",
 	ClassHandler:        "handler",
 	ClassMulti:          "multi",
+	ClassSetVariable:    "set-variable",
 }
 
 // String returns the class's name in lower case, such as "set-autocommit".
@@ -172,17 +182,19 @@ const (
 // info is what analyze learns about one statement.
 type info struct {
 	class   Class
-	ac      tri    // autocommit assigned
-	ro      tri    // transaction_read_only assigned (also by SET TRANSACTION)
-	iso     bool   // isolation or access mode assigned
-	userVar bool   // a user variable assigned (its expression may read tables)
-	lock    bool   // GET_LOCK mentioned
-	dropDB  bool   // DROP DATABASE or SCHEMA: the current database may vanish
-	rename  bool   // ALTER or RENAME: a temporary table may change its name
-	txMode  int8   // START TRANSACTION access mode
-	name    string // USE: the name as written; CREATE TEMPORARY TABLE: the table; XA: the xid
-	plain   string // USE: the database name unescaped, or ""
-	qual    bool   // CREATE TEMPORARY TABLE: the name has a database part
+	ac      tri             // autocommit assigned
+	ro      tri             // transaction_read_only assigned (also by SET TRANSACTION)
+	iso     bool            // isolation or access mode assigned
+	userVar bool            // a user variable assigned (its expression may read tables)
+	lock    bool            // GET_LOCK mentioned
+	dropDB  bool            // DROP DATABASE or SCHEMA: the current database may vanish
+	rename  bool            // ALTER or RENAME: a temporary table may change its name
+	txMode  int8            // START TRANSACTION access mode
+	name    string          // USE: the name as written; CREATE TEMPORARY TABLE: the table; XA: the xid
+	plain   string          // USE: the database name unescaped, or ""
+	qual    bool            // CREATE TEMPORARY TABLE: the name has a database part
+	vars    varMask         // restorable session variables assigned
+	vals    [numVars]string // their values as written (see literal), "" when unknown
 }
 
 // closes reports whether the statement may end a transaction or table locks

@@ -1,8 +1,9 @@
 // Package txstate answers, for a connection pool releasing a MySQL or
 // MariaDB connection, "what did this borrower leave behind?": an open
 // transaction, autocommit off, table or user locks, another database,
-// another isolation level or access mode, temporary tables, or state it
-// cannot know.
+// another isolation level or access mode, temporary tables, changed session
+// variables (time_zone, sql_mode, character sets, timeouts: restored to the
+// connection's baseline with one SET), or state it cannot know.
 //
 // Classify sorts one statement's text into a Class. A Tracker, one per
 // physical connection, is fed the driver's Begin, Commit and Rollback calls

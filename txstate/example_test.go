@@ -25,7 +25,7 @@ func ExampleClassify() {
 	// set-autocommit  SET autocommit = 0
 	// set-user-var    SET @last = 42
 	// user-lock       SELECT GET_LOCK('job', 10)
-	// set-other       /*!40101 SET NAMES utf8mb4 */
+	// set-variable    /*!40101 SET NAMES utf8mb4 */
 	// multi           SELECT 1; SELECT 2
 }
 
@@ -59,7 +59,10 @@ func ExampleTracker() {
 }
 
 func ExampleTracker_Plan() {
-	t := txstate.NewTracker(txstate.Baseline{Database: "app", Autocommit: true, Isolation: "REPEATABLE-READ"})
+	b := txstate.Baseline{Database: "app", Autocommit: true, Isolation: "REPEATABLE-READ"}
+	b.Variables.Set("time_zone", "SYSTEM") // as BaselineFromRow records it
+	b.Variables.Set("sql_mode", "STRICT_TRANS_TABLES")
+	t := txstate.NewTracker(b)
 	t.Statement("SET autocommit = 0")
 	t.Statement("LOCK TABLES inventory WRITE")
 	t.Statement("USE reporting")
@@ -70,9 +73,20 @@ func ExampleTracker_Plan() {
 		fmt.Println(s)
 	}
 
+	// Session variables the baseline recorded are restored with one SET.
+	t.Done()
+	t.Statement("SET time_zone = '+09:00', sql_mode = ''")
+	p = t.Plan()
+	fmt.Println(p.Action, p.Statements)
+
+	// Set back to the baseline's value: nothing to do.
+	t.Done()
+	t.Statement("SET time_zone = 'SYSTEM'")
+	fmt.Println(t.Plan().Action)
+
 	// Some states cannot be undone: the connection is closed instead.
 	t.Done()
-	t.Statement("SET time_zone = '+09:00'")
+	t.Statement("SET foreign_key_checks = 0")
 	p = t.Plan()
 	fmt.Println(p.Action, "-", p.Reason)
 	// Output:
@@ -82,6 +96,8 @@ func ExampleTracker_Plan() {
 	// USE `app`
 	// DROP TEMPORARY TABLE IF EXISTS app.scratch
 	// SET autocommit=1
+	// reset [SET time_zone='SYSTEM', sql_mode='STRICT_TRANS_TABLES']
+	// none
 	// discard - session variable changed (SET)
 }
 
@@ -128,15 +144,20 @@ func ExampleBaselineFromRow() {
 		[]byte("app"), []byte("1"),
 		[]byte("STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION"),
 		[]byte("REPEATABLE-READ"), []byte("0"),
+		[]byte("SYSTEM"), []byte("utf8mb4"), []byte("utf8mb4"), []byte("utf8mb4"),
+		[]byte("utf8mb4_general_ci"), []byte("28800"), []byte("28800"),
+		[]byte("max_statement_time"), []byte("0.000000"),
 	}
 	b, err := txstate.BaselineFromRow(row)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	fmt.Printf("%+v\n", b)
+	fmt.Println(b.Database, b.Autocommit, b.Isolation, b.ReadOnly, b.Quoting)
+	fmt.Println(b.Variables)
 	// Output:
-	// {Database:app Autocommit:true Isolation:REPEATABLE-READ ReadOnly:false Quoting:backslash}
+	// app true REPEATABLE-READ false backslash
+	// character_set_client=utf8mb4 character_set_results=utf8mb4 character_set_connection=utf8mb4 collation_connection=utf8mb4_general_ci time_zone=SYSTEM sql_mode=STRICT_TRANS_TABLES,NO_ENGINE_SUBSTITUTION max_statement_time=0.000000 wait_timeout=28800 interactive_timeout=28800
 }
 
 func ExampleQuotingFor() {

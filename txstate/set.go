@@ -1,10 +1,11 @@
 package txstate
 
 // set parses the rest of a SET statement into in. Recognised: assignments
-// of user variables, autocommit and the transaction variables in session
-// (or next-transaction) scope, and SET [SESSION|LOCAL] TRANSACTION. SET
-// STATEMENT ... FOR stmt (MariaDB) takes the class of stmt. Anything else
-// is ClassSetOther: a session variable whose value at connect is unknown.
+// of user variables, autocommit, the transaction variables and the variables
+// of RestoredVariables in session (or next-transaction) scope, NAMES and
+// CHARACTER SET items, and SET [SESSION|LOCAL] TRANSACTION. SET STATEMENT
+// ... FOR stmt (MariaDB) takes the class of stmt. Anything else is
+// ClassSetOther: a session variable whose value at connect is unknown.
 func (l *lexer) set(in *info, depth int) {
 	in.class = ClassSetOther
 	l.skip() // so that restoring l.i never undoes an executable-comment closer
@@ -28,6 +29,15 @@ func (l *lexer) set(in *info, depth int) {
 
 	class := ClassSetUserVar
 	for {
+		if more, ok := l.setCharset(in); ok {
+			if class == ClassSetUserVar {
+				class = ClassSetVariable
+			}
+			if !more {
+				break
+			}
+			continue
+		}
 		target, user, ok := l.setTarget()
 		if !ok {
 			return
@@ -59,7 +69,24 @@ func (l *lexer) set(in *info, depth int) {
 				class = ClassSetTransaction
 			}
 		default:
-			return
+			v, known := lookupVar(target)
+			if !known {
+				return
+			}
+			lit := literal(value)
+			if value == "" {
+				in.userVar = true // an expression: it may read a table
+			}
+			in.assign(v, lit)
+			switch v {
+			case vCharsetConnection:
+				in.assign(vCollationConnection, "") // the character set's default
+			case vCollationConnection:
+				in.assign(vCharsetConnection, "") // the collation's character set
+			}
+			if class == ClassSetUserVar {
+				class = ClassSetVariable
+			}
 		}
 		if !more {
 			break
@@ -69,6 +96,61 @@ func (l *lexer) set(in *info, depth int) {
 		return
 	}
 	in.class = class
+}
+
+// assign records that variable v was set to value ("" when unknown).
+func (in *info) assign(v sysVar, value string) {
+	in.vars |= 1 << v
+	in.vals[v] = value
+}
+
+// setCharset parses a NAMES or CHARACTER SET (CHARSET) item of a SET:
+// NAMES cs [COLLATE coll] sets character_set_client, _results and
+// _connection to cs and collation_connection to coll (or cs's default, which
+// is not known here); CHARACTER SET cs sets character_set_client and
+// _results to cs and the connection's character set and collation to the
+// database's. ok is false, with nothing consumed, when the item is neither;
+// more says a ',' (another item) follows.
+func (l *lexer) setCharset(in *info) (more, ok bool) {
+	l.skip() // so that restoring l.i never undoes an executable-comment closer
+	save := l.i
+	w := l.word()
+	names := eqFold(w, "names")
+	switch {
+	case names, eqFold(w, "charset"):
+	case eqFold(w, "character") && l.is("set"):
+	default:
+		l.i = save
+		return false, false
+	}
+	if c := l.peek(); c == '=' || c == ':' || c == ',' || c == 0 || c == ';' {
+		l.i = save
+		return false, false
+	}
+	cs := literal(l.token())
+	coll := ""
+	if names && l.is("collate") {
+		coll = literal(l.token())
+	}
+	in.assign(vCharsetClient, cs)
+	in.assign(vCharsetResults, cs)
+	if names {
+		in.assign(vCharsetConnection, cs)
+		in.assign(vCollationConnection, coll)
+	} else {
+		in.assign(vCharsetConnection, "")
+		in.assign(vCollationConnection, "")
+	}
+	switch c := l.peek(); {
+	case c == ',':
+		l.i++
+		return true, true
+	case c == 0 || c == ';':
+		return false, true
+	}
+	// Something else follows: leave it for the caller, which finds no
+	// assignment there and classes the statement ClassSetOther.
+	return false, true
 }
 
 // setTarget consumes an assignment's optional SESSION or LOCAL scope and its

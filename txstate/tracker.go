@@ -2,6 +2,7 @@ package txstate
 
 import (
 	"database/sql/driver"
+	"math/bits"
 	"strings"
 )
 
@@ -15,6 +16,7 @@ const (
 	dTables                        // LOCK TABLES: UNLOCK TABLES
 	dUserLocks                     // GET_LOCK: SELECT RELEASE_ALL_LOCKS()
 	dTemp                          // temporary tables: DROP TEMPORARY TABLE
+	dVars                          // restorable session variables may differ (sess.vars): SET
 	dDiscard                       // unknown state: discard
 )
 
@@ -41,6 +43,12 @@ type sess struct {
 	// locked says LOCK TABLES surely holds locks, so UNLOCK TABLES commits.
 	// BEGIN releases table locks, after which UNLOCK TABLES commits nothing.
 	locked bool
+	// vars are the restorable session variables that may differ from the
+	// baseline; dVars is set whenever vars is not empty.
+	vars varMask
+	// quoting is how the session's sql_mode lexes literals now: the
+	// baseline's, or what a SET sql_mode made it.
+	quoting Quoting
 	// db is the current database as the last USE named it, or the baseline's
 	// ("" for none, or the unknown database at connect of a Tracker without
 	// baseline); dbUnknown says a statement may have changed it in a way the
@@ -75,11 +83,23 @@ type Tracker struct {
 	base    Baseline
 	hasBase bool
 	isoOK   bool
-	quoting Quoting
 	useSQL  string // USE `db`
 	acSQL   string // SET autocommit=...
 	txSQL   string // SET SESSION TRANSACTION ISOLATION LEVEL ..., READ ...
 	bothSQL string // one SET for autocommit, isolation and access mode
+	isoTail string // the isolation and access-mode assignments, in executable comments
+
+	// The restorable session variables: their baseline values, which ones the
+	// baseline recorded (baseOK) and could write back (restorable), and the
+	// assignment that restores each.
+	baseVal    [numVars]string
+	baseOK     varMask
+	restorable varMask
+	assign     [numVars]string
+	// varSQL is the last reset SET built for variables, for the dirty set
+	// varKey (the variables, plus autocommit and isolation bits above them).
+	varSQL string
+	varKey uint32
 
 	// gen changes whenever how the server would prepare a statement may have
 	// changed: another database, a session change the Tracker cannot follow
@@ -106,7 +126,6 @@ func NewTracker(b Baseline) *Tracker {
 func (t *Tracker) Reset(b Baseline) {
 	t.base = b
 	t.hasBase = true
-	t.quoting = b.Quoting
 	t.useSQL = ""
 	if b.Database != "" {
 		t.useSQL = "USE `" + strings.ReplaceAll(b.Database, "`", "``") + "`"
@@ -127,9 +146,24 @@ func (t *Tracker) Reset(b Baseline) {
 		t.txSQL = "SET SESSION TRANSACTION ISOLATION LEVEL " + sql + ", " + mode
 		// One SET for all three needs each server's variable names; the
 		// executable comments pick them as in BaselineQuery.
-		t.bothSQL = "SET autocommit=" + ac +
-			" /*M!, SESSION tx_isolation='" + name + "', SESSION tx_read_only=" + ro + " */" +
+		t.isoTail = " /*M!, SESSION tx_isolation='" + name + "', SESSION tx_read_only=" + ro + " */" +
 			" /*!50720 , SESSION transaction_isolation='" + name + "', SESSION transaction_read_only=" + ro + " */"
+		t.bothSQL = "SET autocommit=" + ac + t.isoTail
+	}
+	t.baseOK, t.restorable = 0, 0
+	t.varSQL, t.varKey = "", 0
+	for i := range sysVars {
+		v := sysVar(i)
+		val, ok := b.Variables.vals[v], b.Variables.known&(1<<v) != 0
+		t.baseVal[v], t.assign[v] = val, ""
+		if !ok {
+			continue
+		}
+		t.baseOK |= 1 << v
+		if a := assignment(v, val, !(v == vCharsetResults && val == "")); a != "" {
+			t.assign[v] = a
+			t.restorable |= 1 << v
+		}
 	}
 	t.Done()
 }
@@ -144,7 +178,7 @@ func (t *Tracker) Baseline() (Baseline, bool) {
 // baseline and clean. Call it after every successful reset (and never after
 // a failed one: close the connection instead).
 func (t *Tracker) Done() {
-	t.st = sess{db: t.base.Database}
+	t.st = sess{quoting: t.base.Quoting, db: t.base.Database}
 	if t.hasBase {
 		t.st.ac = triOff
 		if t.base.Autocommit {
@@ -258,6 +292,13 @@ func (t *Tracker) Failed() {
 	if p.ro != t.st.ro {
 		t.st.ro = triUnknown
 	}
+	t.st.vars |= p.vars
+	if t.st.vars != 0 {
+		t.st.dirty |= dVars
+	}
+	if p.quoting != t.st.quoting {
+		t.st.quoting = QuotingUnknown
+	}
 	if p.txMode != t.st.txMode && p.dirty&dTx != 0 {
 		t.st.txMode = p.txMode
 	}
@@ -282,7 +323,7 @@ func (t *Tracker) Failed() {
 func (t *Tracker) Statement(query string) {
 	t.prev, t.failExtra = t.st, 0
 	var in info
-	analyze(&in, query, t.quoting)
+	analyze(&in, query, t.st.quoting)
 	t.apply(&in)
 }
 
@@ -311,7 +352,7 @@ func (t *Tracker) apply(in *info) {
 		if t.st.dirty&dXA != 0 && in.name != "" && in.name == t.xid {
 			t.st.dirty &^= dXA
 		}
-	case ClassSetUserVar, ClassSetAutocommit, ClassSetTransaction:
+	case ClassSetUserVar, ClassSetAutocommit, ClassSetTransaction, ClassSetVariable:
 		t.set(in)
 	case ClassUse:
 		if in.plain != "" && t.hasBase && in.plain == t.base.Database {
@@ -421,8 +462,17 @@ func (t *Tracker) discard(reason string) {
 // gen must be prepared again before it runs at another (keyed by db, that
 // is a cache lookup). Resolution does not allocate.
 func (t *Tracker) Resolution() (db string, gen uint32, known bool) {
-	return t.st.db, t.gen, !t.st.dbUnknown && t.st.dirty&dDiscard == 0
+	return t.st.db, t.gen, !t.st.dbUnknown && t.st.dirty&dDiscard == 0 && t.st.vars&resolutionVars == 0
 }
+
+// resolutionVars are the restorable variables under which the server parses
+// a statement differently when it prepares it: sql_mode (ANSI_QUOTES,
+// PIPES_AS_CONCAT, …) and the connection's character set and collation
+// (literals and comparisons). While one differs from the baseline,
+// Resolution reports the state unknown, so a statement cache does not
+// share statements prepared under it; setting one back makes statements
+// prepared under the baseline usable again.
+const resolutionVars varMask = 1<<vSQLMode | 1<<vCharsetClient | 1<<vCharsetConnection | 1<<vCollationConnection
 
 // set applies a SET of user variables, autocommit and the transaction
 // variables.
@@ -445,8 +495,42 @@ func (t *Tracker) set(in *info) {
 			t.st.ro = in.ro
 		}
 	}
+	if in.vars != 0 {
+		t.setVars(in)
+	}
 	if in.userVar && (!wasOn || t.st.ac != triOn) {
 		t.st.dirty |= dTx // the expression may have read a table
+	}
+}
+
+// setVars applies the assignments of restorable session variables: each
+// one differs from the baseline unless it was set to the baseline's value.
+func (t *Tracker) setVars(in *info) {
+	if in.vars&resolutionVars != 0 {
+		t.gen++ // a statement prepared now may resolve differently (Resolution)
+	}
+	for m := in.vars; m != 0; m &= m - 1 {
+		v := sysVar(bits16(m))
+		if sameValue(v, in.vals[v], t.baseVal[v], t.baseOK&(1<<v) != 0) {
+			t.st.vars &^= 1 << v
+		} else {
+			t.st.vars |= 1 << v
+		}
+		if v == vSQLMode {
+			switch {
+			case t.st.vars&(1<<vSQLMode) == 0:
+				t.st.quoting = t.base.Quoting
+			case in.vals[v] != "":
+				t.st.quoting = QuotingFor(in.vals[v])
+			default:
+				t.st.quoting = QuotingUnknown
+			}
+		}
+	}
+	if t.st.vars != 0 {
+		t.st.dirty |= dVars
+	} else {
+		t.st.dirty &^= dVars
 	}
 }
 
@@ -507,6 +591,9 @@ func (t *Tracker) Plan() Plan {
 		return Plan{Action: ActionDiscard, Reason: reasonNoBase}
 	case d&dIsolation != 0 && !t.isoOK:
 		return Plan{Action: ActionDiscard, Reason: reasonIsolation}
+	case d&dVars != 0 && t.st.vars&^t.restorable != 0:
+		v := bits16(t.st.vars &^ t.restorable)
+		return Plan{Action: ActionDiscard, Reason: "session variable " + sysVars[v].name + " changed; its value at connect is not known"}
 	}
 	var why [len(Tracker{}.plan)]string
 	n := 0
@@ -530,14 +617,17 @@ func (t *Tracker) Plan() Plan {
 		t.plan[n], why[n] = "DROP TEMPORARY TABLE IF EXISTS "+strings.Join(t.temps, ", "), "temporary tables"
 		n++
 	}
-	switch d & (dAutocommit | dIsolation) {
-	case dAutocommit:
+	switch {
+	case d&dVars != 0:
+		t.plan[n], why[n] = t.varsSQL(d)
+		n++
+	case d&(dAutocommit|dIsolation) == dAutocommit:
 		t.plan[n], why[n] = t.acSQL, "autocommit changed"
 		n++
-	case dIsolation:
+	case d&(dAutocommit|dIsolation) == dIsolation:
 		t.plan[n], why[n] = t.txSQL, "isolation or access mode changed"
 		n++
-	case dAutocommit | dIsolation:
+	case d&(dAutocommit|dIsolation) == dAutocommit|dIsolation:
 		t.plan[n], why[n] = t.bothSQL, "autocommit, isolation or access mode changed"
 		n++
 	}
@@ -546,4 +636,45 @@ func (t *Tracker) Plan() Plan {
 		reason = strings.Join(why[:n], ", ")
 	}
 	return Plan{Action: ActionReset, Statements: t.plan[:n:n], Reason: reason}
+}
+
+// varsSQL returns the one SET that restores the changed session variables,
+// and autocommit, isolation and access mode when d says they changed too,
+// with the reason to give. The statement for the last set of changes is
+// kept, so a borrower that changes the same variables every time costs one
+// allocation per connection, not one per release.
+func (t *Tracker) varsSQL(d uint32) (sql, reason string) {
+	key := uint32(t.st.vars) | (d&(dAutocommit|dIsolation))<<16
+	if key != t.varKey || t.varSQL == "" {
+		var b strings.Builder
+		b.WriteString("SET ")
+		sep := ""
+		for m := t.st.vars; m != 0; m &= m - 1 {
+			b.WriteString(sep)
+			b.WriteString(t.assign[bits16(m)])
+			sep = ", "
+		}
+		if d&dAutocommit != 0 {
+			b.WriteString(sep)
+			b.WriteString(t.acSQL[len("SET "):])
+		}
+		if d&dIsolation != 0 {
+			b.WriteString(t.isoTail)
+		}
+		t.varSQL, t.varKey = b.String(), key
+	}
+	switch d & (dAutocommit | dIsolation) {
+	case dAutocommit:
+		return t.varSQL, "session variables or autocommit changed"
+	case dIsolation:
+		return t.varSQL, "session variables, isolation or access mode changed"
+	case dAutocommit | dIsolation:
+		return t.varSQL, "session variables, autocommit, isolation or access mode changed"
+	}
+	return t.varSQL, "session variables changed"
+}
+
+// bits16 returns the index of the lowest set bit of a non-empty mask.
+func bits16(m varMask) int {
+	return bits.TrailingZeros16(uint16(m))
 }

@@ -1,0 +1,407 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// Defaults of the command.
+const (
+	defaultListen         = ":9411"
+	defaultConnectTimeout = 10 * time.Second
+	defaultDrainTimeout   = 30 * time.Second
+	defaultMaxConns       = 10 // Zipkin's MYSQL_MAX_CONNECTIONS
+)
+
+// config is the command's configuration after flags and Zipkin's
+// environment variables are resolved.
+type config struct {
+	Listen string // address to listen on
+
+	Storage string // "mysql" or "none"
+	Pool    string // "sqlpool" or "database-sql"
+
+	// Embedded is true when no MySQL server is configured: the command
+	// starts the in-process test server and creates the schema on it.
+	Embedded bool
+	// MySQL is the driver configuration of a real server (nil when
+	// Embedded or Storage is "none"); DSNSource says where it came from:
+	// "-dsn", "MYSQL_JDBC_URL" or "MYSQL_*".
+	MySQL     *mysql.Config
+	DSNSource string
+
+	InitSchema     bool
+	ConnectTimeout time.Duration
+	DrainTimeout   time.Duration
+	MaxConns       int
+	Writers        int // 0: chosen from MaxConns (1 on the embedded server)
+
+	Lookback         int64 // QUERY_LOOKBACK, ms
+	StrictTraceID    bool
+	SearchEnabled    bool
+	AutocompleteKeys []string
+	SampleRate       float64 // COLLECTOR_SAMPLE_RATE, 0..1
+
+	QueueSpans int
+	QueueBytes int64
+	LogFormat  string // "text" or "json"
+
+	// Warnings are things the user set that do not map (MYSQL_JDBC_URL
+	// properties, variables overridden by -dsn); the command logs them.
+	Warnings []string
+}
+
+// Password returns the configured MySQL password, for redaction.
+func (c *config) Password() string {
+	if c.MySQL == nil {
+		return ""
+	}
+	return c.MySQL.Passwd
+}
+
+// Addr describes the database without credentials: "host:3306/zipkin".
+func (c *config) Addr() string {
+	switch {
+	case c.Storage == "none":
+		return "none"
+	case c.Embedded:
+		return "embedded"
+	}
+	return c.MySQL.Addr + "/" + c.MySQL.DBName
+}
+
+// mysqlVars are the variables that select a real MySQL server; without any
+// of them (and without -dsn) the command runs on the embedded server.
+var mysqlVars = []string{"MYSQL_HOST", "MYSQL_TCP_PORT", "MYSQL_DB", "MYSQL_USER", "MYSQL_PASS", "MYSQL_USE_SSL"}
+
+// parseConfig resolves args (without the program name) and the environment
+// read through getenv. Precedence: -dsn > MYSQL_JDBC_URL > MYSQL_*; -listen
+// > QUERY_PORT > :9411. The error says what is wrong and what to do.
+func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*config, error) {
+	c := &config{}
+	fs := flag.NewFlagSet("zipkin-mysql", flag.ContinueOnError)
+	fs.SetOutput(usage)
+	listen := fs.String("listen", "", "address to listen on, e.g. :9411 or 127.0.0.1:0 (default: :QUERY_PORT, else :9411)")
+	dsn := fs.String("dsn", "", "go-sql-driver/mysql DSN, e.g. 'zipkin:secret@tcp(db:3306)/zipkin'; overrides MYSQL_JDBC_URL and MYSQL_*")
+	fs.StringVar(&c.Storage, "storage", "mysql", "mysql (embedded server when no MySQL is configured) or none (accept and drop, for load comparisons)")
+	fs.StringVar(&c.Pool, "pool", "sqlpool", "connection pool: sqlpool, or database-sql (plain database/sql with the same connection limit)")
+	fs.BoolVar(&c.InitSchema, "init-schema", false, "create Zipkin's tables when they do not exist (always done on the embedded server)")
+	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", defaultConnectTimeout, "how long start-up tries to reach the database")
+	fs.DurationVar(&c.DrainTimeout, "drain-timeout", defaultDrainTimeout, "on SIGTERM, how long queued spans may take to be written before they are dropped")
+	fs.IntVar(&c.Writers, "writers", 0, "storage writer goroutines (default: MYSQL_MAX_CONNECTIONS/2, 1 to 4; 1 on the embedded server)")
+	fs.IntVar(&c.QueueSpans, "queue-spans", 0, "ingest queue bound in spans (default 20000)")
+	fs.Int64Var(&c.QueueBytes, "queue-bytes", 0, "ingest queue bound in decoded body bytes (default 64 MiB)")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q: flags only (see -h)", fs.Arg(0))
+	}
+	switch c.Storage {
+	case "mysql", "none":
+	default:
+		return nil, fmt.Errorf("-storage=%s: use mysql or none", c.Storage)
+	}
+	switch c.Pool {
+	case "sqlpool", "database-sql":
+	default:
+		return nil, fmt.Errorf("-pool=%s: use sqlpool or database-sql", c.Pool)
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		return nil, fmt.Errorf("-log-format=%s: use text or json", c.LogFormat)
+	}
+	if c.ConnectTimeout <= 0 {
+		return nil, fmt.Errorf("-connect-timeout=%s: use a positive duration such as 10s", c.ConnectTimeout)
+	}
+	if c.DrainTimeout <= 0 {
+		return nil, fmt.Errorf("-drain-timeout=%s: use a positive duration such as 30s", c.DrainTimeout)
+	}
+	if c.Writers < 0 || c.QueueSpans < 0 || c.QueueBytes < 0 {
+		return nil, errors.New("-writers, -queue-spans and -queue-bytes must not be negative (0 is the default)")
+	}
+
+	// Listen address.
+	switch {
+	case *listen != "":
+		c.Listen = *listen
+		if p := getenv("QUERY_PORT"); p != "" {
+			c.Warnings = append(c.Warnings, "QUERY_PORT="+p+" is ignored: -listen is set")
+		}
+	case getenv("QUERY_PORT") != "":
+		p := getenv("QUERY_PORT")
+		if n, err := strconv.Atoi(p); err != nil || n < 0 || n > 65535 {
+			return nil, fmt.Errorf("QUERY_PORT=%q is not a port number (0-65535)", p)
+		}
+		c.Listen = ":" + p
+	default:
+		c.Listen = defaultListen
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return nil, fmt.Errorf("-listen=%q is not host:port (%v): use e.g. :9411 or 127.0.0.1:0", c.Listen, err)
+	}
+
+	// Zipkin's query and collector settings.
+	var err error
+	if c.MaxConns, err = envInt(getenv, "MYSQL_MAX_CONNECTIONS", defaultMaxConns); err != nil {
+		return nil, err
+	}
+	if c.MaxConns <= 0 {
+		return nil, fmt.Errorf("MYSQL_MAX_CONNECTIONS=%d: use a positive number (Zipkin's default is 10)", c.MaxConns)
+	}
+	lookback, err := envInt(getenv, "QUERY_LOOKBACK", 86_400_000)
+	if err != nil {
+		return nil, err
+	}
+	if lookback <= 0 {
+		return nil, fmt.Errorf("QUERY_LOOKBACK=%d: use a positive number of milliseconds (default 86400000, one day)", lookback)
+	}
+	c.Lookback = int64(lookback)
+	if c.StrictTraceID, err = envBool(getenv, "STRICT_TRACE_ID", true); err != nil {
+		return nil, err
+	}
+	if c.SearchEnabled, err = envBool(getenv, "SEARCH_ENABLED", true); err != nil {
+		return nil, err
+	}
+	for _, k := range strings.Split(getenv("AUTOCOMPLETE_KEYS"), ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			c.AutocompleteKeys = append(c.AutocompleteKeys, k)
+		}
+	}
+	c.SampleRate = 1
+	if v := getenv("COLLECTOR_SAMPLE_RATE"); v != "" {
+		r, err := strconv.ParseFloat(v, 64)
+		if err != nil || r < 0 || r > 1 {
+			return nil, fmt.Errorf("COLLECTOR_SAMPLE_RATE=%q: use a number from 0 (keep only debug spans) to 1 (keep all)", v)
+		}
+		c.SampleRate = r
+	}
+
+	if c.Storage == "none" {
+		return c, nil
+	}
+
+	// The database: -dsn > MYSQL_JDBC_URL > MYSQL_*; none of them: embedded.
+	jdbc := getenv("MYSQL_JDBC_URL")
+	var setVars []string
+	for _, v := range mysqlVars {
+		if getenv(v) != "" {
+			setVars = append(setVars, v)
+		}
+	}
+	switch {
+	case *dsn != "":
+		m, err := mysql.ParseDSN(*dsn)
+		if err != nil {
+			return nil, fmt.Errorf("-dsn is not a go-sql-driver/mysql DSN (%v): use user:password@tcp(host:3306)/zipkin", err)
+		}
+		c.MySQL, c.DSNSource = m, "-dsn"
+		if jdbc != "" {
+			c.Warnings = append(c.Warnings, "MYSQL_JDBC_URL is ignored: -dsn is set")
+		}
+		if len(setVars) > 0 {
+			c.Warnings = append(c.Warnings, strings.Join(setVars, ", ")+" ignored: -dsn is set")
+		}
+	case jdbc != "":
+		m, warns, err := parseJDBCURL(jdbc, getenv)
+		if err != nil {
+			return nil, err
+		}
+		c.MySQL, c.DSNSource = m, "MYSQL_JDBC_URL"
+		c.Warnings = append(c.Warnings, warns...)
+	case len(setVars) > 0:
+		m, err := mysqlFromEnv(getenv)
+		if err != nil {
+			return nil, err
+		}
+		c.MySQL, c.DSNSource = m, "MYSQL_*"
+	default:
+		c.Embedded = true
+		return c, nil
+	}
+	if c.MySQL.Timeout == 0 {
+		c.MySQL.Timeout = c.ConnectTimeout
+	}
+	if c.MySQL.DBName == "" {
+		return nil, fmt.Errorf("no database named in %s: name one (…/zipkin), as Zipkin's MYSQL_DB", c.DSNSource)
+	}
+	return c, nil
+}
+
+// mysqlFromEnv builds the driver configuration from Zipkin's MYSQL_*
+// variables, with Zipkin's defaults (localhost:3306, database zipkin).
+func mysqlFromEnv(getenv func(string) string) (*mysql.Config, error) {
+	m := mysql.NewConfig()
+	host := or(getenv("MYSQL_HOST"), "localhost")
+	port := or(getenv("MYSQL_TCP_PORT"), "3306")
+	if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+		return nil, fmt.Errorf("MYSQL_TCP_PORT=%q is not a port number", port)
+	}
+	m.Net = "tcp"
+	m.Addr = net.JoinHostPort(host, port)
+	m.DBName = or(getenv("MYSQL_DB"), "zipkin")
+	m.User = getenv("MYSQL_USER")
+	m.Passwd = getenv("MYSQL_PASS")
+	useSSL, err := envBool(getenv, "MYSQL_USE_SSL", false)
+	if err != nil {
+		return nil, err
+	}
+	if useSSL {
+		// Verified TLS against the system's roots, as Zipkin's useSSL=true.
+		m.TLSConfig = "true"
+	}
+	return m, nil
+}
+
+// parseJDBCURL maps Zipkin's MYSQL_JDBC_URL (jdbc:mysql://host:port/db?props
+// or jdbc:mariadb://…) to the driver's configuration. Credentials in the
+// URL win over MYSQL_USER/MYSQL_PASS (which Zipkin also applies to the
+// URL). Properties that do not map are returned as warnings.
+func parseJDBCURL(raw string, getenv func(string) string) (*mysql.Config, []string, error) {
+	bad := func(why string) error {
+		return fmt.Errorf("MYSQL_JDBC_URL is not a MySQL JDBC URL (%s): use jdbc:mysql://host:3306/zipkin?user=…&password=…", why)
+	}
+	rest, ok := strings.CutPrefix(raw, "jdbc:")
+	if !ok {
+		return nil, nil, bad("it does not start with jdbc:")
+	}
+	scheme, rest, ok := strings.Cut(rest, "://")
+	if !ok {
+		return nil, nil, bad("no ://")
+	}
+	var warns []string
+	switch scheme {
+	case "mysql", "mariadb":
+	case "mysql:loadbalance", "mysql:replication", "mariadb:loadbalance", "mariadb:replication", "mariadb:sequential", "mariadb:failover", "mysql:failover":
+		warns = append(warns, "MYSQL_JDBC_URL: the "+scheme+" mode is not supported; the first host is used")
+	default:
+		return nil, nil, bad("unknown scheme jdbc:" + scheme)
+	}
+	hostPart, pathQuery, _ := strings.Cut(rest, "/")
+	dbName, query, _ := strings.Cut(pathQuery, "?")
+	hosts := strings.Split(hostPart, ",")
+	if len(hosts) > 1 {
+		warns = append(warns, fmt.Sprintf("MYSQL_JDBC_URL names %d hosts; only the first (%s) is used", len(hosts), hosts[0]))
+	}
+	host := hosts[0]
+	if host == "" {
+		host = "localhost"
+	}
+	if _, _, err := net.SplitHostPort(host); err != nil {
+		host = net.JoinHostPort(strings.Trim(host, "[]"), "3306")
+	}
+	props, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, nil, bad("properties: " + err.Error())
+	}
+	m := mysql.NewConfig()
+	m.Net = "tcp"
+	m.Addr = host
+	if m.DBName, err = url.PathUnescape(dbName); err != nil {
+		return nil, nil, bad("database name: " + err.Error())
+	}
+	m.User, m.Passwd = getenv("MYSQL_USER"), getenv("MYSQL_PASS")
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	noVerify := false
+	for _, k := range keys {
+		v := props.Get(k)
+		msMapped := func(set func(time.Duration)) {
+			ms, err := strconv.Atoi(v)
+			if err != nil || ms < 0 {
+				warns = append(warns, "MYSQL_JDBC_URL: "+k+"="+v+" is not a number of milliseconds; ignored")
+				return
+			}
+			set(time.Duration(ms) * time.Millisecond)
+		}
+		switch strings.ToLower(k) {
+		case "user":
+			m.User = v
+		case "password":
+			m.Passwd = v
+		case "usessl", "requiressl":
+			if b, err := strconv.ParseBool(v); err == nil && b {
+				m.TLSConfig = "true"
+			}
+		case "trustservercertificate", "verifyservercertificate":
+			b, err := strconv.ParseBool(v)
+			if err == nil && b == (strings.ToLower(k) == "trustservercertificate") {
+				noVerify = true
+			}
+		case "sslmode":
+			switch strings.ToUpper(v) {
+			case "DISABLED", "DISABLE":
+				m.TLSConfig = "false"
+			case "PREFERRED", "PREFER":
+				m.TLSConfig = "preferred"
+			case "REQUIRED", "TRUST":
+				m.TLSConfig = "skip-verify"
+			default: // VERIFY_CA, VERIFY_IDENTITY, VERIFY-FULL, …
+				m.TLSConfig = "true"
+			}
+		case "connecttimeout":
+			msMapped(func(d time.Duration) { m.Timeout = d })
+		case "sockettimeout":
+			msMapped(func(d time.Duration) { m.ReadTimeout, m.WriteTimeout = d, d })
+		case "characterencoding", "useunicode", "autoreconnect":
+			warns = append(warns, "MYSQL_JDBC_URL: "+k+"="+v+" is not needed here (utf8mb4 is used; the pool reconnects); ignored")
+		default:
+			warns = append(warns, "MYSQL_JDBC_URL: property "+k+" has no equivalent here; ignored")
+		}
+	}
+	if noVerify && m.TLSConfig == "true" {
+		m.TLSConfig = "skip-verify"
+	}
+	if m.TLSConfig == "" {
+		if b, _ := envBool(getenv, "MYSQL_USE_SSL", false); b {
+			m.TLSConfig = "true"
+		}
+	}
+	return m, warns, nil
+}
+
+func envInt(getenv func(string) string, name string, def int) (int, error) {
+	v := getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q is not a whole number", name, v)
+	}
+	return n, nil
+}
+
+func envBool(getenv func(string) string, name string, def bool) (bool, error) {
+	v := getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	b, err := strconv.ParseBool(strings.TrimSpace(v))
+	if err != nil {
+		return false, fmt.Errorf("%s=%q: use true or false", name, v)
+	}
+	return b, nil
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseConfigDefaults(t *testing.T) {
+	c, err := parseConfig(nil, envFunc(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != ":9411" || !c.Embedded || c.MySQL != nil || c.Pool != "sqlpool" || c.Storage != "mysql" ||
+		c.ConnectTimeout != 10*time.Second || c.MaxConns != 10 || c.Lookback != 86_400_000 ||
+		!c.StrictTraceID || !c.SearchEnabled || c.SampleRate != 1 || len(c.Warnings) != 0 {
+		t.Fatalf("defaults: %+v", c)
+	}
+}
+
+func TestParseConfigZipkinEnv(t *testing.T) {
+	c, err := parseConfig(nil, envFunc(
+		"MYSQL_HOST", "db.example", "MYSQL_TCP_PORT", "3307", "MYSQL_DB", "traces", "MYSQL_USER", "zu", "MYSQL_PASS", "zp",
+		"MYSQL_MAX_CONNECTIONS", "4", "MYSQL_USE_SSL", "true", "QUERY_PORT", "9412", "QUERY_LOOKBACK", "3600000",
+		"STRICT_TRACE_ID", "false", "SEARCH_ENABLED", "false", "AUTOCOMPLETE_KEYS", "env, http.method,",
+		"COLLECTOR_SAMPLE_RATE", "0.25"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.MySQL
+	if c.Embedded || c.DSNSource != "MYSQL_*" || m.Addr != "db.example:3307" || m.DBName != "traces" || m.User != "zu" ||
+		m.Passwd != "zp" || m.TLSConfig != "true" || m.Timeout != 10*time.Second {
+		t.Fatalf("mysql: %+v %+v", c, m)
+	}
+	if c.Listen != ":9412" || c.MaxConns != 4 || c.Lookback != 3_600_000 || c.StrictTraceID || c.SearchEnabled ||
+		!reflect.DeepEqual(c.AutocompleteKeys, []string{"env", "http.method"}) || c.SampleRate != 0.25 {
+		t.Fatalf("query/collector: %+v", c)
+	}
+	if c.Password() != "zp" || strings.Contains(c.Addr(), "zp") {
+		t.Fatalf("Password %q Addr %q", c.Password(), c.Addr())
+	}
+}
+
+func TestParseConfigPrecedence(t *testing.T) {
+	env := envFunc("MYSQL_HOST", "envhost", "MYSQL_JDBC_URL", "jdbc:mysql://jdbchost:3310/jdb?user=ju&password=jp", "QUERY_PORT", "1234")
+	// -dsn wins over both, with warnings; -listen over QUERY_PORT.
+	c, err := parseConfig([]string{"-dsn", "du:dp@tcp(dsnhost:3306)/ddb", "-listen", "127.0.0.1:0"}, env, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DSNSource != "-dsn" || c.MySQL.Addr != "dsnhost:3306" || c.MySQL.User != "du" || c.Listen != "127.0.0.1:0" || len(c.Warnings) != 3 {
+		t.Fatalf("-dsn: %+v %v", c.MySQL, c.Warnings)
+	}
+	// MYSQL_JDBC_URL wins over MYSQL_*.
+	c, err = parseConfig(nil, env, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DSNSource != "MYSQL_JDBC_URL" || c.MySQL.Addr != "jdbchost:3310" || c.MySQL.DBName != "jdb" ||
+		c.MySQL.User != "ju" || c.MySQL.Passwd != "jp" || c.Listen != ":1234" {
+		t.Fatalf("jdbc: %+v", c.MySQL)
+	}
+}
+
+func TestParseJDBCURL(t *testing.T) {
+	c, err := parseConfig(nil, envFunc("MYSQL_USER", "envuser", "MYSQL_PASS", "envpass", "MYSQL_JDBC_URL",
+		"jdbc:mysql://h1:3306,h2:3306/zipkin?autoReconnect=true&useSSL=true&trustServerCertificate=true&connectTimeout=2500&socketTimeout=30000&cachePrepStmts=true"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.MySQL
+	if m.Addr != "h1:3306" || m.DBName != "zipkin" || m.User != "envuser" || m.Passwd != "envpass" ||
+		m.TLSConfig != "skip-verify" || m.Timeout != 2500*time.Millisecond || m.ReadTimeout != 30*time.Second {
+		t.Fatalf("%+v", m)
+	}
+	joined := strings.Join(c.Warnings, "\n")
+	for _, w := range []string{"only the first (h1:3306)", "autoReconnect", "property cachePrepStmts has no equivalent"} {
+		if !strings.Contains(joined, w) {
+			t.Errorf("warnings lack %q:\n%s", w, joined)
+		}
+	}
+	for _, bad := range []string{"mysql://h/db", "jdbc:postgresql://h/db", "jdbc:mysql:h/db"} {
+		if _, err := parseConfig(nil, envFunc("MYSQL_JDBC_URL", bad), io.Discard); err == nil || !strings.Contains(err.Error(), "MYSQL_JDBC_URL") {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+	c, err = parseConfig(nil, envFunc("MYSQL_JDBC_URL", "jdbc:mariadb://[::1]/zipkin?sslMode=VERIFY_IDENTITY"), io.Discard)
+	if err != nil || c.MySQL.Addr != "[::1]:3306" || c.MySQL.TLSConfig != "true" {
+		t.Fatalf("%v %+v", err, c.MySQL)
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		env  []string
+		want string
+	}{
+		{[]string{"-pool=hikari"}, nil, "-pool=hikari: use sqlpool or database-sql"},
+		{[]string{"-storage=cassandra"}, nil, "use mysql or none"},
+		{[]string{"-listen", "9411"}, nil, "is not host:port"},
+		{[]string{"-connect-timeout", "0s"}, nil, "use a positive duration"},
+		{[]string{"-dsn", "nope"}, nil, "-dsn is not a go-sql-driver/mysql DSN"},
+		{nil, []string{"MYSQL_TCP_PORT", "x"}, `MYSQL_TCP_PORT="x" is not a port number`},
+		{nil, []string{"MYSQL_MAX_CONNECTIONS", "0"}, "use a positive number"},
+		{nil, []string{"MYSQL_USE_SSL", "yes please"}, "MYSQL_USE_SSL"},
+		{nil, []string{"COLLECTOR_SAMPLE_RATE", "1.5"}, "COLLECTOR_SAMPLE_RATE"},
+		{nil, []string{"STRICT_TRACE_ID", "maybe"}, "use true or false"},
+		{nil, []string{"QUERY_PORT", "99999"}, "QUERY_PORT"},
+	} {
+		_, err := parseConfig(c.args, envFunc(c.env...), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v %v: %v, want %q", c.args, c.env, err, c.want)
+		}
+	}
+	// -storage=none needs no database at all.
+	c, err := parseConfig([]string{"-storage=none"}, envFunc("MYSQL_HOST", "db"), io.Discard)
+	if err != nil || c.Embedded || c.MySQL != nil {
+		t.Fatalf("%v %+v", err, c)
+	}
+}

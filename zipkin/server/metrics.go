@@ -1,0 +1,93 @@
+package server
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metric names. The zipkin_collector_* counters and gauges are Zipkin's own
+// (Micrometer's zipkin_collector.* with the tag transport="http", as Zipkin's
+// Prometheus endpoint shows them); the others are this server's additions
+// for the bounded queue and its writers. docs/server.md describes each.
+const (
+	NameMessages        = "zipkin_collector_messages_total"
+	NameMessagesDropped = "zipkin_collector_messages_dropped_total"
+	NameBytes           = "zipkin_collector_bytes_total"
+	NameSpans           = "zipkin_collector_spans_total"
+	NameSpansDropped    = "zipkin_collector_spans_dropped_total"
+	NameMessageSpans    = "zipkin_collector_message_spans"
+	NameMessageBytes    = "zipkin_collector_message_bytes"
+
+	NameMessagesRejected = "zipkin_collector_messages_rejected_total"
+	NameQueueSpans       = "zipkin_collector_queue_spans"
+	NameQueueBytes       = "zipkin_collector_queue_bytes"
+	NameQueueMaxSpans    = "zipkin_collector_queue_max_spans"
+	NameQueueMaxBytes    = "zipkin_collector_queue_max_bytes"
+	NameSpansStored      = "zipkin_collector_spans_stored_total"
+	NameWrites           = "zipkin_collector_writes_total"
+	NameWriteSeconds     = "zipkin_collector_write_seconds"
+	NameBatchesFailed    = "zipkin_collector_batches_failed_total"
+)
+
+// collectorMetrics holds the collector's metric handles. Every update is an
+// atomic operation of client_golang; none takes a lock.
+type collectorMetrics struct {
+	messages, messagesDropped, messagesRejected prometheus.Counter
+	bytes, spans, spansDropped, spansStored     prometheus.Counter
+	messageSpans, messageBytes                  prometheus.Gauge
+	writes                                      *prometheus.CounterVec
+	writeSeconds                                prometheus.Histogram
+	batchesFailed                               prometheus.Counter
+
+	all []prometheus.Collector
+}
+
+func newCollectorMetrics() *collectorMetrics {
+	http := prometheus.Labels{"transport": "http"}
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: http})
+	}
+	gauge := func(name, help string) prometheus.Gauge {
+		return prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: http})
+	}
+	m := &collectorMetrics{
+		messages:         counter(NameMessages, "POST requests received on the span endpoints."),
+		messagesDropped:  counter(NameMessagesDropped, "POST requests answered with an error (400, 413, 500): nothing of them was stored."),
+		messagesRejected: counter(NameMessagesRejected, "POST requests refused with 503 because the ingest queue was full or the server was stopping."),
+		bytes:            counter(NameBytes, "Bytes of span bodies received (after gunzip)."),
+		spans:            counter(NameSpans, "Spans decoded from accepted and rejected POSTs."),
+		spansDropped:     counter(NameSpansDropped, "Decoded spans not stored: sampled out, refused with 503, or in a batch whose writes failed until the retry deadline."),
+		spansStored:      counter(NameSpansStored, "Spans written to storage."),
+		messageSpans:     gauge(NameMessageSpans, "Spans in the last POST."),
+		messageBytes:     gauge(NameMessageBytes, "Bytes in the last POST (after gunzip)."),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: NameWrites, ConstLabels: http,
+			Help: "Storage write attempts of batches, by result (ok, error)."}, []string{"result"}),
+		writeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: NameWriteSeconds, ConstLabels: http,
+			Help:    "Time of one storage write attempt of a batch.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}),
+		batchesFailed: counter(NameBatchesFailed, "Batches given up after the retry deadline or at the end of a drain; their spans are logged and counted in spans_dropped."),
+	}
+	m.all = []prometheus.Collector{m.messages, m.messagesDropped, m.messagesRejected, m.bytes, m.spans,
+		m.spansDropped, m.spansStored, m.messageSpans, m.messageBytes, m.writes, m.writeSeconds, m.batchesFailed}
+	m.writes.WithLabelValues("ok")
+	m.writes.WithLabelValues("error")
+	return m
+}
+
+// queueGauges reads the queue's depth and bounds at scrape.
+func queueGauges(q *ingestQueue) []prometheus.Collector {
+	http := prometheus.Labels{"transport": "http"}
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: NameQueueSpans, ConstLabels: http,
+			Help: "Spans accepted (answered 202) and not yet stored or given up: queued or being written."},
+			func() float64 { return float64(q.spans.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: NameQueueBytes, ConstLabels: http,
+			Help: "Decoded body bytes of the spans counted in zipkin_collector_queue_spans."},
+			func() float64 { return float64(q.bytes.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: NameQueueMaxSpans, ConstLabels: http,
+			Help: "The ingest queue's bound in spans."},
+			func() float64 { return float64(q.cfg.maxSpans) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: NameQueueMaxBytes, ConstLabels: http,
+			Help: "The ingest queue's bound in bytes."},
+			func() float64 { return float64(q.cfg.maxBytes) }),
+	}
+}
