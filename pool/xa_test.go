@@ -2,9 +2,12 @@ package pool_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 
 	"github.com/sqlpool/sqlpool/internal/mysqltest"
 	"github.com/sqlpool/sqlpool/pool"
@@ -31,6 +34,10 @@ func TestPreparedXAOutlivesDiscardedConnMariaDB(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var thread int64
+	if err := c.QueryRowContext(ctx, "SELECT CONNECTION_ID()").Scan(&thread); err != nil {
+		t.Fatal(err)
+	}
 	for _, q := range []string{"XA START '" + xid + "'", fmt.Sprintf("INSERT INTO xa_probe VALUES (%d)", id),
 		"XA END '" + xid + "'", "XA PREPARE '" + xid + "'"} {
 		if _, err := c.ExecContext(ctx, q); err != nil {
@@ -42,7 +49,16 @@ func TestPreparedXAOutlivesDiscardedConnMariaDB(t *testing.T) {
 	if after := p.Stats(); after.Closed-before.Closed != 1 {
 		t.Fatalf("the connection with a prepared XA transaction was not discarded (closed %d)", after.Closed-before.Closed)
 	}
-	// Another connection still sees it prepared, and must end it.
+	// Once the server has finished with the closed connection (until then XA ROLLBACK from
+	// another session answers 1397 XAER_NOTA), another connection still sees the transaction
+	// prepared, and must end it.
+	waitFor(t, "the discarded connection's thread gone", func() bool {
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = ?", thread).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 0
+	})
 	found := false
 	waitFor(t, "the prepared XA transaction listed by XA RECOVER", func() bool {
 		rows, err := db.QueryContext(ctx, "XA RECOVER")
@@ -60,7 +76,18 @@ func TestPreparedXAOutlivesDiscardedConnMariaDB(t *testing.T) {
 		}
 		return found
 	})
-	mustExec(t, db, "XA ROLLBACK '"+xid+"'")
+	var rbErr error
+	waitFor(t, "XA ROLLBACK from another connection accepted", func() bool {
+		_, rbErr = db.ExecContext(ctx, "XA ROLLBACK '"+xid+"'")
+		var me *mysql.MySQLError
+		if errors.As(rbErr, &me) && me.Number == 1397 { // XAER_NOTA: not detached yet
+			return false
+		}
+		return true
+	})
+	if rbErr != nil {
+		t.Fatalf("XA ROLLBACK: %v", rbErr)
+	}
 	var n int
 	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM xa_probe WHERE id = ?", id).Scan(&n); err != nil || n != 0 {
 		t.Errorf("after XA ROLLBACK: %d rows, %v; want 0", n, err)

@@ -49,11 +49,26 @@ func readmeCurl(t *testing.T) string {
 // the span back from /api/v2/traces; SIGTERM then stops it cleanly.
 func TestREADMECommand(t *testing.T) {
 	p := startBinary(t, nil, "-listen", "127.0.0.1:0")
-	out := p.stdout.String()
-	for _, want := range []string{"curl -s -X POST " + p.url + "/api/v2/spans", "embedded MySQL-protocol server: for trying out"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("stdout lacks %q:\n%s", want, out)
+	// startBinary returns once the "listening" line is out; the lines after it may still be
+	// on their way through the pipe: wait for them (up to 10 s) rather than read at once.
+	wants := []string{"curl -s -X POST " + p.url + "/api/v2/spans", "embedded MySQL-protocol server: for trying out"}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, missing := p.stdout.String(), ""
+		for _, want := range wants {
+			if !strings.Contains(out, want) {
+				missing = want
+				break
+			}
 		}
+		if missing == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("stdout lacks %q after 10 s:\n%s", missing, out)
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	body := readmeCurl(t)
 	resp, err := http.Post(p.url+"/api/v2/spans", "application/json", strings.NewReader(body))
