@@ -893,6 +893,24 @@ func TestCoarseClockBypassBound(t *testing.T) {
 	}
 }
 
+// A coarse clock left behind by a starved refresher (the process got no CPU, then the
+// borrower ran before the refresh) must not extend the bypass window: the exact clock
+// confirms every coarse "trusted".
+func TestStaleCoarseClockDoesNotExtendBypass(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 1, AliveBypassWindow: 20 * time.Millisecond})
+	alive := p.nanotime()
+	for p.nanotime()-alive <= int64(25*time.Millisecond) {
+		time.Sleep(5 * time.Millisecond) // real time must pass: this is what is measured
+	}
+	staleNow := alive + int64(time.Millisecond) // the coarse clock, one refresh after alive
+	if p.trusted(staleNow, alive) {
+		t.Fatal("a connection returned more than AliveBypassWindow ago was trusted because the coarse clock was stale")
+	}
+	if !p.trusted(p.nanotime(), p.nanotime()) {
+		t.Fatal("a connection returned just now was not trusted")
+	}
+}
+
 func TestCoarseClockProbesIdleConnection(t *testing.T) {
 	p, fc := newPool(t, Config{MaxConns: 1, AliveBypassWindow: 20 * time.Millisecond})
 	c := mustConnect(t, p)

@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -247,6 +248,12 @@ func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *promet
 		}
 		initSchema = true
 	}
+	// The driver's own log lines go to the structured log, and not at all
+	// while probing: a start-up failure is the one line probe returns.
+	dlog := &driverLogger{log: log}
+	dlog.quiet.Store(true)
+	mcfg = mcfg.Clone()
+	mcfg.Logger = dlog
 	connector, err := mysql.NewConnector(mcfg)
 	if err != nil {
 		closeAll()
@@ -256,6 +263,7 @@ func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *promet
 		closeAll()
 		return nil, err
 	}
+	dlog.quiet.Store(false)
 
 	maxConns := cfg.MaxConns
 	if cfg.Embedded {
@@ -331,6 +339,19 @@ func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *promet
 		name = "MySQLStorage{embedded " + mcfg.Addr + "}"
 	}
 	return &openedStorage{store: store, name: name, user: mcfg.User, close: closeAll}, nil
+}
+
+// driverLogger is go-sql-driver/mysql's logger: its messages become
+// warnings of the command's structured log, or are dropped while quiet.
+type driverLogger struct {
+	log   *slog.Logger
+	quiet atomic.Bool
+}
+
+func (l *driverLogger) Print(v ...any) {
+	if !l.quiet.Load() {
+		l.log.Warn("mysql driver: " + strings.TrimSpace(fmt.Sprint(v...)))
+	}
 }
 
 // probe opens and closes one connection, retrying errors that may pass

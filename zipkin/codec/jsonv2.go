@@ -216,15 +216,8 @@ func (d *jsonDecoder) spanV2() {
 	if r.failed() {
 		return
 	}
-	if !hasTrace || !hasID {
-		msg := "Missing :"
-		if !hasTrace {
-			msg += " traceId"
-		}
-		if !hasID {
-			msg += " id"
-		}
-		d.spanErr(d.path(""), errString(msg))
+	if err := missingIDs(hasTrace, hasID); err != nil {
+		d.spanErr(d.path(""), err)
 	}
 	if d.bad {
 		return
