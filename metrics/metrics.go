@@ -185,7 +185,7 @@ func New(opts Options) (*Metrics, error) {
 
 	m.descConns = desc(NameConnections, "Physical connections open (HikariCP TotalConnections).", "pool")
 	m.descActive = desc(NameActive, "Connections in use by a borrower.", "pool")
-	m.descIdle = desc(NameIdle, "Idle connections (in the pool, or parked idle in database/sql in KeepIdleInDB mode).", "pool")
+	m.descIdle = desc(NameIdle, "Idle connections (in the pool, or parked idle in a database/sql DB's idle list).", "pool")
 	m.descPending = desc(NamePending, "Goroutines waiting for a connection.", "pool")
 	m.descMax = desc(NameMax, "MaxConns: the most connections the pool holds.", "pool")
 	m.descMin = desc(NameMin, "MinIdleConns: idle connections the pool tries to keep ready.", "pool")

@@ -2,16 +2,17 @@ package pool
 
 import (
 	"context"
-	"database/sql/driver"
 	"fmt"
 	"time"
 
 	"github.com/sqlpool/sqlpool/validate"
 )
 
-// This file is the hot path: acquire and release. A clean cycle within the bypass window takes
-// the store mutex twice, reads the pool's coarse clock (an atomic load) twice and touches nothing
-// else shared. The exact clock is read only when an acquire has to wait or probe.
+// This file is the hot path: acquire and release. A clean cycle within the bypass window, with
+// no one waiting, takes no lock and writes nothing shared by all cores: a sync.Pool Get and Put
+// on its own P, a compare-and-swap and a store on the entry's state (see store), reads of the
+// pool's coarse clock (an atomic load) and of read-mostly flags. The exact clock is read only
+// when an acquire has to wait or probe.
 
 // acquire returns a connection in state inUse, or an error: ErrClosed, ErrPoolExhausted, an
 // *AcquireTimeoutError, or the ctx's error wrapped when ctx was cancelled.
@@ -24,15 +25,62 @@ func (p *Pool) acquireAs(ctx context.Context, lend bool) (*entry, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
+	// The fast path: an idle connection, trusted without a probe. No deadline, timer or
+	// defer; anything else goes to acquireSlow with the connection found.
+	if !p.suspended.Load() {
+		e := p.store.get()
+		if e == nil {
+			return p.acquireSlow(ctx, lend, nil, "")
+		}
+		now := p.now()
+		if reason, probe := p.quickCheck(e, now); reason != "" || probe {
+			return p.acquireSlow(ctx, lend, e, reason)
+		}
+		if !driverLive(ctx, e) {
+			return p.acquireSlow(ctx, lend, e, CloseDriverInvalid)
+		}
+		return p.handOut(e, now, nil, lend), nil
+	}
+	return p.acquireSlow(ctx, lend, nil, "")
+}
+
+// handOut completes an acquire of e, checked fit at now.
+func (p *Pool) handOut(e *entry, now int64, dl *deadline, lend bool) *entry {
+	if lend {
+		e.state.Store(stateLent)
+		if p.closed.Load() {
+			p.wakeCloser()
+		}
+		return e
+	}
+	p.handedOut(e)
+	e.borrowedAt = now
+	if ev := p.cfg.Events; ev != nil {
+		p.noteAcquired(ev, e, dl)
+	}
+	if p.cfg.LeakDetectionThreshold > 0 {
+		e.leak = p.watchLeak(e)
+	}
+	return e
+}
+
+// acquireSlow is acquire when the fast path did not do: suspended, nothing idle, or the
+// connection it found (first, when not nil) needs a probe or is unfit (firstReason, when
+// already known; "" runs the checks).
+func (p *Pool) acquireSlow(ctx context.Context, lend bool, first *entry, firstReason CloseReason) (*entry, error) {
 	var dl deadline
 	defer dl.stop()
-	if p.suspended.Load() {
+	if first == nil && p.suspended.Load() {
 		if err := p.awaitResume(ctx, &dl); err != nil {
 			return nil, err
 		}
 	}
 	for {
-		e := p.store.get()
+		e, known := first, firstReason
+		first, firstReason = nil, ""
+		if e == nil {
+			e = p.store.get()
+		}
 		if e == nil {
 			var err error
 			e, err = p.wait(ctx, &dl)
@@ -44,24 +92,12 @@ func (p *Pool) acquireAs(ctx context.Context, lend bool) (*entry, error) {
 			p.dropUnfit(&dl)
 		}
 		now := p.now()
-		reason := p.check(ctx, e, now, &dl)
+		reason := known
 		if reason == "" {
-			if lend {
-				e.state.Store(stateLent)
-				if p.closed.Load() {
-					p.wakeCloser()
-				}
-				return e, nil
-			}
-			p.handedOut(e)
-			e.borrowedAt = now
-			if ev := p.cfg.Events; ev != nil {
-				p.noteAcquired(ev, e, &dl)
-			}
-			if p.cfg.LeakDetectionThreshold > 0 {
-				e.leak = p.watchLeak(e)
-			}
-			return e, nil
+			reason = p.check(ctx, e, now, &dl)
+		}
+		if reason == "" {
+			return p.handOut(e, now, &dl, lend), nil
 		}
 		// e is unfit (marked, expired, or it failed its probe). The acquire goes on; unless it
 		// ends here, e is closed only once this acquire is queued again (see wait), so that the
@@ -160,11 +196,30 @@ func (p *Pool) dropUnfit(dl *deadline) {
 // (CheckConnLiveness, on by default) when a non-blocking read of the socket finds that the server
 // closed it (KILL, wait_timeout, restart) — no bytes are sent. In mode (b) database/sql calls
 // it through conn.ResetSession instead. Cost: see docs/reliability.md.
-func driverLive(ctx context.Context, dc driver.Conn) bool {
-	if sr, ok := dc.(driver.SessionResetter); ok {
+func driverLive(ctx context.Context, e *entry) bool {
+	if sr := e.resetter; sr != nil {
 		return sr.ResetSession(ctx) == nil
 	}
 	return true
+}
+
+// quickCheck is the part of check that needs no I/O: reason is why e may not be handed out
+// (marked, expired), and probe says it may only after a probe (outside the bypass window, or
+// not known alive since a server-gone report). The driver's liveness check is not part of it.
+func (p *Pool) quickCheck(e *entry, now int64) (reason CloseReason, probe bool) {
+	if e.evict.Load() {
+		return CloseEvicted, false
+	}
+	if e.expired(now) {
+		return CloseMaxLifetime, false
+	}
+	// After a server-gone report a connection is trusted only if known alive since: last alive
+	// after it, and borrowed (or, never borrowed, dialled) after it. One that was out on loan
+	// when the report came was returned after it, so lastAlive is recent, but its borrower may
+	// not have used it since the server restarted under it.
+	gone := p.goneFor(e)
+	alive := e.lastAlive
+	return "", !(p.trusted(now, alive) && alive >= gone && max(e.borrowedAt, e.createdAt) >= gone)
 }
 
 // usableLent is usable for a connection checked out of database/sql's idle list (mode b): an
@@ -172,6 +227,7 @@ func driverLive(ctx context.Context, dc driver.Conn) bool {
 func (p *Pool) usableLent(ctx context.Context, e *entry, now int64) bool {
 	if reason := p.check(ctx, e, now, nil); reason != "" {
 		e.evict.Store(true)
+		e.discard = reason // the Close database/sql sends next closes it for this reason
 		return false
 	}
 	return true
@@ -183,21 +239,15 @@ func (p *Pool) usableLent(ctx context.Context, e *entry, now int64) bool {
 // before the bypass window, or before a connection reported that the server went
 // away. When dl is not nil the probe also ends at the acquire's AcquireTimeout deadline.
 func (p *Pool) check(ctx context.Context, e *entry, now int64, dl *deadline) CloseReason {
-	if e.evict.Load() {
-		return CloseEvicted
+	reason, probe := p.quickCheck(e, now)
+	if reason != "" {
+		return reason
 	}
-	if e.expired(now) {
-		return CloseMaxLifetime
-	}
-	// After a server-gone report a connection is trusted only if known alive since: last alive
-	// after it, and borrowed (or, never borrowed, dialled) after it. One that was out on loan
-	// when the report came was returned after it, so lastAlive is recent, but its borrower may
-	// not have used it since the server restarted under it.
-	gone := p.goneFor(e)
-	if alive := e.lastAlive; p.trusted(now, alive) && alive >= gone && max(e.borrowedAt, e.createdAt) >= gone {
+	if !probe {
 		// Inside the bypass window nothing is sent, but what the driver can tell without
-		// traffic is still asked (mode a; in mode b conn.ResetSession has asked already).
-		if dl != nil && !driverLive(ctx, e.conn) {
+		// traffic is still asked (Connect; a checkout from a DB's idle list has asked already,
+		// in conn.ResetSession).
+		if dl != nil && !driverLive(ctx, e) {
 			return CloseDriverInvalid
 		}
 		return ""
@@ -240,8 +290,13 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 	s := &p.store
 	w := waiterPool.Get().(*waiter)
 	w.barged = false
+	// Counted as waiting from before the scan below until this function returns, so that every
+	// release meanwhile takes the slow path (see store).
+	s.waiting.Add(1)
+	defer s.waiting.Add(-1)
+	w.since = dl.begin(p) // before the lock: the exact clock is a VDSO call
 	s.mu.Lock()
-	if e := s.popLocked(); e != nil {
+	if e := s.scan(); e != nil {
 		s.mu.Unlock()
 		waiterPool.Put(w)
 		return e, nil
@@ -278,6 +333,10 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 	s.mu.Unlock()
 	p.dropUnfit(dl) // queued in place: now its replacement may come
 	p.signalCreator()
+	// Connections parked in database/sql's idle lists cannot be handed to this waiter; from
+	// now on releases route connections here instead of parking them (conn.IsValid), and any
+	// parked before are brought back (see reclaimLent).
+	p.reclaimLent()
 
 	dl.begin(p)
 	timeout := dl.timeout(p)
@@ -289,7 +348,7 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 				return e, nil
 			}
 			s.mu.Lock()
-			if e := s.popLocked(); e != nil {
+			if e := s.scan(); e != nil {
 				s.mu.Unlock()
 				waiterPool.Put(w)
 				return e, nil
@@ -338,7 +397,7 @@ func (p *Pool) giveUp(ctx context.Context, w *waiter, dl *deadline, byCtx bool) 
 			}
 		} else {
 			s.mu.Lock()
-			if len(s.idle) > 0 {
+			if s.anyIdle() {
 				s.wakeLocked()
 			}
 			s.mu.Unlock()

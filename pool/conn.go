@@ -27,6 +27,10 @@ type conn struct {
 	open   []driver.Stmt // statements handed out on this borrow and not yet closed
 	rw     rows          // reused for the result sets of this borrow (wrapRows)
 	rwBusy bool          // rw holds an open result set
+	// routed is set by IsValid when it cleaned the connection and refused to let database/sql
+	// park it because the pool needs it (a waiter, or Close): Close stows it without cleaning
+	// again.
+	routed bool
 }
 
 var (
@@ -158,6 +162,14 @@ func (c *conn) Close() error {
 	p, e := c.p, c.e
 	switch e.state.Load() {
 	case stateInUse:
+		if c.routed {
+			// IsValid cleaned it and stamped its return; database/sql dropped its wrapper so
+			// that the pool can serve a waiter with it.
+			if !p.store.put(e) {
+				p.closeEntry(e, ClosePoolClosed)
+			}
+			return nil
+		}
 		p.release(e)
 	case stateLent:
 		// Already cleaned by IsValid; take it back from database/sql.
@@ -386,9 +398,10 @@ func (c *conn) ResetSession(ctx context.Context) error {
 		return driver.ErrBadConn
 	}
 	now := p.now()
-	if sr, ok := e.conn.(driver.SessionResetter); ok {
+	if sr := e.resetter; sr != nil {
 		if err := sr.ResetSession(ctx); err != nil {
 			e.evict.Store(true)
+			e.discard = CloseDriverInvalid // the Close database/sql sends next closes it for this
 			return driver.ErrBadConn
 		}
 	}
@@ -425,9 +438,18 @@ func (c *conn) IsValid() bool {
 	}
 	e.lastReturned = now
 	e.lastAlive = now
+	// Someone waits in the pool (or it is closing): do not park, give it to the pool. false
+	// makes database/sql close its wrapper; the proxy's Close then stows the connection.
+	if p.routeToPool() {
+		c.routed = true
+		return false
+	}
 	e.state.Store(stateLent)
-	if p.closed.Load() {
-		p.wakeCloser() // Close may be waiting for this connection, which is now parked
+	// Publish, then look again: a goroutine that began to wait after the look above, and so
+	// after its scan of lent connections may have missed this one, must find it routed.
+	if p.routeToPool() && e.state.CompareAndSwap(stateLent, stateInUse) {
+		c.routed = true
+		return false
 	}
 	return true
 }

@@ -101,6 +101,7 @@ func (p *Pool) shouldCreate() bool {
 		return false
 	}
 	idle, waiting := p.store.counts()
+	idle += p.store.count(stateLent) // parked in a DB: idle too (MinIdleConns counts them)
 	return idle < p.cfg.MinIdleConns || waiting > idle
 }
 
@@ -138,6 +139,7 @@ func (p *Pool) dial() (*entry, error) {
 	e := &entry{conn: dc, host: host}
 	e.stmts.max = p.cfg.StatementCacheSize
 	e.validator, _ = dc.(driver.Validator)
+	e.resetter, _ = dc.(driver.SessionResetter)
 	if err := e.sess.init(ctx, dc); err != nil {
 		_ = dc.Close()
 		return nil, fmt.Errorf("recording the session baseline: %w", err)

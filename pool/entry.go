@@ -21,7 +21,8 @@ var stateNames = [...]string{"idle", "inUse", "lent", "reserved", "removed"}
 // entry is the registry's record of one physical connection.
 type entry struct {
 	conn      driver.Conn
-	validator driver.Validator // conn's, or nil; asserted once, not on every release
+	validator driver.Validator       // conn's, or nil; asserted once, not on every release
+	resetter  driver.SessionResetter // conn's, or nil; asserted once, not on every hand-out
 	id        uint64
 	host      *hostState // the host the connection reached (HostConnector), or nil
 

@@ -304,7 +304,11 @@ func parkUnchecked(t *testing.T, cfg Config) (*Pool, *fakedb.Connector, *sql.DB)
 	t.Helper()
 	cfg.MaxConns = 1
 	p, fc := newPool(t, cfg)
-	db := p.OpenDB(KeepIdleInDB())
+	// The configuration KeepIdleInDB used to make (it is a no-op now): database/sql waits in
+	// its own queue (MaxOpen), which is what lets its background opener park a connection.
+	db := sql.OpenDB(lendingConnector{p})
+	db.SetMaxOpenConns(cfg.MaxConns)
+	db.SetMaxIdleConns(cfg.MaxConns)
 	t.Cleanup(func() { _ = db.Close() })
 	ctx := context.Background()
 	sc, err := db.Conn(ctx)

@@ -1,9 +1,9 @@
 // Package pool is a HikariCP-style connection pool behind database/sql.
 //
 // A *Pool wraps any driver.Connector and is itself one, so sql.OpenDB(p) works; p.OpenDB()
-// returns a *sql.DB set up so that every borrow and return goes through the pool (mode a), and
-// p.OpenDB(KeepIdleInDB()) one that lets database/sql keep idle connections (mode b, faster,
-// fewer guarantees). See docs/ARCHITECTURE.md for the two modes and the invariants.
+// returns a *sql.DB that keeps idle connections as plain database/sql does (fast when
+// connections are free) and waits in the pool's FIFO queue when they are not (fair, bounded by
+// AcquireTimeout and MaxWaiters). See docs/ARCHITECTURE.md for the design and the invariants.
 //
 // What the pool adds to database/sql: validation on acquire for connections idle longer than
 // AliveBypassWindow, a release that rolls back and resets only what the borrower left behind
@@ -25,6 +25,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 )
 
 // Pool is a connection pool. Its methods are safe for concurrent use. Create one with New and
@@ -50,6 +51,12 @@ type Pool struct {
 	wg           sync.WaitGroup
 	createCh     chan struct{} // wakes the creator
 	returnedC    chan struct{} // signalled on every close of an entry while closing
+
+	// dbs are the DBs OpenDB returned, for bringing back the connections parked in their idle
+	// lists (lend.go). Weak: a DB the user dropped is not kept alive by the pool.
+	dbMu    sync.Mutex
+	dbs     []weak.Pointer[sql.DB]
+	flushMu sync.Mutex // one bring-back at a time
 
 	suspendMu sync.Mutex
 	suspended atomic.Bool
@@ -82,6 +89,7 @@ type Pool struct {
 	probeFailed   atomic.Uint64
 	releasePlans  atomic.Uint64
 	leakedStmts   atomic.Uint64
+	flushes       atomic.Uint64 // bring-backs of connections parked in DBs (lend.go)
 	stmtCacheFull atomic.Uint64
 }
 
@@ -143,8 +151,8 @@ func New(c driver.Connector, cfg Config) (*Pool, error) {
 		returnedC: make(chan struct{}, 1),
 	}
 	p.clk.init(&p.cfg, cfg.Clock != nil)
+	p.store.nanotime = p.nanotime
 	p.refreshClock()
-	p.store.idle = make([]*entry, 0, rc.MaxConns)
 	p.dialCtx, p.dialStop = context.WithCancel(context.Background())
 
 	if err := p.attachHosts(); err != nil {
@@ -314,9 +322,13 @@ func (p *Pool) Close() error {
 	for _, e := range p.store.close() {
 		p.closeEntry(e, ClosePoolClosed)
 	}
-	// Connections parked in database/sql (mode b) are only marked: database/sql may still be
-	// closing statements on them, so they are closed when database/sql drops them or checks
-	// them out (close the DB first), and Close does not wait for them.
+	// Connections parked in the DBs from OpenDB are brought back and closed (lend.go); the
+	// DBs keep no idle connections from now on.
+	p.flushDBs(false)
+	// Connections parked in a DB the pool does not know (sql.OpenDB(p) with idle connections)
+	// are only marked: database/sql may still be closing statements on them, so they are
+	// closed when database/sql drops them or checks them out (close the DB first), and Close
+	// does not wait for them.
 	p.regMu.Lock()
 	for e := range p.all {
 		e.evict.Store(true)
@@ -406,6 +418,7 @@ func (p *Pool) register(e *entry) {
 	e.id = p.seq
 	p.all[e] = struct{}{}
 	e.hostOpenedLocked()
+	p.store.add(e)
 	p.total.Add(1)
 	p.regMu.Unlock()
 	p.created.Add(1)
@@ -427,6 +440,9 @@ func (p *Pool) closeEntry(e *entry, reason CloseReason) {
 		e.hostClosedLocked()
 	}
 	delete(p.all, e)
+	if ok {
+		p.store.remove(e)
+	}
 	p.handouts.Add(e.handouts.Load())
 	p.regMu.Unlock()
 	if !ok {
@@ -461,33 +477,47 @@ func (p *Pool) lifetime(now int64) (expiresAt, keepaliveGap int64) {
 // DBOption configures the *sql.DB that OpenDB returns.
 type DBOption func(*dbOptions)
 
-type dbOptions struct{ keepIdle bool }
+type dbOptions struct{}
 
-// KeepIdleInDB selects mode (b): database/sql keeps up to MaxConns idle connections in its own
-// list (SetMaxIdleConns(MaxConns), SetMaxOpenConns(MaxConns)). It is faster per borrow, and
-// validation, the release plan and lifetime rules still apply through the driver hooks, but
-// waiting happens inside database/sql: AcquireTimeout, FIFO order and MaxWaiters do not hold,
-// and only the caller's ctx bounds a wait.
-func KeepIdleInDB() DBOption { return func(o *dbOptions) { o.keepIdle = true } }
+// KeepIdleInDB used to select a faster mode in which database/sql kept idle connections and
+// waiting happened inside database/sql (random order, no AcquireTimeout or MaxWaiters).
+//
+// Deprecated: OpenDB now does both by default — database/sql keeps idle connections, and
+// waiting happens in the pool, first come, first served — so KeepIdleInDB does nothing.
+func KeepIdleInDB() DBOption { return func(*dbOptions) {} }
 
-// OpenDB returns a *sql.DB over the pool. By default (mode a) database/sql keeps no idle
-// connections (SetMaxIdleConns(0), no MaxOpen), so every borrow and return goes through the
-// pool and every guarantee of the package holds. Closing the returned DB does not close the
-// pool (unlike sql.OpenDB(p), which closes the pool with the DB); close both, DB first.
+// OpenDB returns a *sql.DB over the pool: fast when connections are free and fair when they
+// are not.
+//
+// database/sql keeps up to MaxConns idle connections in its own list (SetMaxIdleConns(MaxConns),
+// no MaxOpen), where a borrow costs what it costs in plain database/sql; the pool checks each
+// checkout (ResetSession: marks, lifetime, bypass window and probe, the driver's liveness check)
+// and cleans each return (IsValid: the release plan). While any goroutine waits in the pool,
+// a returned connection is not parked but given to the pool's first waiter, and connections
+// parked before the wait began are brought back; so waiting is first come, first served,
+// bounded by AcquireTimeout and MaxWaiters, as for every other Connect. Housekeeping
+// (IdleTimeout, KeepaliveTime, MaxLifetime, MinIdleConns) and Close reach parked connections
+// by bringing them back the same way. The DB's idle setting belongs to the pool: do not change
+// it with SetMaxIdleConns, or SetMaxOpenConns (database/sql would then wait in its own random
+// order). Closing the returned DB does not close the pool (unlike sql.OpenDB(p), which closes
+// the pool with the DB); close both, DB first. See docs/ARCHITECTURE.md, "One mode".
 func (p *Pool) OpenDB(opts ...DBOption) *sql.DB {
 	var o dbOptions
 	for _, f := range opts {
 		f(&o)
 	}
-	if o.keepIdle {
-		db := sql.OpenDB(lendingConnector{p})
-		db.SetMaxOpenConns(p.cfg.MaxConns)
-		db.SetMaxIdleConns(p.cfg.MaxConns)
-		return db
-	}
 	db := sql.OpenDB(connector{p})
-	db.SetMaxIdleConns(0)
 	db.SetMaxOpenConns(0)
+	db.SetMaxIdleConns(p.cfg.MaxConns)
+	p.dbMu.Lock()
+	live := p.dbs[:0]
+	for _, w := range p.dbs {
+		if w.Value() != nil {
+			live = append(live, w)
+		}
+	}
+	p.dbs = append(live, weak.Make(db))
+	p.dbMu.Unlock()
 	return db
 }
 
@@ -497,7 +527,9 @@ type connector struct{ p *Pool }
 func (c connector) Connect(ctx context.Context) (driver.Conn, error) { return c.p.Connect(ctx) }
 func (c connector) Driver() driver.Driver                            { return c.p.Driver() }
 
-// lendingConnector is the connector of p.OpenDB(KeepIdleInDB()). database/sql does not always
+// lendingConnector was the connector of p.OpenDB(KeepIdleInDB()), which set MaxOpen; OpenDB
+// sets no MaxOpen, so database/sql never waits and never opens in the background, and nothing
+// in the package uses it now (tests keep the case covered for a DB configured that way). database/sql does not always
 // use a connection it opens: its background opener, serving a waiter that has already given
 // up, parks the new connection in its idle list without calling IsValid, and the first
 // checkout of a new connection calls neither ResetSession nor anything else. So the connection

@@ -1096,22 +1096,27 @@ func BenchmarkAcquireReleaseWithEvents(b *testing.B) {
 func TestBargedWaiterGetsDirectHandOff(t *testing.T) {
 	var s store
 	e1, e2 := &entry{id: 1}, &entry{id: 2}
+	for _, e := range []*entry{e1, e2} {
+		e.state.Store(stateInUse)
+		s.add(e)
+	}
 	w := &waiter{ch: make(chan *entry, 1)}
+	s.waiting.Add(1) // as wait does
 	s.mu.Lock()
 	s.pushBackLocked(w)
 	s.mu.Unlock()
 
-	s.put(e1) // wakes w; e1 goes on the stack
+	s.put(e1) // wakes w; e1 becomes idle
 	if got := s.get(); got != e1 {
 		t.Fatalf("a running goroutine should barge and take e1, got %v", got)
 	}
 	if v := <-w.ch; v != nil {
 		t.Fatalf("the first wake-up carries no connection, got %v", v)
 	}
-	// w wakes, finds the stack empty, and goes back to the head of the queue, marked.
+	// w wakes, finds nothing idle, and goes back to the head of the queue, marked.
 	s.mu.Lock()
-	if s.popLocked() != nil {
-		t.Fatal("stack should be empty")
+	if s.scan() != nil {
+		t.Fatal("nothing should be idle")
 	}
 	w.barged = true
 	s.requeueLocked(w)
