@@ -17,6 +17,7 @@ import (
 type twoHosts struct {
 	fakes    map[string]*fakedb.Connector
 	n        atomic.Int64
+	onlyA    atomic.Bool // new connections go to "a" only
 	mu       sync.Mutex
 	gone     []string
 	attached *Pool
@@ -34,7 +35,7 @@ func (h *twoHosts) Connect(ctx context.Context) (driver.Conn, error) {
 func (h *twoHosts) Driver() driver.Driver { return h.fakes["a"].Driver() }
 func (h *twoHosts) ConnectHost(ctx context.Context) (driver.Conn, string, error) {
 	name := "a"
-	if h.n.Add(1)%2 == 0 {
+	if h.n.Add(1)%2 == 0 && !h.onlyA.Load() {
 		name = "b"
 	}
 	c, err := h.fakes[name].Connect(ctx)
@@ -114,7 +115,9 @@ func TestHostHooks(t *testing.T) {
 		t.Errorf("no probe on host a's older connection after its server-gone error")
 	}
 
-	// EvictHost: busy connections are marked, idle ones closed at once.
+	// EvictHost: busy connections are marked, idle ones closed at once. (Replacements go to
+	// "a", so that the creator cannot refill "b" while we look.)
+	hc.onlyA.Store(true)
 	_ = held[0].Close()
 	_ = held[1].Close()
 	if n := p.EvictHost("b", -1); n != 2 {
