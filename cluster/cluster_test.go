@@ -345,8 +345,10 @@ func TestRebalanceOverPeriod(t *testing.T) {
 				}
 				return n >= want
 			})
-			if arrivals[0] < period/(2*time.Duration(want)) {
-				t.Errorf("first connection moved after %v, before half of its slot (%v): not spread", arrivals[0], period/(2*time.Duration(want)))
+			// The first move comes at a random point in the second half of its slot (period/want)
+			// after the host came back; "back" is seen by polling, so allow half of that again.
+			if earliest := period / (4 * time.Duration(want)); arrivals[0] < earliest {
+				t.Errorf("first connection moved after %v, before %v: not spread", arrivals[0], earliest)
 			}
 			if span := arrivals[len(arrivals)-1] - arrivals[0]; span < period/4 {
 				t.Errorf("moves spread over %v only (arrivals %v), want at least %v", span, arrivals, period/4)
