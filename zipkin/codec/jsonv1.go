@@ -10,13 +10,15 @@ import (
 )
 
 // DecodeJSONV1 decodes a JSON v1 list of spans (the body of POST
-// /api/v1/spans) and converts each to v2 spans with [v1.Converter], which
-// is Zipkin's V1SpanConverter: core annotations (cs, sr, cr, ss, ms, mr, ws, wr) with an endpoint
-// become kind, timestamp and duration; string binary annotations become
-// tags (an empty "lc" marker is dropped); true boolean binary annotations
-// "sa", "ca" and "ma" with an endpoint become the remote endpoint; one v1
-// span with both cs and sr becomes a CLIENT span and a shared SERVER span;
-// annotations are split among spans by their endpoint's service name.
+// /api/v1/spans) and converts each to v2 spans with [v1.Converter]
+// (Zipkin's V1SpanConverter, shared with the MySQL store's reader): core
+// annotations (cs, sr, cr, ss, ms, mr, ws, wr) with an endpoint become
+// kind, timestamp and duration; string binary annotations become tags (an
+// empty "lc" marker is dropped); true boolean binary annotations "sa", "ca"
+// and "ma" with an endpoint become the remote endpoint; one v1 span with
+// both cs and sr becomes a CLIENT span and a shared SERVER span;
+// annotations are split among spans by their endpoint's service name. Other
+// binary annotation types have no v2 form and are ignored.
 //
 // Errors are reported as DecodeJSONV2 reports them, by the index of the v1
 // span; the spans returned are the v2 spans of the valid v1 spans.
