@@ -271,7 +271,7 @@ func TestLeakedStatementClosedOnRelease(t *testing.T) {
 // DefaultStatementCacheSize (docs/ARCHITECTURE.md): session memory and prepared statement count
 // for a connection whose cache is full. It logs; it asserts only that the cache stays bounded.
 func TestStatementCacheCost(t *testing.T) {
-	mysqltest.RequireMariaDB(t, "reads MariaDB's Memory_used and Prepared_stmt_count")
+	mysqltest.RequireMariaDB(t, "reads MariaDB's session Memory_used and Com_stmt_prepare/Com_stmt_close")
 	dsn := mysqltest.DSN(t)
 	ctx := context.Background()
 	p := newMySQLPool(t, dsn, pool.Config{MaxConns: 1})
