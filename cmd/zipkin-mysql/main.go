@@ -135,7 +135,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			"writers":          writers,
 			"strictTraceId":    cfg.StrictTraceID,
 			"searchEnabled":    cfg.SearchEnabled,
-			"autocompleteKeys": cfg.AutocompleteKeys,
+			"autocompleteKeys": append([]string{}, cfg.AutocompleteKeys...), // [] when none, not null
 			"sampleRate":       cfg.SampleRate,
 		},
 		// The trace viewer at /zipkin/; / redirects there.

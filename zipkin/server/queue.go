@@ -27,12 +27,20 @@ type message struct {
 	bytes int64
 }
 
+// maxQueueMessages bounds the messages (accepted POSTs) the queue holds, so
+// that its channel, allocated up front at 32 bytes a slot, stays at most
+// 2 MiB whatever the span bound: a bound of 1e8 spans used to allocate 3 GB
+// at start-up. Each message has at least one span, so a span bound up to
+// this many is unaffected.
+const maxQueueMessages = 1 << 16
+
 // ingestQueue is the bounded queue between the POST handlers and the
 // storage writers.
 //
-// Request goroutines reserve room with compare-and-swap on two counters
-// (spans, bytes) and send on a channel whose capacity is at least the span
-// bound, so a send after a successful reservation never blocks. The only
+// Request goroutines reserve room with compare-and-swap on three counters
+// (messages, spans, bytes) and send on a channel with a slot for every
+// message that can be reserved, so a send after a successful reservation
+// never blocks. The only
 // lock is mu, taken for reading around that send and for writing once, by
 // close, to close the channel; writers never take it, so nothing a request
 // needs is held while a writer batches or writes (the lesson of Brave 4.12).
@@ -49,7 +57,8 @@ type ingestQueue struct {
 	closed bool
 	ch     chan message
 
-	spans atomic.Int64 // accepted, not yet written or given up
+	msgs  atomic.Int64 // accepted, not yet written or given up; ≤ cap(ch)
+	spans atomic.Int64
 	bytes atomic.Int64
 
 	// ctx ends when the drain deadline of close has passed: writes in
@@ -66,7 +75,7 @@ func newIngestQueue(cfg resolvedIngest, store storage.SpanConsumer, log *slog.Lo
 		store:  store,
 		log:    log,
 		m:      m,
-		ch:     make(chan message, cfg.maxSpans),
+		ch:     make(chan message, min(cfg.maxSpans, maxQueueMessages)),
 		ctx:    ctx,
 		cancel: cancel,
 	}
@@ -77,36 +86,45 @@ func newIngestQueue(cfg resolvedIngest, store storage.SpanConsumer, log *slog.Lo
 	return q
 }
 
-// full reports whether the queue has no room for even one more span; the
-// POST handler uses it to refuse before reading a body.
+// full reports whether the queue has no room for even one more message or
+// span; the POST handler uses it to refuse before reading a body.
 func (q *ingestQueue) full() bool {
-	return q.spans.Load() >= int64(q.cfg.maxSpans) || q.bytes.Load() >= q.cfg.maxBytes
+	return q.msgs.Load() >= int64(cap(q.ch)) || q.spans.Load() >= int64(q.cfg.maxSpans) || q.bytes.Load() >= q.cfg.maxBytes
 }
 
-// reserve takes room for n spans and b bytes, or none of it.
+// reserve takes room for one message of n spans and b bytes, or none of it.
 func (q *ingestQueue) reserve(n, b int64) bool {
-	for {
-		cur := q.spans.Load()
-		if cur+n > int64(q.cfg.maxSpans) {
-			return false
-		}
-		if q.spans.CompareAndSwap(cur, cur+n) {
-			break
-		}
+	if !reserveUpTo(&q.msgs, 1, int64(cap(q.ch))) {
+		return false
 	}
+	if !reserveUpTo(&q.spans, n, int64(q.cfg.maxSpans)) {
+		q.msgs.Add(-1)
+		return false
+	}
+	if !reserveUpTo(&q.bytes, b, q.cfg.maxBytes) {
+		q.msgs.Add(-1)
+		q.spans.Add(-n)
+		return false
+	}
+	return true
+}
+
+// reserveUpTo adds n to c unless that would take it above limit.
+func reserveUpTo(c *atomic.Int64, n, limit int64) bool {
 	for {
-		cur := q.bytes.Load()
-		if cur+b > q.cfg.maxBytes {
-			q.spans.Add(-n)
+		cur := c.Load()
+		if cur+n > limit {
 			return false
 		}
-		if q.bytes.CompareAndSwap(cur, cur+b) {
+		if c.CompareAndSwap(cur, cur+n) {
 			return true
 		}
 	}
 }
 
-func (q *ingestQueue) release(n, b int64) {
+// release gives back the room of msgs messages of n spans and b bytes.
+func (q *ingestQueue) release(msgs, n, b int64) {
+	q.msgs.Add(-msgs)
 	q.spans.Add(-n)
 	q.bytes.Add(-b)
 }
@@ -122,10 +140,10 @@ func (q *ingestQueue) offer(msg message) error {
 	q.mu.RLock()
 	if q.closed {
 		q.mu.RUnlock()
-		q.release(n, msg.bytes)
+		q.release(1, n, msg.bytes)
 		return errClosing
 	}
-	q.ch <- msg // cannot block: cap(ch) ≥ maxSpans ≥ messages reserved
+	q.ch <- msg // cannot block: cap(ch) ≥ messages reserved
 	q.mu.RUnlock()
 	return nil
 }
@@ -162,7 +180,7 @@ func (q *ingestQueue) writer() {
 		}
 		q.write(spans)
 		clear(spans) // drop references held by the reused buffer
-		q.release(int64(n), bytes)
+		q.release(int64(len(batch)), int64(n), bytes)
 	}
 }
 

@@ -107,7 +107,8 @@ type Config struct {
 	BatchSpans int
 	// MaxQueueSpans bounds the spans accepted and not yet stored (queued or
 	// being written). Zero value: 20 000. A POST with more spans than this
-	// is a 413.
+	// is a 413. The queue also holds at most 65 536 POSTs (messages), so
+	// that its memory is not reserved up front for a huge bound.
 	MaxQueueSpans int
 	// MaxQueueBytes bounds the decoded body bytes of those spans. Zero
 	// value: 64 MiB; raised to MaxBodyBytes when below it.
