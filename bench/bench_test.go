@@ -34,6 +34,8 @@ const (
 var (
 	benchThreads          = []int{1, 4, 8, 64}
 	benchContendedThreads = []int{64, 256}
+	benchSaturatedThreads = []int{256}
+	benchHold             = time.Millisecond
 	benchSize             = 8
 )
 
@@ -204,6 +206,41 @@ func BenchmarkContended(b *testing.B) {
 				b.ReportMetric(float64(h.Quantile(0.999))/1e3, "p99.9-µs")
 				b.ReportMetric(float64(h.Max())/1e3, "max-µs")
 				b.ReportMetric(rate, "offered-ops/ms")
+				reportTraffic(b, t)
+			})
+		}
+	}
+}
+
+// BenchmarkSaturated is jmh's saturated benchmark: 256 goroutines on a pool of 8, each holding
+// its connection for 1 ms (time.Sleep), closed loop. The window is b.N × hold / size, so ns/op
+// is about hold/size when waiting costs nothing; its figures are the acquire-latency metrics
+// and slowest/mean, the slowest goroutine's completed operations over the mean.
+func BenchmarkSaturated(b *testing.B) {
+	t := shared.get(b)
+	for _, g := range benchSaturatedThreads {
+		for _, kind := range AllPools {
+			b.Run(fmt.Sprintf("pool=%s/threads=%d", kind, g), func(b *testing.B) {
+				d := openBenchPool(b, t, kind)
+				window := max(time.Duration(b.N)*benchHold/time.Duration(benchSize), 10*time.Millisecond)
+				t.ResetCounts()
+				b.ResetTimer()
+				it, h, per, err := saturatedLoop(g, window, func(ctx context.Context, h *Histogram) error {
+					return Saturated(ctx, d, benchHold, h)
+				})
+				b.StopTimer()
+				if err != nil {
+					b.Fatal(err)
+				}
+				slow, _, mean := goroutineOps(per)
+				b.ReportMetric(float64(h.Quantile(0.5))/1e3, "p50-µs")
+				b.ReportMetric(float64(h.Quantile(0.99))/1e3, "p99-µs")
+				b.ReportMetric(float64(h.Quantile(0.999))/1e3, "p99.9-µs")
+				b.ReportMetric(float64(h.Max())/1e3, "max-µs")
+				if mean > 0 {
+					b.ReportMetric(slow/mean, "slowest/mean")
+				}
+				b.ReportMetric(it.Score(), "ops/ms")
 				reportTraffic(b, t)
 			})
 		}

@@ -39,6 +39,8 @@ type Options struct {
 	Benchmarks       []string
 	Threads          []int
 	ContendedThreads []int
+	SaturatedThreads []int
+	Hold             time.Duration
 	Pools            []string
 	Size             int
 	Warmup           int
@@ -83,6 +85,12 @@ func newFlagSet(o *Options, stderr io.Writer) *flag.FlagSet {
 		o.ContendedThreads, err = parseInts(v)
 		return err
 	})
+	fs.Func("saturated-threads", "comma-separated goroutine `counts` for saturated (default 256)", func(v string) error {
+		var err error
+		o.SaturatedThreads, err = parseInts(v)
+		return err
+	})
+	fs.DurationVar(&o.Hold, "hold", time.Millisecond, "saturated: how long each borrower holds its connection (time.Sleep)")
 	fs.Func("pools", "comma-separated `pools`: "+strings.Join(AllPools, ",")+" (default all)", func(v string) error {
 		var err error
 		o.Pools, err = parseNames(v, AllPools)
@@ -187,6 +195,9 @@ func ParseOptions(args []string, stderr io.Writer) (*Options, error) {
 	if o.ContendedThreads == nil {
 		o.ContendedThreads = []int{64, 256}
 	}
+	if o.SaturatedThreads == nil {
+		o.SaturatedThreads = []int{256}
+	}
 	switch {
 	case o.DSN != "" && o.Stub:
 		return bad("-dsn and -stub exclude each other")
@@ -198,6 +209,8 @@ func ParseOptions(args []string, stderr io.Writer) (*Options, error) {
 		return bad("-iterations must be at least 1")
 	case o.IterationTime <= 0:
 		return bad("-iteration-time must be positive")
+	case o.Hold < 0:
+		return bad("-hold must not be negative")
 	case o.Forks < 0:
 		return bad("-forks must not be negative")
 	case o.Format != "table" && o.Format != "json":
@@ -356,14 +369,20 @@ func (r *runner) plan() [][]Spec {
 	var groups [][]Spec
 	for _, b := range o.Benchmarks {
 		threads := o.Threads
-		if b == BenchContended {
+		switch b {
+		case BenchContended:
 			threads = o.ContendedThreads
+		case BenchSaturated:
+			threads = o.SaturatedThreads
 		}
 		for _, t := range threads {
 			var g []Spec
 			for _, p := range o.Pools {
 				s := Spec{Benchmark: b, Pool: p, Threads: t, Size: o.Size, Warmup: o.Warmup,
 					Iterations: o.Iterations, IterationTime: o.IterationTime}
+				if b == BenchSaturated {
+					s.Hold = o.Hold
+				}
 				g = append(g, s)
 				r.planned += specTime(s, o.Forks)
 				r.nspecs++

@@ -165,6 +165,46 @@ func TestClosedLoop(t *testing.T) {
 	}
 }
 
+// TestSaturatedLoop: per-goroutine counts add up to the iteration's, every completed operation's
+// latency is recorded, and a goroutine that completes nothing in the window shows as the
+// slowest with 0.
+func TestSaturatedLoop(t *testing.T) {
+	var first sync.Once
+	it, h, per, err := saturatedLoop(4, 30*time.Millisecond, func(ctx context.Context, h *Histogram) error {
+		stuck := false
+		first.Do(func() { stuck = true })
+		if stuck {
+			time.Sleep(60 * time.Millisecond) // outlasts the window: counted in AllOps only
+		}
+		h.Record(int64(time.Millisecond))
+		time.Sleep(time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	for _, n := range per {
+		sum += n
+	}
+	if len(per) != 4 || sum != it.Ops || it.Ops < 3 {
+		t.Errorf("per-goroutine %v (sum %d), iteration ops %d", per, sum, it.Ops)
+	}
+	if h.Count() != uint64(it.AllOps) {
+		t.Errorf("%d latencies recorded, %d operations completed", h.Count(), it.AllOps)
+	}
+	slow, med, mean := goroutineOps(per)
+	if slow != 0 || med <= 0 || mean <= 0 {
+		t.Errorf("slowest %v, median %v, mean %v; want 0 for the stuck goroutine", slow, med, mean)
+	}
+	if s, m, avg := goroutineOps([]int64{4, 1, 3, 2}); s != 1 || m != 2.5 || avg != 2.5 {
+		t.Errorf("goroutineOps(4,1,3,2) = %v, %v, %v; want 1, 2.5, 2.5", s, m, avg)
+	}
+	if s, m, avg := goroutineOps([]int64{5, 1, 9}); s != 1 || m != 5 || avg != 5 {
+		t.Errorf("goroutineOps(5,1,9) = %v, %v, %v; want 1, 5, 5", s, m, avg)
+	}
+}
+
 // TestOpenLoopCountsLateness: one request that blocks for 50 ms on a 1 ms schedule makes
 // every request queued behind it late; their latency, from the schedule, shows it.
 func TestOpenLoopCountsLateness(t *testing.T) {
@@ -223,6 +263,8 @@ func TestRunBadFlags(t *testing.T) {
 		{"-format", "xml"},
 		{"-rate", "-3"},
 		{"-rate-fraction", "0"},
+		{"-hold", "-1ms"},
+		{"-saturated-threads", "0"},
 		{"-stub", "-dsn", "root@tcp(127.0.0.1:3306)/test"},
 		{"-stub", "extra"},
 	} {
@@ -307,6 +349,8 @@ func TestRunUnreachableDSN(t *testing.T) {
 var (
 	jsonFields          = []string{"benchmark", "pool", "threads", "ops_per_ms", "error", "min", "max", "bytes_per_op", "round_trips_per_op"}
 	jsonContendedFields = []string{"p50_us", "p99_us", "p999_us", "max_us", "p999_iter_us"}
+	jsonSaturatedFields = []string{"p50_us", "p99_us", "p999_us", "max_us", "p999_iter_us", "hold_us", "slowest_ops",
+		"median_ops", "mean_ops", "slowest_share"}
 )
 
 func parseJSONLines(t *testing.T, out string) []map[string]any {
@@ -330,7 +374,16 @@ func checkFields(t *testing.T, m map[string]any) {
 			t.Errorf("%v/%v: no field %q", m["benchmark"], m["pool"], f)
 		}
 	}
-	if m["benchmark"] == BenchContended {
+	if m["benchmark"] == BenchSaturated {
+		for _, f := range jsonSaturatedFields {
+			if v, ok := m[f].(float64); !ok || v < 0 {
+				t.Errorf("saturated/%v: field %q = %v", m["pool"], f, m[f])
+			}
+		}
+		if _, ok := m["rate_per_ms"]; ok {
+			t.Errorf("saturated/%v: has contended's rate_per_ms", m["pool"])
+		}
+	} else if m["benchmark"] == BenchContended {
 		for _, f := range jsonContendedFields {
 			if v, ok := m[f].(float64); !ok || v < 0 {
 				t.Errorf("contended/%v: field %q = %v", m["pool"], f, m[f])
@@ -348,12 +401,12 @@ func checkFields(t *testing.T, m map[string]any) {
 func TestRunStubJSON(t *testing.T) {
 	var out, errb bytes.Buffer
 	code := Run([]string{"-stub", "-forks", "0", "-format", "json", "-threads", "1,3", "-contended-threads", "16",
-		"-warmup", "1", "-iterations", "2", "-iteration-time", "20ms", "-size", "2"}, &out, &errb)
+		"-saturated-threads", "12", "-hold", "1ms", "-warmup", "1", "-iterations", "2", "-iteration-time", "30ms", "-size", "2"}, &out, &errb)
 	if code != ExitOK {
 		t.Fatalf("code %d; stderr:\n%s", code, errb.String())
 	}
 	res := parseJSONLines(t, out.String())
-	if want := 3*2*len(AllPools) + len(AllPools); len(res) != want {
+	if want := 3*2*len(AllPools) + 2*len(AllPools); len(res) != want {
 		t.Fatalf("%d results, want %d", len(res), want)
 	}
 	for _, m := range res {
@@ -448,8 +501,8 @@ func TestRunEmbeddedTraffic(t *testing.T) {
 	}
 }
 
-// TestPoolModes pins what the report says about p.OpenDB(): mode (a) keeps nothing idle in
-// database/sql.
+// TestPoolModes pins what the report says about p.OpenDB(): database/sql keeps a returned
+// connection idle (issue 15: one mode), with or without the deprecated KeepIdleInDB.
 func TestPoolModes(t *testing.T) {
 	p, err := pool.New(StubConnector{}, pool.Config{MaxConns: 2})
 	if err != nil {
@@ -461,7 +514,7 @@ func TestPoolModes(t *testing.T) {
 		name string
 		opts []pool.DBOption
 		idle int
-	}{{"OpenDB()", nil, 0}, {"OpenDB(KeepIdleInDB())", []pool.DBOption{pool.KeepIdleInDB()}, 1}} {
+	}{{"OpenDB()", nil, 1}, {"OpenDB(KeepIdleInDB()), a no-op now", []pool.DBOption{pool.KeepIdleInDB()}, 1}} {
 		db := p.OpenDB(c.opts...)
 		conn, err := db.Conn(ctx)
 		if err != nil {

@@ -46,7 +46,13 @@ func printResult(w io.Writer, r *Result) {
 	if r.ValidationsPerOp != nil {
 		fmt.Fprintf(w, "  pool: %s validations/op, %s release plans/op\n", f3(r.ValidationsPerOp), f3(r.ReleasePlansPerOp))
 	}
-	if r.P999us != nil {
+	if r.P999us != nil && r.Benchmark == BenchSaturated {
+		fmt.Fprintf(w, "  acquire latency (µs): p50 %s, p99 %s, p99.9 %s, max %s over %d borrows; hold %s µs\n",
+			f1(r.P50us), f1(r.P99us), f1(r.P999us), f1(r.MaxUs), *r.Requests, f1(r.HoldUs))
+		fmt.Fprintf(w, "  p99.9 per iteration (µs): %s ±(99.9%%) %s\n", f1(r.P999IterUs), f1(r.P999IterErrorUs))
+		fmt.Fprintf(w, "  operations per goroutine and iteration: slowest %s, median %s, mean %s; slowest/mean %s\n",
+			f1(r.SlowestOps), f1(r.MedianOps), f1(r.MeanOps), f2(r.SlowestShare))
+	} else if r.P999us != nil {
 		fmt.Fprintf(w, "  acquire latency from schedule (µs): p50 %s, p99 %s, p99.9 %s, max %s over %d requests (%d missed); offered %s ops/ms\n",
 			f1(r.P50us), f1(r.P99us), f1(r.P999us), f1(r.MaxUs), *r.Requests, *r.Missed, f3(r.RatePerMs))
 		fmt.Fprintf(w, "  p99.9 per iteration (µs): %s ±(99.9%%) %s\n", f1(r.P999IterUs), f1(r.P999IterErrorUs))
@@ -56,16 +62,20 @@ func printResult(w io.Writer, r *Result) {
 // PrintTable prints the JMH-style summary table.
 func PrintTable(w io.Writer, rs []*Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "Benchmark\tPool\tThreads\tCnt\tScore\t\tError\tMin\tMax\tUnits\tB/op\tRT/op\tp50 µs\tp99 µs\tp99.9 µs\tmax µs\t")
+	fmt.Fprintln(tw, "Benchmark\tPool\tThreads\tCnt\tScore\t\tError\tMin\tMax\tUnits\tB/op\tRT/op\tp50 µs\tp99 µs\tp99.9 µs\tmax µs\tslowest/mean\t")
 	for _, r := range rs {
 		s := r.Summary()
 		errs := "n/a"
 		if !math.IsNaN(s.Error) {
 			errs = fmt.Sprintf("%.3f", s.Error)
 		}
-		lat := "\t\t\t\t"
+		lat := "\t\t\t\t\t"
 		if r.P999us != nil {
-			lat = fmt.Sprintf("%s\t%s\t%s\t%s\t", f1(r.P50us), f1(r.P99us), f1(r.P999us), f1(r.MaxUs))
+			share := ""
+			if r.SlowestShare != nil {
+				share = f2(r.SlowestShare)
+			}
+			lat = fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t", f1(r.P50us), f1(r.P99us), f1(r.P999us), f1(r.MaxUs), share)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.3f\t±\t%s\t%.3f\t%.3f\tops/ms\t%s\t%s\t%s\n", r.Benchmark, r.Pool, r.Threads,
 			s.N, s.Score, errs, s.Min, s.Max, f1(r.BytesPerOp), f2(r.RoundTripsPerOp), lat)

@@ -15,10 +15,11 @@ import (
 // The pools compared side by side. Each is a *sql.DB of size connections over the same
 // driver.Connector.
 const (
-	// PoolSqlpool is p.OpenDB(): mode (a), every borrow and return goes through the pool.
+	// PoolSqlpool is p.OpenDB(): database/sql keeps idle connections, waiting is FIFO in the
+	// pool (issue 15).
 	PoolSqlpool = "sqlpool"
-	// PoolSqlpoolFast is p.OpenDB(pool.KeepIdleInDB()): mode (b), database/sql keeps idle
-	// connections and the pool checks them through the driver hooks.
+	// PoolSqlpoolFast is p.OpenDB(pool.KeepIdleInDB()). KeepIdleInDB is a deprecated no-op
+	// since issue 15, so this is the same DB as sqlpool; kept so that old commands still run.
 	PoolSqlpoolFast = "sqlpool-fast"
 	// PoolDatabaseSQL is plain database/sql, MaxOpen = MaxIdle = size: no validation on
 	// borrow, no cleanup on return.

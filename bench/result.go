@@ -42,7 +42,8 @@ type Result struct {
 	ValidationsPerOp  *float64 `json:"validations_per_op,omitempty"`
 	ReleasePlansPerOp *float64 `json:"release_plans_per_op,omitempty"`
 
-	// contended only: offered load and acquire latency from the scheduled start, µs.
+	// contended and saturated: acquire latency, µs (contended: from the scheduled start;
+	// saturated: from the start of the borrow). contended only: the offered load.
 	RatePerMs *float64 `json:"rate_per_ms,omitempty"`
 	P50us     *float64 `json:"p50_us,omitempty"`
 	P99us     *float64 `json:"p99_us,omitempty"`
@@ -55,6 +56,16 @@ type Result struct {
 	P999IterErrorUs *float64 `json:"p999_iter_error_us,omitempty"`
 	Requests        *uint64  `json:"requests,omitempty"`
 	Missed          *int64   `json:"missed,omitempty"` // requests never started (behind at 2× the window)
+
+	// saturated only: the hold time, and per-goroutine operations completed in an iteration
+	// window, each the mean over measured iterations: the slowest goroutine's, the median
+	// goroutine's, and the mean over goroutines. SlowestShare is the mean of each iteration's
+	// slowest/mean (1: every goroutine got the same share; the bar asks ≥ 0.5).
+	HoldUs       *float64 `json:"hold_us,omitempty"`
+	SlowestOps   *float64 `json:"slowest_ops,omitempty"`
+	MedianOps    *float64 `json:"median_ops,omitempty"`
+	MeanOps      *float64 `json:"mean_ops,omitempty"`
+	SlowestShare *float64 `json:"slowest_share,omitempty"`
 
 	Load1Start float64   `json:"load1_start"` // /proc/loadavg 1-minute load at the start
 	Load1End   float64   `json:"load1_end"`
@@ -82,9 +93,17 @@ func Merge(target string, forks int, raws []*Raw) *Result {
 	var val, plans uint64
 	var missed int64
 	hist := NewHistogram()
-	var p999s []float64
+	var p999s, slow, med, mean, share []float64
 	for _, raw := range raws {
 		p999s = append(p999s, raw.P999s...)
+		slow = append(slow, raw.SlowestOps...)
+		med = append(med, raw.MedianOps...)
+		mean = append(mean, raw.MeanOps...)
+		for i := range raw.SlowestOps {
+			if raw.MeanOps[i] > 0 {
+				share = append(share, raw.SlowestOps[i]/raw.MeanOps[i])
+			}
+		}
 		r.Iters = append(r.Iters, raw.Scores...)
 		ops += raw.AllOps
 		addCounts(&c, raw.Counts)
@@ -118,9 +137,8 @@ func Merge(target string, forks int, raws []*Raw) *Result {
 		r.ValidationsPerOp = perOp(int64(val))
 		r.ReleasePlansPerOp = perOp(int64(plans))
 	}
-	if s.Benchmark == BenchContended {
+	if s.Benchmark == BenchContended || s.Benchmark == BenchSaturated {
 		us := func(ns int64) *float64 { return fptr(float64(ns) / 1e3) }
-		r.RatePerMs = fptr(s.Rate)
 		r.P50us, r.P99us, r.P999us = us(hist.Quantile(0.5)), us(hist.Quantile(0.99)), us(hist.Quantile(0.999))
 		r.MaxUs = us(hist.Max())
 		if ps := Summarize(p999s); ps.N > 0 {
@@ -128,7 +146,17 @@ func Merge(target string, forks int, raws []*Raw) *Result {
 		}
 		n := hist.Count()
 		r.Requests = &n
+	}
+	if s.Benchmark == BenchContended {
+		r.RatePerMs = fptr(s.Rate)
 		r.Missed = &missed
+	}
+	if s.Benchmark == BenchSaturated {
+		r.HoldUs = fptr(float64(s.Hold) / 1e3)
+		r.SlowestOps = fptr(Summarize(slow).Score)
+		r.MedianOps = fptr(Summarize(med).Score)
+		r.MeanOps = fptr(Summarize(mean).Score)
+		r.SlowestShare = fptr(Summarize(share).Score)
 	}
 	return r
 }

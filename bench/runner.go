@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -172,4 +173,86 @@ func openLoop(goroutines int, d time.Duration, rate float64, op func(ctx context
 		return it, all, fmt.Errorf("contended: %w", firstErr)
 	}
 	return it, all, nil
+}
+
+// saturatedLoop runs goroutines goroutines for d, each calling op back to back (a closed loop,
+// as closedLoop) with its own latency histogram. It returns the iteration, the merged
+// histogram and the operations each goroutine completed within the window. An operation in
+// flight when the window closes is finished; its latency is recorded, but it is not counted.
+func saturatedLoop(goroutines int, d time.Duration, op func(ctx context.Context, h *Histogram) error) (Iteration, *Histogram, []int64, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		stop     atomic.Bool
+		start    = make(chan struct{})
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+		hists    = make([]*Histogram, goroutines)
+		inWin    = make([]int64, goroutines)
+		all      = make([]int64, goroutines)
+	)
+	for i := range goroutines {
+		hists[i] = NewHistogram()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h := hists[i]
+			var n, a int64
+			<-start
+			for !stop.Load() {
+				if err := op(ctx, h); err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					stop.Store(true)
+					break
+				}
+				a++
+				if !stop.Load() {
+					n++
+				}
+			}
+			inWin[i], all[i] = n, a
+		}()
+	}
+	t0 := time.Now()
+	close(start)
+	timer := time.NewTimer(d)
+	<-timer.C
+	stop.Store(true)
+	elapsed := time.Since(t0)
+	wg.Wait()
+	it := Iteration{Elapsed: elapsed}
+	merged := NewHistogram()
+	for i := range goroutines {
+		it.Ops += inWin[i]
+		it.AllOps += all[i]
+		merged.Merge(hists[i])
+	}
+	if firstErr != nil {
+		return it, merged, inWin, fmt.Errorf("saturated: %w", firstErr)
+	}
+	return it, merged, inWin, nil
+}
+
+// goroutineOps returns the smallest, the median and the mean of per-goroutine operation counts.
+func goroutineOps(per []int64) (slowest, median, mean float64) {
+	if len(per) == 0 {
+		return 0, 0, 0
+	}
+	s := slices.Clone(per)
+	slices.Sort(s)
+	var sum int64
+	for _, v := range s {
+		sum += v
+	}
+	n := len(s)
+	median = float64(s[n/2])
+	if n%2 == 0 {
+		median = float64(s[n/2-1]+s[n/2]) / 2
+	}
+	return float64(s[0]), median, float64(sum) / float64(n)
 }

@@ -19,6 +19,7 @@ type Spec struct {
 	Iterations    int           `json:"iterations"`
 	IterationTime time.Duration `json:"iteration_time"`
 	Rate          float64       `json:"rate,omitempty"` // contended: requests per ms, all goroutines
+	Hold          time.Duration `json:"hold,omitempty"` // saturated: how long each borrower holds its connection
 }
 
 func (s Spec) String() string {
@@ -46,12 +47,17 @@ type Raw struct {
 	Validations uint64           `json:"validations"`
 	Plans       uint64           `json:"release_plans"`
 	Missed      int64            `json:"missed"`
-	P999s       []float64        `json:"p999s,omitempty"` // contended: each measured iteration's p99.9, µs
-	Hist        map[int]uint64   `json:"hist,omitempty"`
-	HistMax     int64            `json:"hist_max,omitempty"`
-	Load1Start  float64          `json:"load1_start"`
-	Load1End    float64          `json:"load1_end"`
-	Started     time.Time        `json:"started"`
+	P999s       []float64        `json:"p999s,omitempty"` // contended, saturated: each measured iteration's p99.9, µs
+	// saturated: per measured iteration, the operations completed in the window by the
+	// slowest goroutine, the median goroutine, and the mean over goroutines.
+	SlowestOps []float64      `json:"slowest_ops,omitempty"`
+	MedianOps  []float64      `json:"median_ops,omitempty"`
+	MeanOps    []float64      `json:"mean_ops,omitempty"`
+	Hist       map[int]uint64 `json:"hist,omitempty"`
+	HistMax    int64          `json:"hist_max,omitempty"`
+	Load1Start float64        `json:"load1_start"`
+	Load1End   float64        `json:"load1_end"`
+	Started    time.Time      `json:"started"`
 }
 
 // RunSpec opens the spec's pool on t, runs its warmup and measured iterations and closes the
@@ -64,7 +70,8 @@ func RunSpec(s Spec, t *Target, logTo io.Writer, onIter func(IterEvent)) (*Raw, 
 	}
 	defer d.Close()
 	var hist *Histogram
-	if s.Benchmark == BenchContended {
+	latency := s.Benchmark == BenchContended || s.Benchmark == BenchSaturated
+	if latency {
 		hist = NewHistogram()
 	}
 	for i := range s.Warmup + s.Iterations {
@@ -76,14 +83,20 @@ func RunSpec(s Spec, t *Target, logTo io.Writer, onIter func(IterEvent)) (*Raw, 
 		}
 		t.ResetCounts()
 		var (
-			it Iteration
-			h  *Histogram
+			it  Iteration
+			h   *Histogram
+			per []int64
 		)
-		if s.Benchmark == BenchContended {
+		switch s.Benchmark {
+		case BenchSaturated:
+			it, h, per, err = saturatedLoop(s.Threads, s.IterationTime, func(ctx context.Context, h *Histogram) error {
+				return Saturated(ctx, d, s.Hold, h)
+			})
+		case BenchContended:
 			it, h, err = openLoop(s.Threads, s.IterationTime, s.Rate, func(ctx context.Context, sched time.Time, h *Histogram) error {
 				return Contended(ctx, d, sched, h)
 			})
-		} else {
+		default:
 			it, err = closedLoop(s.Threads, s.IterationTime, func(g int) (func(context.Context) error, error) {
 				return closedOp(s.Benchmark, d, g)
 			})
@@ -120,6 +133,12 @@ func RunSpec(s Spec, t *Target, logTo io.Writer, onIter func(IterEvent)) (*Raw, 
 			if h != nil {
 				hist.Merge(h)
 				raw.P999s = append(raw.P999s, float64(h.Quantile(0.999))/1e3)
+			}
+			if per != nil {
+				slow, med, mean := goroutineOps(per)
+				raw.SlowestOps = append(raw.SlowestOps, slow)
+				raw.MedianOps = append(raw.MedianOps, med)
+				raw.MeanOps = append(raw.MeanOps, mean)
 			}
 		}
 		if onIter != nil {

@@ -24,10 +24,16 @@ const (
 	// and the acquire latency (until Borrow returns) is measured from the scheduled start, so
 	// queueing behind a slow request is counted (no coordinated omission).
 	BenchContended = "contended"
+	// BenchSaturated is a closed loop with far more goroutines than connections (default 256
+	// on a pool of 8), each borrower holding its connection for a set time with time.Sleep
+	// (default 1 ms) and returning it. Every borrow but a few waits, so the order in which
+	// waiters are served decides the tail: it reports the acquire latency (p50/p99/p99.9/max)
+	// and the operations completed by the slowest and the median goroutine against the mean.
+	BenchSaturated = "saturated"
 )
 
 // AllBenchmarks lists the benchmarks in their report order.
-var AllBenchmarks = []string{BenchCycleConnection, BenchCycleStatement, BenchCycleParamStatement, BenchContended}
+var AllBenchmarks = []string{BenchCycleConnection, BenchCycleStatement, BenchCycleParamStatement, BenchContended, BenchSaturated}
 
 // CycleConnection borrows a connection and returns it.
 func CycleConnection(ctx context.Context, d *DB) error {
@@ -90,6 +96,19 @@ func Contended(ctx context.Context, d *DB, sched time.Time, h *Histogram) error 
 		err = rerr
 	}
 	return err
+}
+
+// Saturated is one operation of the saturated benchmark: borrow (its latency recorded in h),
+// hold the connection for hold without using it, return it.
+func Saturated(ctx context.Context, d *DB, hold time.Duration, h *Histogram) error {
+	start := time.Now()
+	c, err := d.Borrow(ctx)
+	h.Record(int64(time.Since(start)))
+	if err != nil {
+		return err
+	}
+	time.Sleep(hold)
+	return d.Return(ctx, c)
 }
 
 // closedOp returns the closed-loop operation of benchmark name for goroutine g.

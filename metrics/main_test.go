@@ -60,7 +60,8 @@ func eventually(t testing.TB, what string, cond func() bool) {
 }
 
 // newFakePool returns a pool over fakedb with cfg, closed at the end of the test, once its
-// first connection is idle.
+// connections (MinIdleConns, at least one) are all idle: tests that count connections must
+// not race the creator.
 func newFakePool(t testing.TB, cfg pool.Config) (*pool.Pool, *fakedb.Connector) {
 	t.Helper()
 	fc := fakedb.New()
@@ -74,7 +75,7 @@ func newFakePool(t testing.TB, cfg pool.Config) (*pool.Pool, *fakedb.Connector) 
 	t.Cleanup(func() { _ = p.Close() })
 	eventually(t, "the pool filled", func() bool {
 		st := p.Stats()
-		return st.Idle == st.Total && st.Total >= max(cfg.MinIdleConns, 1)
+		return st.Idle == st.Total && st.Total >= max(p.Config().MinIdleConns, 1)
 	})
 	return p, fc
 }

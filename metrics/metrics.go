@@ -103,6 +103,10 @@ type Metrics struct {
 	descConns, descActive, descIdle, descPending, descMax, descMin *prometheus.Desc
 	descAcquireMax, descUsageMax, descCreationMax, descStmtMax     *prometheus.Desc
 	descBypassed, descExhausted, descCacheFull                     *prometheus.Desc
+
+	constLabels prometheus.Labels // Options.ConstLabels, for the per-host collector (hosts.go)
+	hostsMu     sync.Mutex
+	hosts       *hostCollector // RegisterHosts; nil until the first
 }
 
 var errBuckets = errors.New("metrics: histogram buckets must be finite, non-negative and increasing")
@@ -136,6 +140,7 @@ func New(opts Options) (*Metrics, error) {
 		m.maxNames = DefaultMaxStatementNames
 	}
 	cl := opts.ConstLabels
+	m.constLabels = cl
 	for _, b := range []struct {
 		dst       **buckets
 		given, df []float64
@@ -180,7 +185,7 @@ func New(opts Options) (*Metrics, error) {
 
 	m.descConns = desc(NameConnections, "Physical connections open (HikariCP TotalConnections).", "pool")
 	m.descActive = desc(NameActive, "Connections in use by a borrower.", "pool")
-	m.descIdle = desc(NameIdle, "Idle connections (in the pool, or parked idle in database/sql in KeepIdleInDB mode).", "pool")
+	m.descIdle = desc(NameIdle, "Idle connections (in the pool, or parked idle in a database/sql DB's idle list).", "pool")
 	m.descPending = desc(NamePending, "Goroutines waiting for a connection.", "pool")
 	m.descMax = desc(NameMax, "MaxConns: the most connections the pool holds.", "pool")
 	m.descMin = desc(NameMin, "MinIdleConns: idle connections the pool tries to keep ready.", "pool")
@@ -377,7 +382,7 @@ func (m *Metrics) MustRegister(p *pool.Pool) {
 }
 
 // Unregister removes every series of the pool named name (its gauges, timers, counters,
-// statement timers and retry counters), typically after the pool was closed. Events that
+// statement timers, retry counters and per-host series), typically after the pool was closed. Events that
 // arrive later for that name start its series again from zero; a RetryObserver made for that
 // name before counts into the removed series, so make a new one.
 func (m *Metrics) Unregister(name string) {
@@ -393,6 +398,7 @@ func (m *Metrics) Unregister(name string) {
 		m.publishPools(next)
 	}
 	m.mu.Unlock()
+	m.unregisterHosts(name)
 	l := prometheus.Labels{"pool": name}
 	for _, v := range []*prometheus.CounterVec{m.timeouts, m.closed, m.validations, m.plans, m.rollbacks,
 		m.resets, m.leaked, m.stmtErrors, m.retryAttempts, m.retries, m.retryBudget, m.retryAmbiguous, m.retryCalls} {

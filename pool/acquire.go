@@ -2,55 +2,117 @@ package pool
 
 import (
 	"context"
-	"database/sql/driver"
 	"fmt"
 	"time"
 
 	"github.com/sqlpool/sqlpool/validate"
 )
 
-// This file is the hot path: acquire and release. A clean cycle within the bypass window takes
-// the store mutex twice, reads the pool's coarse clock (an atomic load) twice and touches nothing
-// else shared. The exact clock is read only when an acquire has to wait or probe.
+// This file is the hot path: acquire and release. A clean cycle within the bypass window, with
+// no one waiting, takes no lock and writes nothing shared by all cores: a sync.Pool Get and Put
+// on its own P, a compare-and-swap and a store on the entry's state (see store), reads of the
+// pool's coarse clock (an atomic load) and of read-mostly flags. The exact clock is read only
+// when an acquire has to wait or probe.
 
 // acquire returns a connection in state inUse, or an error: ErrClosed, ErrPoolExhausted, an
 // *AcquireTimeoutError, or the ctx's error wrapped when ctx was cancelled.
-func (p *Pool) acquire(ctx context.Context) (*entry, error) {
+func (p *Pool) acquire(ctx context.Context) (*entry, error) { return p.acquireAs(ctx, false) }
+
+// acquireAs is acquire. With lend (the KeepIdleInDB connector) the connection, checked, is
+// returned in state lent instead and is not yet counted as handed out: database/sql may park it
+// unused (see lendingConnector), so the hand-out happens at its first use.
+func (p *Pool) acquireAs(ctx context.Context, lend bool) (*entry, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
+	// The fast path: an idle connection, trusted without a probe. No deadline, timer or
+	// defer; anything else goes to acquireSlow with the connection found.
+	if !p.suspended.Load() {
+		e := p.store.get()
+		if e == nil {
+			return p.acquireSlow(ctx, lend, nil, "")
+		}
+		now := p.now()
+		if reason, probe := p.quickCheck(e, now); reason != "" || probe {
+			return p.acquireSlow(ctx, lend, e, reason)
+		}
+		if !driverLive(ctx, e) {
+			return p.acquireSlow(ctx, lend, e, CloseDriverInvalid)
+		}
+		return p.handOut(e, now, nil, lend), nil
+	}
+	return p.acquireSlow(ctx, lend, nil, "")
+}
+
+// handOut completes an acquire of e, checked fit at now.
+func (p *Pool) handOut(e *entry, now int64, dl *deadline, lend bool) *entry {
+	if lend {
+		e.state.Store(stateLent)
+		if p.closed.Load() {
+			p.wakeCloser()
+		}
+		return e
+	}
+	p.handedOut(e)
+	e.borrowedAt = now
+	if ev := p.cfg.Events; ev != nil {
+		p.noteAcquired(ev, e, dl)
+	}
+	if p.cfg.LeakDetectionThreshold > 0 {
+		e.leak = p.watchLeak(e)
+	}
+	return e
+}
+
+// acquireSlow is acquire when the fast path did not do: suspended, nothing idle, or the
+// connection it found (first, when not nil) needs a probe or is unfit (firstReason, when
+// already known; "" runs the checks).
+func (p *Pool) acquireSlow(ctx context.Context, lend bool, first *entry, firstReason CloseReason) (*entry, error) {
 	var dl deadline
 	defer dl.stop()
-	if p.suspended.Load() {
+	if first == nil && p.suspended.Load() {
 		if err := p.awaitResume(ctx, &dl); err != nil {
 			return nil, err
 		}
 	}
 	for {
-		e := p.store.get()
+		e, known := first, firstReason
+		first, firstReason = nil, ""
+		if e == nil {
+			e = p.store.get()
+		}
 		if e == nil {
 			var err error
-			if e, err = p.wait(ctx, &dl); err != nil {
+			e, err = p.wait(ctx, &dl)
+			p.dropUnfit(&dl)
+			if err != nil {
 				return nil, err
 			}
+		} else {
+			p.dropUnfit(&dl)
 		}
 		now := p.now()
-		if p.usable(ctx, e, now, &dl) {
-			e.borrowedAt = now
-			if ev := p.cfg.Events; ev != nil {
-				p.noteAcquired(ev, e, &dl)
-			}
-			if p.cfg.LeakDetectionThreshold > 0 {
-				e.leak = p.watchLeak(e)
-			}
-			return e, nil
+		reason := known
+		if reason == "" {
+			reason = p.check(ctx, e, now, &dl)
 		}
+		if reason == "" {
+			return p.handOut(e, now, &dl, lend), nil
+		}
+		// e is unfit (marked, expired, or it failed its probe). The acquire goes on; unless it
+		// ends here, e is closed only once this acquire is queued again (see wait), so that the
+		// replacement its close asks the creator for finds it in its place by arrival.
+		dl.unfit, dl.unfitReason = e, reason
 		if p.closed.Load() {
+			p.dropUnfit(&dl)
 			return nil, ErrClosed
 		}
 		// A probe may have used up the caller's ctx or the AcquireTimeout: give up here rather
 		// than probe the next idle connection with no time left (or, with a spent ctx, close
 		// it unprobed).
+		if ctx.Err() != nil || dl.expired(p) {
+			p.dropUnfit(&dl)
+		}
 		if ctx.Err() != nil {
 			return nil, p.timeoutError(ctx, &dl, true)
 		}
@@ -60,11 +122,25 @@ func (p *Pool) acquire(ctx context.Context) (*entry, error) {
 	}
 }
 
+// handedOut counts a hand-out of e (Stats.Acquires). The first hand-out of a connection also
+// ends a dead-on-arrival streak: a connection the creator opened was good enough to use.
+func (p *Pool) handedOut(e *entry) {
+	if e.handouts.Add(1) == 1 && p.deadOnArrival.Load() != 0 {
+		p.deadOnArrival.Store(0)
+	}
+}
+
 // deadline is one acquire's AcquireTimeout, armed on first need so that an acquire that finds
 // an idle connection never reads the exact clock or makes a timer.
 type deadline struct {
 	start int64 // exact pool time when the acquire first had to wait or probe; 0: not yet
 	timer *time.Timer
+	// ticket is the acquire's place in the waiters' queue by arrival, given when it first
+	// queues; 0: it has not queued yet.
+	ticket uint64
+	// unfit is a connection this acquire found unfit and has yet to close, for unfitReason.
+	unfit       *entry
+	unfitReason CloseReason
 }
 
 func (d *deadline) begin(p *Pool) int64 {
@@ -106,13 +182,12 @@ func (d *deadline) stop() {
 	}
 }
 
-// usable checks an acquired entry, and closes it and returns false when check finds it unfit.
-func (p *Pool) usable(ctx context.Context, e *entry, now int64, dl *deadline) bool {
-	if reason := p.check(ctx, e, now, dl); reason != "" {
-		p.closeEntry(e, reason)
-		return false
+// dropUnfit closes the connection the acquire found unfit, if any.
+func (p *Pool) dropUnfit(dl *deadline) {
+	if e := dl.unfit; e != nil {
+		dl.unfit = nil
+		p.closeEntry(e, dl.unfitReason)
 	}
-	return true
 }
 
 // driverLive asks the driver whether the connection may be handed out, as database/sql does
@@ -121,11 +196,30 @@ func (p *Pool) usable(ctx context.Context, e *entry, now int64, dl *deadline) bo
 // (CheckConnLiveness, on by default) when a non-blocking read of the socket finds that the server
 // closed it (KILL, wait_timeout, restart) — no bytes are sent. In mode (b) database/sql calls
 // it through conn.ResetSession instead. Cost: see docs/reliability.md.
-func driverLive(ctx context.Context, dc driver.Conn) bool {
-	if sr, ok := dc.(driver.SessionResetter); ok {
+func driverLive(ctx context.Context, e *entry) bool {
+	if sr := e.resetter; sr != nil {
 		return sr.ResetSession(ctx) == nil
 	}
 	return true
+}
+
+// quickCheck is the part of check that needs no I/O: reason is why e may not be handed out
+// (marked, expired), and probe says it may only after a probe (outside the bypass window, or
+// not known alive since a server-gone report). The driver's liveness check is not part of it.
+func (p *Pool) quickCheck(e *entry, now int64) (reason CloseReason, probe bool) {
+	if e.evict.Load() {
+		return CloseEvicted, false
+	}
+	if e.expired(now) {
+		return CloseMaxLifetime, false
+	}
+	// After a server-gone report a connection is trusted only if known alive since: last alive
+	// after it, and borrowed (or, never borrowed, dialled) after it. One that was out on loan
+	// when the report came was returned after it, so lastAlive is recent, but its borrower may
+	// not have used it since the server restarted under it.
+	gone := p.goneFor(e)
+	alive := e.lastAlive
+	return "", !(p.trusted(now, alive) && alive >= gone && max(e.borrowedAt, e.createdAt) >= gone)
 }
 
 // usableLent is usable for a connection checked out of database/sql's idle list (mode b): an
@@ -133,6 +227,7 @@ func driverLive(ctx context.Context, dc driver.Conn) bool {
 func (p *Pool) usableLent(ctx context.Context, e *entry, now int64) bool {
 	if reason := p.check(ctx, e, now, nil); reason != "" {
 		e.evict.Store(true)
+		e.discard = reason // the Close database/sql sends next closes it for this reason
 		return false
 	}
 	return true
@@ -144,21 +239,15 @@ func (p *Pool) usableLent(ctx context.Context, e *entry, now int64) bool {
 // before the bypass window, or before a connection reported that the server went
 // away. When dl is not nil the probe also ends at the acquire's AcquireTimeout deadline.
 func (p *Pool) check(ctx context.Context, e *entry, now int64, dl *deadline) CloseReason {
-	if e.evict.Load() {
-		return CloseEvicted
+	reason, probe := p.quickCheck(e, now)
+	if reason != "" {
+		return reason
 	}
-	if e.expired(now) {
-		return CloseMaxLifetime
-	}
-	// After a server-gone report a connection is trusted only if known alive since: last alive
-	// after it, and borrowed (or, never borrowed, dialled) after it. One that was out on loan
-	// when the report came was returned after it, so lastAlive is recent, but its borrower may
-	// not have used it since the server restarted under it.
-	gone := p.goneAt.Load()
-	if alive := e.lastAlive; p.trusted(now, alive) && alive >= gone && max(e.borrowedAt, e.createdAt) >= gone {
+	if !probe {
 		// Inside the bypass window nothing is sent, but what the driver can tell without
-		// traffic is still asked (mode a; in mode b conn.ResetSession has asked already).
-		if dl != nil && !driverLive(ctx, e.conn) {
+		// traffic is still asked (Connect; a checkout from a DB's idle list has asked already,
+		// in conn.ResetSession).
+		if dl != nil && !driverLive(ctx, e) {
 			return CloseDriverInvalid
 		}
 		return ""
@@ -175,6 +264,9 @@ func (p *Pool) check(ctx context.Context, e *entry, now int64, dl *deadline) Clo
 			ev.Validated(p.cfg.Name, false)
 		}
 		if ctx.Err() == nil {
+			if e.handouts.Load() == 0 {
+				p.deadOnArrival.Add(1) // dialled, never used, already dead: see creator
+			}
 			p.setLastError(fmt.Errorf("validating connection: %w", err))
 			p.cfg.Logger.Warn("sqlpool: connection failed validation; closing it",
 				"pool", p.cfg.Name, "conn", e.id, "error", err)
@@ -182,6 +274,10 @@ func (p *Pool) check(ctx context.Context, e *entry, now int64, dl *deadline) Clo
 		return CloseValidationFailed
 	}
 	e.lastAlive = p.now()
+	p.clearLastError()
+	if p.deadOnArrival.Load() != 0 {
+		p.deadOnArrival.Store(0)
+	}
 	if ev != nil {
 		ev.Validated(p.cfg.Name, true)
 	}
@@ -194,8 +290,13 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 	s := &p.store
 	w := waiterPool.Get().(*waiter)
 	w.barged = false
+	// Counted as waiting from before the scan below until this function returns, so that every
+	// release meanwhile takes the slow path (see store).
+	s.waiting.Add(1)
+	defer s.waiting.Add(-1)
+	w.since = dl.begin(p) // before the lock: the exact clock is a VDSO call
 	s.mu.Lock()
-	if e := s.popLocked(); e != nil {
+	if e := s.scan(); e != nil {
 		s.mu.Unlock()
 		waiterPool.Put(w)
 		return e, nil
@@ -205,15 +306,37 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 		waiterPool.Put(w)
 		return nil, ErrClosed
 	}
-	if mw := p.cfg.MaxWaiters; mw < 0 || (mw > 0 && s.nwait >= mw) {
+	if p.unavailable.Load() != nil { // SetUnavailable (hosts.go)
 		s.mu.Unlock()
 		waiterPool.Put(w)
-		p.exhausted.Add(1)
-		return nil, fmt.Errorf("%w (pool %s, MaxWaiters %d)", ErrPoolExhausted, p.cfg.Name, p.cfg.MaxWaiters)
+		return nil, p.unavailableErr()
 	}
-	s.pushBackLocked(w)
+	if dl.ticket != 0 {
+		// Back after the connection handed to it failed validation (or expired, or was
+		// marked): it keeps its place by arrival, ahead of later arrivals, and is not counted
+		// against MaxWaiters again. Like a barged waiter, it gets the next connection directly.
+		w.ticket = dl.ticket
+		w.barged = true
+		s.requeueLocked(w)
+	} else {
+		if mw := p.cfg.MaxWaiters; mw < 0 || (mw > 0 && s.nwait+int(p.suspendWaiting.Load()) >= mw) {
+			s.mu.Unlock()
+			waiterPool.Put(w)
+			p.exhausted.Add(1)
+			return nil, p.exhaustedError()
+		}
+		s.tickets++
+		dl.ticket = s.tickets
+		w.ticket = dl.ticket
+		s.pushBackLocked(w)
+	}
 	s.mu.Unlock()
+	p.dropUnfit(dl) // queued in place: now its replacement may come
 	p.signalCreator()
+	// Connections parked in database/sql's idle lists cannot be handed to this waiter; from
+	// now on releases route connections here instead of parking them (conn.IsValid), and any
+	// parked before are brought back (see reclaimLent).
+	p.reclaimLent()
 
 	dl.begin(p)
 	timeout := dl.timeout(p)
@@ -225,7 +348,7 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 				return e, nil
 			}
 			s.mu.Lock()
-			if e := s.popLocked(); e != nil {
+			if e := s.scan(); e != nil {
 				s.mu.Unlock()
 				waiterPool.Put(w)
 				return e, nil
@@ -235,9 +358,15 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 				waiterPool.Put(w)
 				return nil, ErrClosed
 			}
-			// A running goroutine barged in; keep our place at the head.
+			if p.unavailable.Load() != nil { // SetUnavailable (hosts.go)
+				s.mu.Unlock()
+				waiterPool.Put(w)
+				return nil, p.unavailableErr()
+			}
+			// A running goroutine barged in; keep our place by arrival (the head, unless an
+			// older waiter came back meanwhile).
 			w.barged = true
-			s.pushFrontLocked(w)
+			s.requeueLocked(w)
 			s.mu.Unlock()
 			// The creator may have judged "no waiters" while we were unlinked: tell it again
 			// (only below MaxConns; at the limit a wake-up would be wasted on every lost race).
@@ -268,7 +397,7 @@ func (p *Pool) giveUp(ctx context.Context, w *waiter, dl *deadline, byCtx bool) 
 			}
 		} else {
 			s.mu.Lock()
-			if len(s.idle) > 0 {
+			if s.anyIdle() {
 				s.wakeLocked()
 			}
 			s.mu.Unlock()
@@ -291,6 +420,7 @@ func (p *Pool) timeoutError(ctx context.Context, dl *deadline, byCtx bool) error
 		ev.AcquireTimedOut(p.cfg.Name, waited)
 	}
 	st := p.Stats()
+	lastErr := p.lastError()
 	return &AcquireTimeoutError{
 		Pool:        p.cfg.Name,
 		Waited:      waited,
@@ -299,29 +429,50 @@ func (p *Pool) timeoutError(ctx context.Context, dl *deadline, byCtx bool) error
 		Idle:        st.Idle,
 		Waiting:     st.Waiting + 1,
 		CtxDeadline: byCtx,
-		LastErr:     p.lastError(),
+		Failing:     lastErr != nil,
+		LastErr:     lastErr,
 	}
 }
 
-// awaitResume blocks a new acquire while the pool is suspended.
+func (p *Pool) exhaustedError() error {
+	return fmt.Errorf("%w (pool %s, MaxWaiters %d)", ErrPoolExhausted, p.cfg.Name, p.cfg.MaxWaiters)
+}
+
+// awaitResume blocks a new acquire while the pool is suspended. Such an acquire counts as
+// waiting: in Stats.Waiting and against MaxWaiters, which it fails at once with
+// ErrPoolExhausted when MaxWaiters goroutines already wait (queued or suspended).
 func (p *Pool) awaitResume(ctx context.Context, dl *deadline) error {
 	p.suspendMu.Lock()
 	ch, suspended := p.resumeCh, p.suspended.Load()
+	if suspended {
+		if mw := p.cfg.MaxWaiters; mw != 0 {
+			_, queued := p.store.counts()
+			if mw < 0 || queued+int(p.suspendWaiting.Load()) >= mw {
+				p.suspendMu.Unlock()
+				p.exhausted.Add(1)
+				return p.exhaustedError()
+			}
+		}
+		p.suspendWaiting.Add(1)
+	}
 	p.suspendMu.Unlock()
 	if !suspended {
 		return nil
 	}
+	var byCtx bool
 	select {
 	case <-ch:
+		p.suspendWaiting.Add(-1)
 		if p.closed.Load() {
 			return ErrClosed
 		}
 		return nil
 	case <-dl.timeout(p):
-		return p.timeoutError(ctx, dl, false)
 	case <-ctx.Done():
-		return p.timeoutError(ctx, dl, true)
+		byCtx = true
 	}
+	p.suspendWaiting.Add(-1) // before timeoutError, which counts this acquire itself
+	return p.timeoutError(ctx, dl, byCtx)
 }
 
 // release takes back a connection from its borrower. A connection that saw a fatal error, that

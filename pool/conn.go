@@ -21,9 +21,16 @@ type conn struct {
 	p      *Pool
 	e      *entry
 	closed bool
+	// fresh is set on a connection the KeepIdleInDB connector opened and lent to database/sql,
+	// until its first checkout: see lendingConnector.
+	fresh  bool
 	open   []driver.Stmt // statements handed out on this borrow and not yet closed
 	rw     rows          // reused for the result sets of this borrow (wrapRows)
 	rwBusy bool          // rw holds an open result set
+	// routed is set by IsValid when it cleaned the connection and refused to let database/sql
+	// park it because the pool needs it (a waiter, or Close): Close stows it without cleaning
+	// again.
+	routed bool
 }
 
 var (
@@ -45,6 +52,9 @@ var (
 // The pool cannot see what is done with it, so the session state becomes unknown and the
 // connection gets a full reset (or is discarded) when it is returned.
 func (c *conn) Unwrap() driver.Conn {
+	if c.fresh {
+		_ = c.checkout(context.Background()) // a failure leaves it marked: closed on release
+	}
 	c.e.sess.unknown()
 	return c.e.conn
 }
@@ -71,7 +81,18 @@ func (c *conn) Prepare(query string) (driver.Stmt, error) {
 	return c.PrepareContext(context.Background(), query)
 }
 
+// checkout runs the checkout checks on a fresh connection's first use (see lendingConnector).
+func (c *conn) checkout(ctx context.Context) error {
+	c.fresh = false
+	return c.ResetSession(ctx)
+}
+
 func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	if c.fresh {
+		if err := c.checkout(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if c.e.stmts.max > 0 {
 		cs, ds, err := c.cached(ctx, query)
 		if err != nil {
@@ -141,6 +162,14 @@ func (c *conn) Close() error {
 	p, e := c.p, c.e
 	switch e.state.Load() {
 	case stateInUse:
+		if c.routed {
+			// IsValid cleaned it and stamped its return; database/sql dropped its wrapper so
+			// that the pool can serve a waiter with it.
+			if !p.store.put(e) {
+				p.closeEntry(e, ClosePoolClosed)
+			}
+			return nil
+		}
 		p.release(e)
 	case stateLent:
 		// Already cleaned by IsValid; take it back from database/sql.
@@ -166,6 +195,11 @@ func (c *conn) Begin() (driver.Tx, error) {
 }
 
 func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if c.fresh {
+		if err := c.checkout(ctx); err != nil {
+			return nil, err
+		}
+	}
 	var t driver.Tx
 	var err error
 	if bc, ok := c.e.conn.(driver.ConnBeginTx); ok {
@@ -197,6 +231,11 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 }
 
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	if c.fresh {
+		if err := c.checkout(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if ev := c.p.cfg.Events; ev != nil {
 		start := c.p.nanotime()
 		r, err := c.execContext(ctx, query, args)
@@ -239,6 +278,11 @@ func (c *conn) execContext(ctx context.Context, query string, args []driver.Name
 }
 
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	if c.fresh {
+		if err := c.checkout(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if ev := c.p.cfg.Events; ev != nil {
 		start := c.p.nanotime()
 		r, err := c.queryContext(ctx, query, args)
@@ -319,6 +363,11 @@ func releaseStmt(cs *cachedStmt, ds driver.Stmt) {
 }
 
 func (c *conn) Ping(ctx context.Context) error {
+	if c.fresh {
+		if err := c.checkout(ctx); err != nil {
+			return err
+		}
+	}
 	if pc, ok := c.e.conn.(driver.Pinger); ok {
 		return c.observe(pc.Ping(ctx))
 	}
@@ -337,6 +386,7 @@ func (c *conn) CheckNamedValue(nv *driver.NamedValue) error {
 // that is marked, expired, dead or owned by a closed pool; database/sql then closes it and
 // tries another.
 func (c *conn) ResetSession(ctx context.Context) error {
+	c.fresh = false
 	p, e := c.p, c.e
 	if !e.state.CompareAndSwap(stateLent, stateInUse) {
 		if e.state.Load() == stateInUse {
@@ -348,16 +398,17 @@ func (c *conn) ResetSession(ctx context.Context) error {
 		return driver.ErrBadConn
 	}
 	now := p.now()
-	if sr, ok := e.conn.(driver.SessionResetter); ok {
+	if sr := e.resetter; sr != nil {
 		if err := sr.ResetSession(ctx); err != nil {
 			e.evict.Store(true)
+			e.discard = CloseDriverInvalid // the Close database/sql sends next closes it for this
 			return driver.ErrBadConn
 		}
 	}
 	if !p.usableLent(ctx, e, now) {
 		return driver.ErrBadConn
 	}
-	e.dbAcquires.Add(1) // per entry: no cache line shared between borrowers
+	p.handedOut(e)
 	e.borrowedAt = now
 	if ev := p.cfg.Events; ev != nil {
 		p.noteAcquired(ev, e, nil)
@@ -387,9 +438,18 @@ func (c *conn) IsValid() bool {
 	}
 	e.lastReturned = now
 	e.lastAlive = now
+	// Someone waits in the pool (or it is closing): do not park, give it to the pool. false
+	// makes database/sql close its wrapper; the proxy's Close then stows the connection.
+	if p.routeToPool() {
+		c.routed = true
+		return false
+	}
 	e.state.Store(stateLent)
-	if p.closed.Load() {
-		p.wakeCloser() // Close may be waiting for this connection, which is now parked
+	// Publish, then look again: a goroutine that began to wait after the look above, and so
+	// after its scan of lent connections may have missed this one, must find it routed.
+	if p.routeToPool() && e.state.CompareAndSwap(stateLent, stateInUse) {
+		c.routed = true
+		return false
 	}
 	return true
 }

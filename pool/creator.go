@@ -11,7 +11,9 @@ import (
 // creator is the pool's one dialling goroutine: borrowers never dial. It creates connections
 // while the pool is below MaxConns and either below MinIdleConns idle or has more waiters than
 // idle connections, and backs off (10 ms doubling, capped at min(5 s, AcquireTimeout/2)) after
-// a failure.
+// a failed dial, and likewise after a connection it opened failed its first probe before it was
+// ever handed out (dials succeed but pings fail: without the backoff the acquire loop would
+// dial, probe and close as fast as the server answers).
 func (p *Pool) creator() {
 	defer p.wg.Done()
 	backoff := time.Duration(0)
@@ -19,6 +21,8 @@ func (p *Pool) creator() {
 	if at := p.cfg.AcquireTimeout; at > 0 {
 		maxBackoff = min(maxBackoff, at/2)
 	}
+	grow := func() { backoff = min(max(backoff*2, 10*time.Millisecond), maxBackoff) }
+	dialFailed := false
 	for {
 		select {
 		case <-p.createCh:
@@ -26,6 +30,21 @@ func (p *Pool) creator() {
 			return
 		}
 		for p.shouldCreate() {
+			if p.deadOnArrival.Load() > 0 {
+				// Connections opened lately failed their first probe, and none has passed a
+				// probe or been handed out since: dials succeed but the connections are no good.
+				grow()
+				p.cfg.Logger.Warn("sqlpool: new connections fail their first probe; slowing down",
+					"pool", p.cfg.Name, "error", p.lastError(), "retry_in", backoff)
+				if !p.sleep(backoff) {
+					return
+				}
+				if !p.shouldCreate() {
+					break
+				}
+			} else if !dialFailed {
+				backoff = 0
+			}
 			dialStart := p.nanotime()
 			e, err := p.dial()
 			if err != nil {
@@ -33,22 +52,25 @@ func (p *Pool) creator() {
 					return
 				}
 				p.setLastError(err)
-				backoff = min(max(backoff*2, 10*time.Millisecond), maxBackoff)
+				dialFailed = true
+				grow()
 				p.cfg.Logger.Warn("sqlpool: cannot open a connection; retrying",
 					"pool", p.cfg.Name, "error", err, "retry_in", backoff)
-				t := time.NewTimer(backoff)
-				select {
-				case <-t.C:
-				case <-p.done:
-					t.Stop()
+				if !p.sleep(backoff) {
 					return
 				}
 				continue
 			}
-			backoff = 0
+			if dialFailed {
+				dialFailed = false
+				backoff = 0
+			}
 			if p.closed.Load() {
 				_ = e.conn.Close()
 				return
+			}
+			if p.deadOnArrival.Load() == 0 {
+				p.clearLastError() // else the pool is still failing: its connections are no good
 			}
 			p.register(e)
 			if ev := p.cfg.Events; ev != nil {
@@ -62,11 +84,24 @@ func (p *Pool) creator() {
 	}
 }
 
+// sleep waits d, or until the pool closes; it reports false when the pool closed.
+func (p *Pool) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-p.done:
+		return false
+	}
+}
+
 func (p *Pool) shouldCreate() bool {
 	if p.closed.Load() || int(p.total.Load()) >= p.cfg.MaxConns {
 		return false
 	}
-	idle, waiting, _ := p.store.counts()
+	idle, waiting := p.store.counts()
+	idle += p.store.count(stateLent) // parked in a DB: idle too (MinIdleConns counts them)
 	return idle < p.cfg.MinIdleConns || waiting > idle
 }
 
@@ -85,7 +120,7 @@ func (p *Pool) dial() (*entry, error) {
 		ctx, cancel = context.WithTimeout(ctx, p.cfg.ConnectTimeout)
 		defer cancel()
 	}
-	dc, err := p.connector.Connect(ctx)
+	dc, host, err := p.connect(ctx)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) && p.dialCtx.Err() == nil {
 			err = fmt.Errorf("connect timed out after ConnectTimeout %v: %w", p.cfg.ConnectTimeout, err)
@@ -101,9 +136,10 @@ func (p *Pool) dial() (*entry, error) {
 			return nil, &initError{err}
 		}
 	}
-	e := &entry{conn: dc}
+	e := &entry{conn: dc, host: host}
 	e.stmts.max = p.cfg.StatementCacheSize
 	e.validator, _ = dc.(driver.Validator)
+	e.resetter, _ = dc.(driver.SessionResetter)
 	if err := e.sess.init(ctx, dc); err != nil {
 		_ = dc.Close()
 		return nil, fmt.Errorf("recording the session baseline: %w", err)
@@ -129,8 +165,7 @@ func (p *Pool) observe(e *entry, err error) {
 		e.fatal = fmt.Errorf("%s: %w", reason, err)
 	}
 	if gone {
-		p.goneAt.Store(p.nanotime())
-		p.signalCreator()
+		p.serverGone(e, err)
 	}
 }
 

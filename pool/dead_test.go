@@ -493,8 +493,11 @@ func TestDeadWaitTimeout(t *testing.T) {
 	if len(errs) != 0 {
 		t.Fatalf("%d of 1000 reads failed after wait_timeout closed the idle connections: %s", len(errs), deadErrSummary(errs))
 	}
-	if after.ProbeFailures-before.ProbeFailures == 0 {
-		t.Fatal("no probe failed: the connections closed by wait_timeout were not detected")
+	// Detected either by a probe (outside the bypass window) or, before it, by the driver's
+	// no-traffic liveness check at checkout (conn.ResetSession; since issue 15 the DB from
+	// OpenDB parks connections, so checkouts run it first): either way they were closed.
+	if after.ProbeFailures-before.ProbeFailures == 0 && after.Closed-before.Closed == 0 {
+		t.Fatal("no probe failed and nothing was closed: the connections closed by wait_timeout were not detected")
 	}
 }
 

@@ -21,8 +21,10 @@ var stateNames = [...]string{"idle", "inUse", "lent", "reserved", "removed"}
 // entry is the registry's record of one physical connection.
 type entry struct {
 	conn      driver.Conn
-	validator driver.Validator // conn's, or nil; asserted once, not on every release
+	validator driver.Validator       // conn's, or nil; asserted once, not on every release
+	resetter  driver.SessionResetter // conn's, or nil; asserted once, not on every hand-out
 	id        uint64
+	host      *hostState // the host the connection reached (HostConnector), or nil
 
 	state atomic.Int32
 	// evict marks the connection for closing at its next acquire or release (SoftEvict,
@@ -47,9 +49,10 @@ type entry struct {
 	borrowedAt int64
 	usageStart int64
 
-	// dbAcquires counts mode (b) checkouts (ResetSession); summed by Stats, folded into
-	// Pool.dbAcquires when the entry is closed.
-	dbAcquires atomic.Uint64
+	// handouts counts the times the connection was handed to a borrower (Connect, or a mode
+	// (b) checkout); summed by Stats, folded into Pool.handouts when the entry is closed. Per
+	// entry, so that no cache line is shared between borrowers.
+	handouts atomic.Uint64
 
 	// Owned by the goroutine that holds the connection.
 	stmts stmtCache

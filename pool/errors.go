@@ -24,7 +24,14 @@ var (
 
 // AcquireTimeoutError says that an acquire reached its deadline. It matches ErrAcquireTimeout
 // with errors.Is, and also context.DeadlineExceeded when the caller's ctx deadline came first.
-// Unwrap gives the last error the pool saw while connecting or validating, if any.
+//
+// It tells a busy pool from a failing one. Failing is true, and LastErr set, when the pool's
+// last attempt to open or validate a connection failed and none has succeeded since: the
+// database (or the network, or ConnectionInit) is the problem, and Unwrap gives that error, so
+// that retry.Classify can judge it (a refused dial or 1040 is Transient). Otherwise the pool
+// was merely busy (every connection in use, or being opened): LastErr is nil, Unwrap returns
+// nil, and retry.Classify calls the timeout Permanent. The pool forgets its last error as soon
+// as a connection is opened, or an idle one passes a probe, as HikariCP does.
 type AcquireTimeoutError struct {
 	Pool    string        // the pool's Config.Name
 	Waited  time.Duration // how long the acquire waited
@@ -34,7 +41,11 @@ type AcquireTimeoutError struct {
 	Waiting int           // goroutines waiting, this one included
 	// CtxDeadline is true when the caller's ctx deadline, not AcquireTimeout, ended the wait.
 	CtxDeadline bool
-	// LastErr is the last connection error (dial, init or validation) the pool saw; nil if none.
+	// Failing is true when the pool's last attempt to open or validate a connection failed
+	// and none has succeeded since; false when the pool was only busy.
+	Failing bool
+	// LastErr is that failed attempt's error (dial, ConnectionInit or validation) when Failing;
+	// nil when the pool was only busy.
 	LastErr error
 }
 
@@ -45,10 +56,13 @@ func (e *AcquireTimeoutError) Error() string {
 	}
 	msg := fmt.Sprintf("sqlpool: %s: connection not available: request timed out after %v (%s) (total=%d, active=%d, idle=%d, waiting=%d)",
 		e.Pool, e.Waited.Round(time.Millisecond), by, e.Total, e.Active, e.Idle, e.Waiting)
-	if e.LastErr != nil {
-		msg += "; last connection error: " + e.LastErr.Error()
-	} else if e.Active >= e.Total && e.Total > 0 {
-		msg += "; every connection is in use: raise MaxConns, shorten transactions, or look for leaks (LeakDetectionThreshold)"
+	switch {
+	case e.Failing && e.LastErr != nil:
+		msg += "; pool failing: its last attempt to open or validate a connection failed; last connection error: " + e.LastErr.Error()
+	case e.Active >= e.Total && e.Total > 0:
+		msg += "; pool busy: every connection is in use: raise MaxConns, shorten transactions, or look for leaks (LeakDetectionThreshold)"
+	default:
+		msg += "; pool busy: no connection became free in time and no connection attempt has failed since the last success"
 	}
 	return msg
 }
@@ -59,5 +73,6 @@ func (e *AcquireTimeoutError) Is(target error) bool {
 	return target == ErrAcquireTimeout || (e.CtxDeadline && target == context.DeadlineExceeded)
 }
 
-// Unwrap returns the last connection error, or nil.
+// Unwrap returns LastErr: the error of the failed connection attempt when Failing, or nil when
+// the pool was only busy.
 func (e *AcquireTimeoutError) Unwrap() error { return e.LastErr }

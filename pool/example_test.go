@@ -62,7 +62,7 @@ func ExampleKeepIdleInDB() {
 		return
 	}
 	defer p.Close()
-	db := p.OpenDB(pool.KeepIdleInDB()) // mode (b): database/sql keeps idle connections
+	db := p.OpenDB(pool.KeepIdleInDB()) // deprecated no-op: OpenDB keeps idle connections in database/sql anyway
 	defer db.Close()
 	if err := db.PingContext(context.Background()); err != nil {
 		fmt.Println(err)

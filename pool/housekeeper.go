@@ -2,6 +2,7 @@ package pool
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/sqlpool/sqlpool/validate"
@@ -57,7 +58,13 @@ func (p *Pool) housekeep() {
 	}
 	var retire []job
 	var ping []*entry
-	p.store.takeIf(func(e *entry, remaining int) bool {
+	// Connections parked in the DBs from OpenDB come back first, so that the rules below reach
+	// every idle connection wherever it was parked (lend.go); borrowers take them again from
+	// the pool and database/sql parks them again on return.
+	if p.store.count(stateLent) > 0 {
+		p.flushDBs(true)
+	}
+	taken := p.store.takeIf(func(e *entry, remaining int) bool {
 		switch {
 		case e.evict.Load():
 			retire = append(retire, job{e, CloseEvicted})
@@ -75,6 +82,14 @@ func (p *Pool) housekeep() {
 	for _, j := range retire {
 		p.closeEntry(j.e, j.reason)
 	}
+	if len(taken) > len(retire)+len(ping) {
+		// takeIf could not give back some entries: the pool closed meanwhile.
+		for _, e := range taken {
+			if e.state.Load() == stateReserved && !slices.Contains(ping, e) {
+				p.closeEntry(e, ClosePoolClosed)
+			}
+		}
+	}
 	for _, e := range ping {
 		ctx, cancel := context.WithCancel(p.dialCtx)
 		err := validate.Probe(ctx, e.conn, p.cfg.ValidationTimeout)
@@ -85,12 +100,13 @@ func (p *Pool) housekeep() {
 			continue
 		}
 		e.lastAlive = p.nanotime()
+		p.clearLastError()
 		if !p.store.put(e) {
 			p.closeEntry(e, ClosePoolClosed)
 		}
 	}
-	// Connections in use or parked in database/sql are only marked; they are closed when
-	// returned or checked out.
+	// Connections in use (or parked in a DB the pool does not know: sql.OpenDB(p)) are only
+	// marked; they are closed when returned or checked out.
 	p.regMu.Lock()
 	for e := range p.all {
 		if e.expired(now) {

@@ -1,9 +1,9 @@
 // Package pool is a HikariCP-style connection pool behind database/sql.
 //
 // A *Pool wraps any driver.Connector and is itself one, so sql.OpenDB(p) works; p.OpenDB()
-// returns a *sql.DB set up so that every borrow and return goes through the pool (mode a), and
-// p.OpenDB(KeepIdleInDB()) one that lets database/sql keep idle connections (mode b, faster,
-// fewer guarantees). See docs/ARCHITECTURE.md for the two modes and the invariants.
+// returns a *sql.DB that keeps idle connections as plain database/sql does (fast when
+// connections are free) and waits in the pool's FIFO queue when they are not (fair, bounded by
+// AcquireTimeout and MaxWaiters). See docs/ARCHITECTURE.md for the design and the invariants.
 //
 // What the pool adds to database/sql: validation on acquire for connections idle longer than
 // AliveBypassWindow, a release that rolls back and resets only what the borrower left behind
@@ -25,6 +25,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 )
 
 // Pool is a connection pool. Its methods are safe for concurrent use. Create one with New and
@@ -51,25 +52,44 @@ type Pool struct {
 	createCh     chan struct{} // wakes the creator
 	returnedC    chan struct{} // signalled on every close of an entry while closing
 
+	// dbs are the DBs OpenDB returned, for bringing back the connections parked in their idle
+	// lists (lend.go). Weak: a DB the user dropped is not kept alive by the pool.
+	dbMu    sync.Mutex
+	dbs     []weak.Pointer[sql.DB]
+	flushMu sync.Mutex // one bring-back at a time
+
 	suspendMu sync.Mutex
 	suspended atomic.Bool
 	resumeCh  chan struct{}
+	// suspendWaiting counts acquires blocked by Suspend; they count as waiting (Stats.Waiting,
+	// MaxWaiters). Changed under suspendMu on the way in.
+	suspendWaiting atomic.Int32
 
 	// goneAt is when a connection last reported that the whole server went away; idle
 	// connections last known alive before it are probed on their next acquire.
 	goneAt atomic.Int64
 
 	lastErr atomic.Pointer[errBox]
+	// deadOnArrival counts connections that failed their first probe before they were ever
+	// handed out, since the last probe that passed or first hand-out: while it is above zero the
+	// creator backs off before each dial, as after a failed dial.
+	deadOnArrival atomic.Int32
+
+	// hosts is the per-host state when the connector is a HostConnector (hosts.go); under regMu.
+	hosts map[string]*hostState
+	// unavailable is the fail-fast error set by SetUnavailable, or nil.
+	unavailable atomic.Pointer[errBox]
 
 	timeouts      atomic.Uint64
 	created       atomic.Uint64
 	closedN       atomic.Uint64
-	dbAcquires    atomic.Uint64 // mode (b) checkouts of closed entries
+	handouts      atomic.Uint64 // hand-outs of entries since closed (entry.handouts folded in)
 	exhausted     atomic.Uint64
 	validations   atomic.Uint64
 	probeFailed   atomic.Uint64
 	releasePlans  atomic.Uint64
 	leakedStmts   atomic.Uint64
+	flushes       atomic.Uint64 // bring-backs of connections parked in DBs (lend.go)
 	stmtCacheFull atomic.Uint64
 }
 
@@ -84,7 +104,10 @@ type Stats struct {
 	Idle     int // idle in the pool, or parked idle in database/sql (mode b)
 	Waiting  int // goroutines waiting in Connect
 
-	Acquires      uint64 // successful acquires, through Connect or mode (b) checkouts
+	// Acquires counts connections handed out: by Connect, or checked out of database/sql's idle
+	// list (mode b). A connection taken from the stack and then closed (failed probe, expired,
+	// evicted) is not counted.
+	Acquires      uint64
 	Timeouts      uint64 // acquires that reached their deadline
 	Exhausted     uint64 // acquires refused with ErrPoolExhausted
 	Created       uint64 // physical connections opened
@@ -97,7 +120,9 @@ type Stats struct {
 	// StatementCacheFull counts ER_MAX_PREPARED_STMT_COUNT_REACHED (1461) errors that made a
 	// connection empty its statement cache.
 	StatementCacheFull uint64
-	// LastError is the last dial, init or validation error, or nil.
+	// LastError is the error of the pool's last attempt to open or validate a connection when
+	// that attempt failed, or nil: it is cleared when a connection is opened, or passes a probe
+	// (on acquire or keepalive), as HikariCP does.
 	LastError error
 }
 
@@ -126,13 +151,18 @@ func New(c driver.Connector, cfg Config) (*Pool, error) {
 		returnedC: make(chan struct{}, 1),
 	}
 	p.clk.init(&p.cfg, cfg.Clock != nil)
+	p.store.nanotime = p.nanotime
 	p.refreshClock()
-	p.store.idle = make([]*entry, 0, rc.MaxConns)
 	p.dialCtx, p.dialStop = context.WithCancel(context.Background())
 
+	if err := p.attachHosts(); err != nil {
+		p.dialStop()
+		return nil, err
+	}
 	if rc.InitializationFailTimeout > 0 {
 		if err := p.checkFailFast(); err != nil {
 			p.dialStop()
+			p.detachHosts()
 			return nil, err
 		}
 	}
@@ -150,6 +180,7 @@ func (p *Pool) checkFailFast() error {
 		dialStart := p.nanotime()
 		e, err := p.dial()
 		if err == nil {
+			p.clearLastError()
 			if p.cfg.MinIdleConns > 0 {
 				p.register(e)
 				if ev := p.cfg.Events; ev != nil {
@@ -200,12 +231,11 @@ func (p *Pool) Connect(ctx context.Context) (driver.Conn, error) {
 // Stats returns a snapshot of the pool. It takes the pool's locks briefly; it is meant for
 // metrics scrapes and logs, not for hot paths.
 func (p *Pool) Stats() Stats {
-	idle, waiting, acquires := p.store.counts()
+	idle, waiting := p.store.counts()
 	s := Stats{
 		Name:               p.cfg.Name,
 		MaxConns:           p.cfg.MaxConns,
-		Waiting:            waiting,
-		Acquires:           acquires,
+		Waiting:            waiting + int(p.suspendWaiting.Load()),
 		Timeouts:           p.timeouts.Load(),
 		Exhausted:          p.exhausted.Load(),
 		Created:            p.created.Load(),
@@ -224,9 +254,9 @@ func (p *Pool) Stats() Stats {
 		if e.state.Load() == stateLent {
 			lent++
 		}
-		s.Acquires += e.dbAcquires.Load()
+		s.Acquires += e.handouts.Load()
 	}
-	s.Acquires += p.dbAcquires.Load()
+	s.Acquires += p.handouts.Load()
 	p.regMu.Unlock()
 	s.Idle = min(idle+lent, s.Total)
 	s.Active = s.Total - s.Idle
@@ -292,15 +322,20 @@ func (p *Pool) Close() error {
 	for _, e := range p.store.close() {
 		p.closeEntry(e, ClosePoolClosed)
 	}
-	// Connections parked in database/sql (mode b) are only marked: database/sql may still be
-	// closing statements on them, so they are closed when database/sql drops them or checks
-	// them out (close the DB first), and Close does not wait for them.
+	// Connections parked in the DBs from OpenDB are brought back and closed (lend.go); the
+	// DBs keep no idle connections from now on.
+	p.flushDBs(false)
+	// Connections parked in a DB the pool does not know (sql.OpenDB(p) with idle connections)
+	// are only marked: database/sql may still be closing statements on them, so they are
+	// closed when database/sql drops them or checks them out (close the DB first), and Close
+	// does not wait for them.
 	p.regMu.Lock()
 	for e := range p.all {
 		e.evict.Store(true)
 	}
 	p.regMu.Unlock()
 	p.wg.Wait()
+	p.detachHosts()
 
 	deadline := time.NewTimer(p.cfg.CloseTimeout)
 	defer deadline.Stop()
@@ -361,6 +396,14 @@ func (p *Pool) signalCreator() {
 
 func (p *Pool) setLastError(err error) { p.lastErr.Store(&errBox{err}) }
 
+// clearLastError forgets the last connection error after a connection was opened or passed a
+// probe: the pool is no longer failing, so a later timeout means it is busy.
+func (p *Pool) clearLastError() {
+	if p.lastErr.Load() != nil {
+		p.lastErr.Store(nil)
+	}
+}
+
 func (p *Pool) lastError() error {
 	if b := p.lastErr.Load(); b != nil {
 		return b.err
@@ -374,6 +417,8 @@ func (p *Pool) register(e *entry) {
 	p.seq++
 	e.id = p.seq
 	p.all[e] = struct{}{}
+	e.hostOpenedLocked()
+	p.store.add(e)
 	p.total.Add(1)
 	p.regMu.Unlock()
 	p.created.Add(1)
@@ -391,8 +436,14 @@ func (p *Pool) closeEntry(e *entry, reason CloseReason) {
 	}
 	p.regMu.Lock()
 	_, ok := p.all[e]
+	if ok {
+		e.hostClosedLocked()
+	}
 	delete(p.all, e)
-	p.dbAcquires.Add(e.dbAcquires.Load())
+	if ok {
+		p.store.remove(e)
+	}
+	p.handouts.Add(e.handouts.Load())
 	p.regMu.Unlock()
 	if !ok {
 		return
@@ -426,32 +477,47 @@ func (p *Pool) lifetime(now int64) (expiresAt, keepaliveGap int64) {
 // DBOption configures the *sql.DB that OpenDB returns.
 type DBOption func(*dbOptions)
 
-type dbOptions struct{ keepIdle bool }
+type dbOptions struct{}
 
-// KeepIdleInDB selects mode (b): database/sql keeps up to MaxConns idle connections in its own
-// list (SetMaxIdleConns(MaxConns), SetMaxOpenConns(MaxConns)). It is faster per borrow, and
-// validation, the release plan and lifetime rules still apply through the driver hooks, but
-// waiting happens inside database/sql: AcquireTimeout, FIFO order and MaxWaiters do not hold,
-// and only the caller's ctx bounds a wait.
-func KeepIdleInDB() DBOption { return func(o *dbOptions) { o.keepIdle = true } }
+// KeepIdleInDB used to select a faster mode in which database/sql kept idle connections and
+// waiting happened inside database/sql (random order, no AcquireTimeout or MaxWaiters).
+//
+// Deprecated: OpenDB now does both by default — database/sql keeps idle connections, and
+// waiting happens in the pool, first come, first served — so KeepIdleInDB does nothing.
+func KeepIdleInDB() DBOption { return func(*dbOptions) {} }
 
-// OpenDB returns a *sql.DB over the pool. By default (mode a) database/sql keeps no idle
-// connections (SetMaxIdleConns(0), no MaxOpen), so every borrow and return goes through the
-// pool and every guarantee of the package holds. Closing the returned DB does not close the
-// pool (unlike sql.OpenDB(p), which closes the pool with the DB); close both, DB first.
+// OpenDB returns a *sql.DB over the pool: fast when connections are free and fair when they
+// are not.
+//
+// database/sql keeps up to MaxConns idle connections in its own list (SetMaxIdleConns(MaxConns),
+// no MaxOpen), where a borrow costs what it costs in plain database/sql; the pool checks each
+// checkout (ResetSession: marks, lifetime, bypass window and probe, the driver's liveness check)
+// and cleans each return (IsValid: the release plan). While any goroutine waits in the pool,
+// a returned connection is not parked but given to the pool's first waiter, and connections
+// parked before the wait began are brought back; so waiting is first come, first served,
+// bounded by AcquireTimeout and MaxWaiters, as for every other Connect. Housekeeping
+// (IdleTimeout, KeepaliveTime, MaxLifetime, MinIdleConns) and Close reach parked connections
+// by bringing them back the same way. The DB's idle setting belongs to the pool: do not change
+// it with SetMaxIdleConns, or SetMaxOpenConns (database/sql would then wait in its own random
+// order). Closing the returned DB does not close the pool (unlike sql.OpenDB(p), which closes
+// the pool with the DB); close both, DB first. See docs/ARCHITECTURE.md, "One mode".
 func (p *Pool) OpenDB(opts ...DBOption) *sql.DB {
 	var o dbOptions
 	for _, f := range opts {
 		f(&o)
 	}
 	db := sql.OpenDB(connector{p})
-	if o.keepIdle {
-		db.SetMaxOpenConns(p.cfg.MaxConns)
-		db.SetMaxIdleConns(p.cfg.MaxConns)
-	} else {
-		db.SetMaxIdleConns(0)
-		db.SetMaxOpenConns(0)
+	db.SetMaxOpenConns(0)
+	db.SetMaxIdleConns(p.cfg.MaxConns)
+	p.dbMu.Lock()
+	live := p.dbs[:0]
+	for _, w := range p.dbs {
+		if w.Value() != nil {
+			live = append(live, w)
+		}
 	}
+	p.dbs = append(live, weak.Make(db))
+	p.dbMu.Unlock()
 	return db
 }
 
@@ -460,3 +526,26 @@ type connector struct{ p *Pool }
 
 func (c connector) Connect(ctx context.Context) (driver.Conn, error) { return c.p.Connect(ctx) }
 func (c connector) Driver() driver.Driver                            { return c.p.Driver() }
+
+// lendingConnector was the connector of p.OpenDB(KeepIdleInDB()), which set MaxOpen; OpenDB
+// sets no MaxOpen, so database/sql never waits and never opens in the background, and nothing
+// in the package uses it now (tests keep the case covered for a DB configured that way). database/sql does not always
+// use a connection it opens: its background opener, serving a waiter that has already given
+// up, parks the new connection in its idle list without calling IsValid, and the first
+// checkout of a new connection calls neither ResetSession nor anything else. So the connection
+// it returns is checked by the pool, then lent to database/sql at once (Stats count it idle,
+// Close does not wait for it, housekeeping marks it), and marked fresh: its first use by a
+// borrower (a statement, Begin, Prepare, Ping, Raw) runs the checkout checks of ResetSession
+// first — SoftEvict and expiry marks, a server-gone report, the bypass window and the driver's
+// own liveness check — and fails with driver.ErrBadConn, which database/sql retries on another
+// connection, when they fail.
+type lendingConnector struct{ p *Pool }
+
+func (c lendingConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	e, err := c.p.acquireAs(ctx, true)
+	if err != nil {
+		return nil, err
+	}
+	return &conn{p: c.p, e: e, fresh: true}, nil
+}
+func (c lendingConnector) Driver() driver.Driver { return c.p.Driver() }

@@ -43,7 +43,13 @@ func (ioDiscard) Write(b []byte) (int, error) { return len(b), nil }
 // newPool returns a pool over a fake connector, closed at the end of the test.
 func newPool(t testing.TB, cfg Config) (*Pool, *fakedb.Connector) {
 	t.Helper()
-	fc := fakedb.New()
+	return newPoolOver(t, fakedb.New(), cfg)
+}
+
+// newPoolOver is newPool over fc, for tests that must set up faults before the creator's
+// first dial (setting them after New races it).
+func newPoolOver(t testing.TB, fc *fakedb.Connector, cfg Config) (*Pool, *fakedb.Connector) {
+	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quiet
 	}
@@ -713,14 +719,20 @@ func TestInitializationFailTimeout(t *testing.T) {
 }
 
 func TestCreatorBacksOffAndRecovers(t *testing.T) {
-	p, fc := newPool(t, Config{MaxConns: 1, InitializationFailTimeout: -1, AcquireTimeout: 5 * time.Second})
-	fc.SetDialError(errors.New("connection refused"))
+	fc := fakedb.New()
+	fc.SetDialError(errors.New("connection refused")) // before New: the creator dials at once
+	p, _ := newPoolOver(t, fc, Config{MaxConns: 1, InitializationFailTimeout: -1, AcquireTimeout: 5 * time.Second})
 	eventually(t, "a few failed dials", func() bool { return fc.Dials.Load() >= 3 })
+	eventually(t, "the dial error recorded", func() bool { return p.Stats().LastError != nil })
+	if err := p.Stats().LastError; !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("LastError = %v", err)
+	}
 	fc.SetDialError(nil)
 	c := mustConnect(t, p)
 	_ = c.Close()
-	if err := p.Stats().LastError; err == nil || !strings.Contains(err.Error(), "refused") {
-		t.Fatalf("LastError = %v", err)
+	// A connection was opened since: the pool is no longer failing (as HikariCP).
+	if err := p.Stats().LastError; err != nil {
+		t.Fatalf("LastError = %v after a successful dial; want nil", err)
 	}
 }
 
@@ -878,6 +890,24 @@ func TestCoarseClockBypassBound(t *testing.T) {
 	}
 	if p.trusted(451*ms, 0) {
 		t.Error("a connection returned 451ms (coarse) ago may be 501ms old and must be probed")
+	}
+}
+
+// A coarse clock left behind by a starved refresher (the process got no CPU, then the
+// borrower ran before the refresh) must not extend the bypass window: the exact clock
+// confirms every coarse "trusted".
+func TestStaleCoarseClockDoesNotExtendBypass(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 1, AliveBypassWindow: 20 * time.Millisecond})
+	alive := p.nanotime()
+	for p.nanotime()-alive <= int64(25*time.Millisecond) {
+		time.Sleep(5 * time.Millisecond) // real time must pass: this is what is measured
+	}
+	staleNow := alive + int64(time.Millisecond) // the coarse clock, one refresh after alive
+	if p.trusted(staleNow, alive) {
+		t.Fatal("a connection returned more than AliveBypassWindow ago was trusted because the coarse clock was stale")
+	}
+	if !p.trusted(p.nanotime(), p.nanotime()) {
+		t.Fatal("a connection returned just now was not trusted")
 	}
 }
 
@@ -1066,25 +1096,30 @@ func BenchmarkAcquireReleaseWithEvents(b *testing.B) {
 func TestBargedWaiterGetsDirectHandOff(t *testing.T) {
 	var s store
 	e1, e2 := &entry{id: 1}, &entry{id: 2}
+	for _, e := range []*entry{e1, e2} {
+		e.state.Store(stateInUse)
+		s.add(e)
+	}
 	w := &waiter{ch: make(chan *entry, 1)}
+	s.waiting.Add(1) // as wait does
 	s.mu.Lock()
 	s.pushBackLocked(w)
 	s.mu.Unlock()
 
-	s.put(e1) // wakes w; e1 goes on the stack
+	s.put(e1) // wakes w; e1 becomes idle
 	if got := s.get(); got != e1 {
 		t.Fatalf("a running goroutine should barge and take e1, got %v", got)
 	}
 	if v := <-w.ch; v != nil {
 		t.Fatalf("the first wake-up carries no connection, got %v", v)
 	}
-	// w wakes, finds the stack empty, and goes back to the head of the queue, marked.
+	// w wakes, finds nothing idle, and goes back to the head of the queue, marked.
 	s.mu.Lock()
-	if s.popLocked() != nil {
-		t.Fatal("stack should be empty")
+	if s.scan() != nil {
+		t.Fatal("nothing should be idle")
 	}
 	w.barged = true
-	s.pushFrontLocked(w)
+	s.requeueLocked(w)
 	s.mu.Unlock()
 
 	s.put(e2)

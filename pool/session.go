@@ -33,30 +33,51 @@ func (s *session) init(ctx context.Context, dc driver.Conn) error {
 }
 
 // queryBaseline runs txstate.BaselineQuery (directly, or prepared when the driver has no
-// QueryerContext). A server that rejects the query with an ordinary (non-fatal) error leaves
-// the baseline unknown.
+// QueryerContext): once per connection, right after dialling, never on a borrow. A server that
+// rejects it with an ordinary (non-fatal) error, such as one that lacks a system variable it
+// names, gets txstate.BaselineCoreQuery instead (one more round trip, on such servers only): the
+// database, autocommit, isolation and access mode are then still reset, and only a SET of a
+// session variable discards the connection. A row whose variable columns cannot be read keeps
+// its core columns the same way. A server that rejects both leaves the baseline unknown.
 func queryBaseline(ctx context.Context, dc driver.Conn) (txstate.Baseline, bool, error) {
-	var b txstate.Baseline
-	rows, err := queryDriver(ctx, dc, txstate.BaselineQuery)
+	b, known, rejected, err := runBaseline(ctx, dc, txstate.BaselineQuery)
+	if err != nil || !rejected {
+		return b, known, err
+	}
+	b, known, _, err = runBaseline(ctx, dc, txstate.BaselineCoreQuery)
+	return b, known, err
+}
+
+// runBaseline runs one baseline query and reads its row. rejected reports an ordinary error
+// from the server (the query may be retried); err is a fatal one (or the ctx's).
+func runBaseline(ctx context.Context, dc driver.Conn, q string) (b txstate.Baseline, known, rejected bool, err error) {
+	rows, err := queryDriver(ctx, dc, q)
 	if err != nil {
 		if v := validate.Check(err, validate.Session{}); v.Fatal || ctx.Err() != nil {
-			return b, false, err
+			return b, false, false, err
 		}
-		return b, false, nil
+		return b, false, true, nil
 	}
 	defer rows.Close()
 	dest := make([]driver.Value, len(rows.Columns()))
 	if err := rows.Next(dest); err != nil {
 		if err == io.EOF {
-			return b, false, nil
+			return b, false, false, nil
 		}
-		return b, false, err
+		if v := validate.Check(err, validate.Session{}); v.Fatal || ctx.Err() != nil {
+			return b, false, false, err
+		}
+		return b, false, true, nil
 	}
-	parsed, err := txstate.BaselineFromRow(dest)
+	b, err = txstate.BaselineFromRow(dest)
+	if err != nil && len(dest) > txstate.BaselineCoreColumns {
+		// A variable column it cannot read: keep the core columns (no variables recorded).
+		b, err = txstate.BaselineFromRow(dest[:txstate.BaselineCoreColumns])
+	}
 	if err != nil {
-		return b, false, nil
+		return b, false, false, nil
 	}
-	return parsed, true, nil
+	return b, true, false, nil
 }
 
 // queryDriver runs a query without arguments on a driver connection.

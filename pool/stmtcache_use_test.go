@@ -208,7 +208,8 @@ func errText(err error) string {
 
 // Every session change that affects how a server prepares a statement, run through the pool's
 // cached statements and through plain database/sql (which prepares a parameterized query anew
-// every time, so it is the oracle): the same steps must give the same results. On MariaDB the
+// every time, and with a fresh connection after RELEASE, so it is the oracle): the same steps
+// must give the same results. On MariaDB the
 // USE steps fail on a cache keyed by query text only; ALTER/DROP TABLE and a temporary table
 // shadowing a base table are handled by the server (it re-prepares a statement whose tables
 // changed), and sql_mode and character set changes make the pool bypass the cache.
@@ -276,16 +277,123 @@ func TestStmtCacheSessionChanges(t *testing.T) {
 			"SET collation_connection = latin1_bin",
 			"?SELECT CHARSET('x'), COLLATION('x') FROM DUAL WHERE ? = ?",
 		}},
+		// The variables the release plan restores (dropin). sql_mode and the connection's
+		// character set and collation are fixed when a statement is prepared (checked on
+		// MariaDB 10.11 with PREPARE/EXECUTE: a statement prepared before SET sql_mode =
+		// 'ANSI_QUOTES' or SET collation_connection keeps the old meaning), so the cache
+		// must not share statements while they differ from the baseline; time_zone,
+		// character_set_results, the statement timeout and @@variables are read when a
+		// statement executes, so a statement cached under the baseline stays right. RELEASE
+		// gives the connection back and borrows again: the pool's next borrower (same
+		// physical connection, restored) must see what database/sql's fresh one sees.
+		{"sql_mode-pipes-backslashes", []string{
+			`?SELECT 1 || 0, 'a\\b', LENGTH('a\\b'), @@sql_mode = @@GLOBAL.sql_mode FROM DUAL WHERE ? = ?`,
+			"SET SESSION sql_mode = 'PIPES_AS_CONCAT,NO_BACKSLASH_ESCAPES'",
+			`?SELECT 1 || 0, 'a\\b', LENGTH('a\\b'), @@sql_mode = @@GLOBAL.sql_mode FROM DUAL WHERE ? = ?`,
+			"SET @@session.sql_mode = DEFAULT",
+			`?SELECT 1 || 0, 'a\\b', LENGTH('a\\b'), @@sql_mode = @@GLOBAL.sql_mode FROM DUAL WHERE ? = ?`,
+			"SET LOCAL sql_mode = 'ANSI_QUOTES'",
+			`?SELECT "x", 1 || 0 FROM DUAL WHERE ? = ?`,
+			"RELEASE",
+			`?SELECT 1 || 0, 'a\\b', LENGTH('a\\b'), @@sql_mode = @@GLOBAL.sql_mode FROM DUAL WHERE ? = ?`,
+			`?SELECT "x", 1 || 0 FROM DUAL WHERE ? = ?`,
+		}},
+		{"names-collate", []string{
+			"?SELECT CHARSET('x'), COLLATION('x'), 'a' = 'A', @@collation_connection FROM DUAL WHERE ? = ?",
+			"SET NAMES latin1 COLLATE latin1_bin",
+			"?SELECT CHARSET('x'), COLLATION('x'), 'a' = 'A', @@collation_connection FROM DUAL WHERE ? = ?",
+			"SET CHARACTER SET utf8mb4",
+			"?SELECT CHARSET('x'), COLLATION('x'), 'a' = 'A', @@collation_connection FROM DUAL WHERE ? = ?",
+			"SET NAMES utf8mb4",
+			"?SELECT CHARSET('x'), COLLATION('x'), 'a' = 'A', @@collation_connection FROM DUAL WHERE ? = ?",
+			"SET character_set_connection = latin1",
+			"?SELECT CHARSET('x'), COLLATION('x'), 'a' = 'A', @@collation_connection FROM DUAL WHERE ? = ?",
+			"RELEASE",
+			"?SELECT CHARSET('x'), COLLATION('x'), 'a' = 'A', @@collation_connection FROM DUAL WHERE ? = ?",
+			"SET collation_connection = utf8mb4_bin",
+			"RELEASE",
+			"?SELECT CHARSET('x'), COLLATION('x'), 'a' = 'A', @@collation_connection FROM DUAL WHERE ? = ?",
+			// {coll} is the connection's collation at connect: on the embedded server not
+			// its character set's default, so restoring character_set_connection alone
+			// would leave the default behind.
+			"SET character_set_connection = latin1",
+			"SET collation_connection = '{coll}'",
+			"?SELECT CHARSET('x'), COLLATION('x'), 'a' = 'A', @@collation_connection FROM DUAL WHERE ? = ?",
+			"RELEASE",
+			"?SELECT CHARSET('x'), COLLATION('x'), 'a' = 'A', @@collation_connection FROM DUAL WHERE ? = ?",
+			"SET character_set_connection = latin1, collation_connection = '{coll}'",
+			"RELEASE",
+			"?SELECT CHARSET('x'), COLLATION('x'), 'a' = 'A', @@collation_connection FROM DUAL WHERE ? = ?",
+		}},
+		{"time_zone", []string{
+			"DROP TABLE IF EXISTS " + tbl,
+			"CREATE TABLE " + tbl + " (id INT PRIMARY KEY, ts TIMESTAMP NULL)",
+			"SET time_zone = '+00:00'",
+			"INSERT INTO " + tbl + " VALUES (1, '2020-01-01 00:00:00')",
+			"SET time_zone = DEFAULT",
+			"?SELECT ts, UNIX_TIMESTAMP(ts), FROM_UNIXTIME(0), UNIX_TIMESTAMP('2020-01-01 00:00:00'), ts = '2020-01-01 00:00:00', @@time_zone FROM " + tbl + " WHERE ? = ?",
+			"SET time_zone = '+05:30'",
+			"?SELECT ts, UNIX_TIMESTAMP(ts), FROM_UNIXTIME(0), UNIX_TIMESTAMP('2020-01-01 00:00:00'), ts = '2020-01-01 00:00:00', @@time_zone FROM " + tbl + " WHERE ? = ?",
+			"RELEASE",
+			"?SELECT ts, UNIX_TIMESTAMP(ts), FROM_UNIXTIME(0), UNIX_TIMESTAMP('2020-01-01 00:00:00'), ts = '2020-01-01 00:00:00', @@time_zone FROM " + tbl + " WHERE ? = ?",
+			"DROP TABLE " + tbl,
+		}},
+		{"results-timeouts", []string{
+			"?SELECT 'é', HEX('é'), IFNULL(@@character_set_results, 'NULL'), @@wait_timeout, @@interactive_timeout FROM DUAL WHERE ? = ?",
+			"SET character_set_results = latin1, wait_timeout = 77, SESSION interactive_timeout = 78",
+			"?SELECT 'é', HEX('é'), IFNULL(@@character_set_results, 'NULL'), @@wait_timeout, @@interactive_timeout FROM DUAL WHERE ? = ?",
+			"SET @@session.character_set_results = NULL",
+			"?SELECT 'é', HEX('é'), IFNULL(@@character_set_results, 'NULL'), @@wait_timeout, @@interactive_timeout FROM DUAL WHERE ? = ?",
+			"RELEASE",
+			"?SELECT 'é', HEX('é'), IFNULL(@@character_set_results, 'NULL'), @@wait_timeout, @@interactive_timeout FROM DUAL WHERE ? = ?",
+		}},
+	}
+	if mysqltest.IsMariaDB() {
+		// The statement timeout (MariaDB's max_statement_time; the embedded server has none).
+		scenarios = append(scenarios, struct {
+			name  string
+			steps []string
+		}{"max_statement_time", []string{
+			"?SELECT SLEEP(0.5), @@max_statement_time FROM DUAL WHERE ? = ?",
+			"SET max_statement_time = 0.05",
+			"?SELECT SLEEP(0.5), @@max_statement_time FROM DUAL WHERE ? = ?",
+			"RELEASE",
+			"?SELECT SLEEP(0.5), @@max_statement_time FROM DUAL WHERE ? = ?",
+		}})
 	}
 	ctx := context.Background()
+	var coll string
+	{
+		plain := sql.OpenDB(mysqlConnector(t, dsn))
+		err := plain.QueryRowContext(ctx, "SELECT @@collation_connection").Scan(&coll)
+		_ = plain.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, sc := range scenarios {
+		for i, s := range sc.steps {
+			sc.steps[i] = strings.ReplaceAll(s, "{coll}", coll)
+		}
+	}
 	run := func(t *testing.T, db *sql.DB, steps []string) []string {
 		c, err := db.Conn(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close()
+		defer func() { _ = c.Close() }()
 		var out []string
 		for _, s := range steps {
+			if s == "RELEASE" {
+				if err := c.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if c, err = db.Conn(ctx); err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, "ok")
+				continue
+			}
 			out = append(out, useOutcome(ctx, c, s))
 		}
 		return out
@@ -294,6 +402,7 @@ func TestStmtCacheSessionChanges(t *testing.T) {
 		t.Run(sc.name, func(t *testing.T) {
 			plain := sql.OpenDB(mysqlConnector(t, dsn))
 			plain.SetMaxOpenConns(1)
+			plain.SetMaxIdleConns(-1) // a fresh connection after each RELEASE: the baseline
 			want := run(t, plain, sc.steps)
 			_ = plain.Close()
 			p := newMySQLPool(t, dsn, pool.Config{MaxConns: 1})

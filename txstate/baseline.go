@@ -122,14 +122,26 @@ const BaselineQuery = "SELECT DATABASE(), @@autocommit, @@sql_mode, " +
 	"/*M! 'max_statement_time', @@max_statement_time */ " +
 	"/*!50720 'max_execution_time', @@max_execution_time */"
 
+// BaselineCoreQuery is the fallback for a server that rejects BaselineQuery
+// (a system variable it does not have, such as max_statement_time on MariaDB
+// before 10.1, or interactive_timeout behind some proxies): it records only
+// DATABASE(), @@autocommit, @@sql_mode, the isolation level and the read-only
+// flag, with the same executable comments. BaselineFromRow accepts its row; the
+// Baseline then holds no Variables, so a SET of one discards the connection
+// while a change of database, autocommit, isolation or access mode is still
+// reset.
+const BaselineCoreQuery = "SELECT DATABASE(), @@autocommit, @@sql_mode, " +
+	"/*M! @@tx_isolation, @@tx_read_only */ " +
+	"/*!50720 @@transaction_isolation, @@transaction_read_only */"
+
 // BaselineColumns is the number of columns BaselineQuery returns.
 const BaselineColumns = 14
 
-// baselineCoreColumns is the number of columns of the baseline query before
-// session variables were restored (database, autocommit, sql_mode, isolation,
-// read-only). BaselineFromRow still accepts such a row: it records no
-// variables, so a SET of one discards the connection.
-const baselineCoreColumns = 5
+// BaselineCoreColumns is the number of columns BaselineCoreQuery returns
+// (database, autocommit, sql_mode, isolation, read-only). BaselineFromRow
+// accepts such a row: it records no variables, so a SET of one discards the
+// connection.
+const BaselineCoreColumns = 5
 
 // baselineVarColumns are the variables of BaselineQuery's columns 5 to 11.
 var baselineVarColumns = [...]sysVar{
@@ -145,7 +157,7 @@ var baselineVarColumns = [...]sysVar{
 // session variables. It returns an error naming the column it cannot read.
 func BaselineFromRow(row []driver.Value) (Baseline, error) {
 	var b Baseline
-	if len(row) != BaselineColumns && len(row) != baselineCoreColumns {
+	if len(row) != BaselineColumns && len(row) != BaselineCoreColumns {
 		return b, fmt.Errorf("txstate: baseline row has %d columns, want %d", len(row), BaselineColumns)
 	}
 	db, _, err := text(row[0])
@@ -169,14 +181,14 @@ func BaselineFromRow(row []driver.Value) (Baseline, error) {
 	if b.ReadOnly, err = boolean(row[4]); err != nil {
 		return b, fmt.Errorf("txstate: baseline column read-only: %w", err)
 	}
-	if len(row) == baselineCoreColumns {
+	if len(row) == BaselineCoreColumns {
 		return b, nil
 	}
 	if valid {
 		b.Variables.Set(sysVars[vSQLMode].name, mode)
 	}
 	for i, v := range baselineVarColumns {
-		val, ok, err := scalar(row[baselineCoreColumns+i])
+		val, ok, err := scalar(row[BaselineCoreColumns+i])
 		if err != nil {
 			return b, fmt.Errorf("txstate: baseline column @@%s: %w", sysVars[v].name, err)
 		}

@@ -159,12 +159,22 @@ func FuzzClassify(f *testing.F) {
 		if got := Classify(w); got != c.want {
 			t.Fatalf("Classify(%q) = %v, want %v (from %q)", w, got, c.want, strings.Join(c.tokens, " "))
 		}
-		plain := NewTracker(testBase)
-		plain.Statement(strings.Join(c.tokens, " "))
-		wrapped := NewTracker(testBase)
-		wrapped.Statement(w)
-		if a, b := plain.Plan(), wrapped.Plan(); a.Action != b.Action || !strings.EqualFold(strings.Join(a.Statements, "|"), strings.Join(b.Statements, "|")) {
-			t.Fatalf("plan of %q = %v %q, of %q = %v %q", strings.Join(c.tokens, " "), a.Action, a.Statements, w, b.Action, b.Statements)
+		// Under a baseline with the restorable variables too (varBase), so
+		// that SET plans restore rather than discard; and the statement
+		// cache's view (Resolution) is the same.
+		for _, base := range []Baseline{testBase, varBase} {
+			plain := NewTracker(base)
+			plain.Statement(strings.Join(c.tokens, " "))
+			wrapped := NewTracker(base)
+			wrapped.Statement(w)
+			if a, b := plain.Plan(), wrapped.Plan(); a.Action != b.Action || !strings.EqualFold(strings.Join(a.Statements, "|"), strings.Join(b.Statements, "|")) {
+				t.Fatalf("plan of %q = %v %q, of %q = %v %q", strings.Join(c.tokens, " "), a.Action, a.Statements, w, b.Action, b.Statements)
+			}
+			pdb, pgen, pknown := plain.Resolution()
+			wdb, wgen, wknown := wrapped.Resolution()
+			if pknown != wknown || pgen != wgen || !strings.EqualFold(pdb, wdb) {
+				t.Fatalf("Resolution after %q = %q %d %v, after %q = %q %d %v", strings.Join(c.tokens, " "), pdb, pgen, pknown, w, wdb, wgen, wknown)
+			}
 		}
 
 		// Two statements are never taken for one.

@@ -454,11 +454,14 @@ func (t *Tracker) discard(reason string) {
 // (as USE named it, or the baseline's; "" for none, or for a Tracker
 // without baseline, the database selected at connect). known is false when
 // the Tracker cannot tell how the server would resolve a statement: the
-// database is unknown (a failed USE, DROP DATABASE, USE it cannot parse) or
-// the session state is unknown (a SET of sql_mode, NAMES or another
-// variable, sql.Conn.Raw, a statement it does not recognise); a cache must
-// then prepare anew and not share the statement. gen changes whenever db or
-// known may have changed, and at every Done: a statement prepared at one
+// database is unknown (a failed USE, DROP DATABASE, USE it cannot parse), the
+// session state is unknown (a SET of a variable it does not restore,
+// sql.Conn.Raw, a statement it does not recognise), or sql_mode or the
+// connection's character sets or collation differ from the baseline (they
+// are fixed into a statement when the server prepares it; time_zone and the
+// other restored variables are read when it runs); a cache must then prepare
+// anew and not share the statement. gen changes whenever db or known may have
+// changed, and at every Done: a statement prepared at one
 // gen must be prepared again before it runs at another (keyed by db, that
 // is a cache lookup). Resolution does not allocate.
 func (t *Tracker) Resolution() (db string, gen uint32, known bool) {
@@ -509,9 +512,17 @@ func (t *Tracker) setVars(in *info) {
 	if in.vars&resolutionVars != 0 {
 		t.gen++ // a statement prepared now may resolve differently (Resolution)
 	}
+	vals := &in.vals
+	if in.vars&(1<<vCollationConnection) != 0 && vals[vCharsetConnection] == "" &&
+		sameValue(vCollationConnection, vals[vCollationConnection], t.baseVal[vCollationConnection], t.baseOK&(1<<vCollationConnection) != 0) {
+		// The statement left collation_connection at the baseline's (it was assigned
+		// after any character set, which would have made it unknown): a collation
+		// names its character set, so character_set_connection is the baseline's too.
+		vals[vCharsetConnection] = t.baseVal[vCharsetConnection]
+	}
 	for m := in.vars; m != 0; m &= m - 1 {
 		v := sysVar(bits16(m))
-		if sameValue(v, in.vals[v], t.baseVal[v], t.baseOK&(1<<v) != 0) {
+		if sameValue(v, vals[v], t.baseVal[v], t.baseOK&(1<<v) != 0) {
 			t.st.vars &^= 1 << v
 		} else {
 			t.st.vars |= 1 << v
@@ -526,6 +537,13 @@ func (t *Tracker) setVars(in *info) {
 				t.st.quoting = QuotingUnknown
 			}
 		}
+	}
+	if t.st.vars&(1<<vCharsetConnection) != 0 {
+		// Assigning character_set_connection also sets collation_connection, to the
+		// character set's default: the reset must restore the collation after it, or a
+		// baseline collation that is not its character set's default (go-sql-driver's
+		// collation parameter) would leak the default to the next borrower.
+		t.st.vars |= 1 << vCollationConnection
 	}
 	if t.st.vars != 0 {
 		t.st.dirty |= dVars

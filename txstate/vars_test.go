@@ -213,3 +213,48 @@ func TestBaselineFromRowVariables(t *testing.T) {
 		}
 	}
 }
+
+// On a connection whose collation is not its character set's default (go-sql-driver/mysql's
+// collation parameter, or a server's collation_server), assigning character_set_connection
+// also sets the collation, to the character set's default: a reset that restores the
+// character set must restore the collation after it, and a collation set back to the
+// baseline's brings the character set back with it (a collation names its character set).
+func TestTrackerConnectionCollation(t *testing.T) {
+	b := varBase
+	b.Variables.Set("collation_connection", "utf8mb4_unicode_ci")
+	both := []string{"SET character_set_connection='utf8mb4', collation_connection='utf8mb4_unicode_ci'"}
+	cases := []struct {
+		name   string
+		ops    []string
+		action Action
+		stmts  []string
+	}{
+		{"collation already there", []string{"SET collation_connection = utf8mb4_unicode_ci"}, ActionNone, nil},
+		{"character set, then the collation back", []string{"SET character_set_connection = latin1", "SET collation_connection = 'utf8mb4_unicode_ci'"}, ActionNone, nil},
+		{"both in one SET", []string{"SET character_set_connection = latin1, @@session.collation_connection = utf8mb4_unicode_ci"}, ActionNone, nil},
+		{"collation back, then the character set", []string{"SET collation_connection = utf8mb4_unicode_ci, character_set_connection = latin1"}, ActionReset, both},
+		{"NAMES, then the connection collation back", []string{"SET NAMES latin1", "SET collation_connection = utf8mb4_unicode_ci"}, ActionReset,
+			[]string{"SET character_set_client='utf8mb4', character_set_results='utf8mb4'"}},
+		{"character set of the baseline", []string{"SET character_set_connection = utf8mb4"}, ActionReset, []string{"SET collation_connection='utf8mb4_unicode_ci'"}},
+		{"another character set", []string{"SET character_set_connection = latin1"}, ActionReset, both},
+		{"another collation", []string{"SET collation_connection = utf8mb4_bin"}, ActionReset, both},
+		{"collation expression", []string{"SET collation_connection = @c"}, ActionReset, both},
+	}
+	for _, c := range cases {
+		tr := NewTracker(b)
+		run(tr, c.ops)
+		p := tr.Plan()
+		if p.Action != c.action || !reflect.DeepEqual(p.Statements, c.stmts) && len(c.stmts)+len(p.Statements) > 0 {
+			t.Errorf("%s: Plan() = %v %q (%s); want %v %q", c.name, p.Action, p.Statements, p.Reason, c.action, c.stmts)
+		}
+	}
+	// A character set restored alone, with a collation that cannot be written back: discard.
+	nb := b
+	nb.Variables.Set("collation_connection", "it's")
+	tr := NewTracker(nb)
+	tr.Statement("SET character_set_connection = latin1, collation_connection = utf8mb4_bin")
+	tr.Statement("SET collation_connection = utf8mb4_bin, character_set_connection = utf8mb4")
+	if p := tr.Plan(); p.Action != ActionDiscard {
+		t.Errorf("collation not restorable: Plan() = %v %q; want a discard", p.Action, p.Statements)
+	}
+}

@@ -133,6 +133,8 @@ func TestServerErrorsOnMariaDB(t *testing.T) {
 				for _, c := range held {
 					_ = c.Close()
 				}
+				ro.SetMaxIdleConns(0) // close them, not just park them: the restore needs a slot
+				ro.SetMaxIdleConns(2)
 			}()
 			for range 20 {
 				c, err := ro.Conn(ctx)

@@ -112,31 +112,8 @@ func normalised(t *testing.T, sent []zkmodel.SpanModel, ser zkreporter.SpanSeria
 }
 
 func clientsEndToEnd(t *testing.T, args ...string) {
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	logs := &syncBuffer{}
-	env := envFunc("AUTOCOMPLETE_KEYS", "http.method,env")
-	go func() {
-		done <- run(ctx, append([]string{"-listen", "127.0.0.1:0"}, args...), env, &syncBuffer{}, logs, ready)
-	}()
-	var base string
-	select {
-	case addr := <-ready:
-		base = "http://" + addr
-	case err := <-done:
-		cancel()
-		t.Fatalf("run: %v\n%s", err, logs)
-	case <-time.After(60 * time.Second):
-		cancel()
-		t.Fatal("not listening after 60 s")
-	}
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run returned %v\n%s", err, logs)
-		}
-	}()
+	base, stop := runInProcess(t, envFunc("AUTOCOMPLETE_KEYS", "http.method,env"), args...)
+	defer stop()
 	endpoint := base + "/api/v2/spans"
 
 	// zipkin-go: a server span calling a backend (client span, then the

@@ -281,8 +281,8 @@ func mysqlFromEnv(getenv func(string) string) (*mysql.Config, error) {
 }
 
 // parseJDBCURL maps Zipkin's MYSQL_JDBC_URL (jdbc:mysql://host:port/db?props
-// or jdbc:mariadb://…) to the driver's configuration. Credentials in the
-// URL win over MYSQL_USER/MYSQL_PASS (which Zipkin also applies to the
+// or jdbc:mariadb://…, optionally with user[:password]@ before the host) to
+// the driver's configuration. Credentials in the URL win over MYSQL_USER/MYSQL_PASS (which Zipkin also applies to the
 // URL). Properties that do not map are returned as warnings.
 func parseJDBCURL(raw string, getenv func(string) string) (*mysql.Config, []string, error) {
 	bad := func(why string) error {
@@ -306,6 +306,12 @@ func parseJDBCURL(raw string, getenv func(string) string) (*mysql.Config, []stri
 	}
 	hostPart, pathQuery, _ := strings.Cut(rest, "/")
 	dbName, query, _ := strings.Cut(pathQuery, "?")
+	// Connector/J's user:password@ before the hosts: credentials, never
+	// part of the address that errors, /info and /health print.
+	var userInfo string
+	if at := strings.LastIndex(hostPart, "@"); at >= 0 {
+		userInfo, hostPart = hostPart[:at], hostPart[at+1:]
+	}
 	hosts := strings.Split(hostPart, ",")
 	if len(hosts) > 1 {
 		warns = append(warns, fmt.Sprintf("MYSQL_JDBC_URL names %d hosts; only the first (%s) is used", len(hosts), hosts[0]))
@@ -319,7 +325,8 @@ func parseJDBCURL(raw string, getenv func(string) string) (*mysql.Config, []stri
 	}
 	props, err := url.ParseQuery(query)
 	if err != nil {
-		return nil, nil, bad("properties: " + err.Error())
+		// The error quotes the bad escape, which may be part of a password.
+		return nil, nil, bad("a property has an invalid %-escape")
 	}
 	m := mysql.NewConfig()
 	m.Net = "tcp"
@@ -328,6 +335,17 @@ func parseJDBCURL(raw string, getenv func(string) string) (*mysql.Config, []stri
 		return nil, nil, bad("database name: " + err.Error())
 	}
 	m.User, m.Passwd = getenv("MYSQL_USER"), getenv("MYSQL_PASS")
+	if userInfo != "" {
+		u, p, hasPass := strings.Cut(userInfo, ":")
+		if m.User, err = url.PathUnescape(u); err != nil {
+			return nil, nil, bad("the user before @ has an invalid %-escape")
+		}
+		if hasPass {
+			if m.Passwd, err = url.PathUnescape(p); err != nil {
+				return nil, nil, bad("the password before @ has an invalid %-escape")
+			}
+		}
+	}
 	keys := make([]string, 0, len(props))
 	for k := range props {
 		keys = append(keys, k)
@@ -350,8 +368,12 @@ func parseJDBCURL(raw string, getenv func(string) string) (*mysql.Config, []stri
 		case "password":
 			m.Passwd = v
 		case "usessl", "requiressl":
-			if b, err := strconv.ParseBool(v); err == nil && b {
-				m.TLSConfig = "true"
+			if b, err := strconv.ParseBool(v); err == nil {
+				if b {
+					m.TLSConfig = "true"
+				} else if m.TLSConfig == "" {
+					m.TLSConfig = "false"
+				}
 			}
 		case "trustservercertificate", "verifyservercertificate":
 			b, err := strconv.ParseBool(v)
@@ -382,6 +404,7 @@ func parseJDBCURL(raw string, getenv func(string) string) (*mysql.Config, []stri
 	if noVerify && m.TLSConfig == "true" {
 		m.TLSConfig = "skip-verify"
 	}
+	// MYSQL_USE_SSL applies only when the URL says nothing about TLS.
 	if m.TLSConfig == "" {
 		if b, _ := envBool(getenv, "MYSQL_USE_SSL", false); b {
 			m.TLSConfig = "true"

@@ -121,3 +121,54 @@ func TestParseConfigErrors(t *testing.T) {
 		t.Fatalf("%v %+v", err, c)
 	}
 }
+
+// Connector/J accepts credentials before the host
+// (jdbc:mysql://user:password@host:3306/db): they are credentials, never
+// part of the address that errors, /info and /health print, and an invalid
+// URL is reported without quoting them.
+func TestParseJDBCURLUserInfo(t *testing.T) {
+	c, err := parseConfig(nil, envFunc("MYSQL_PASS", "envpass", "MYSQL_JDBC_URL", "jdbc:mysql://ju:S3cret%40x@db:3307/zipkin"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.MySQL
+	if m.Addr != "db:3307" || m.User != "ju" || m.Passwd != "S3cret@x" || m.DBName != "zipkin" {
+		t.Fatalf("%+v", m)
+	}
+	if strings.Contains(c.Addr(), "S3cret") || c.Password() != "S3cret@x" {
+		t.Fatalf("Addr %q Password %q", c.Addr(), c.Password())
+	}
+	// A user without a password keeps MYSQL_PASS, as with ?user=.
+	c, err = parseConfig(nil, envFunc("MYSQL_PASS", "envpass", "MYSQL_JDBC_URL", "jdbc:mysql://ju@db/zipkin"), io.Discard)
+	if err != nil || c.MySQL.Addr != "db:3306" || c.MySQL.User != "ju" || c.MySQL.Passwd != "envpass" {
+		t.Fatalf("%v %+v", err, c.MySQL)
+	}
+	for _, bad := range []string{
+		"jdbc:mysql://db/zipkin?user=u&password=S3cret%zz",
+		"jdbc:mysql://u:S3cret%zz@db/zipkin",
+	} {
+		_, err := parseConfig(nil, envFunc("MYSQL_JDBC_URL", bad), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "MYSQL_JDBC_URL") || strings.Contains(err.Error(), "%zz") {
+			t.Errorf("%s: %v", bad, err)
+		}
+	}
+}
+
+// A TLS setting in MYSQL_JDBC_URL wins over MYSQL_USE_SSL, which applies
+// only when the URL says nothing about TLS.
+func TestJDBCURLTLSOverridesUseSSL(t *testing.T) {
+	for _, c := range []struct{ url, want string }{
+		{"jdbc:mysql://db/zipkin?useSSL=false", "false"},
+		{"jdbc:mysql://db/zipkin?sslMode=DISABLED", "false"},
+		{"jdbc:mysql://db/zipkin?useSSL=true", "true"},
+		{"jdbc:mysql://db/zipkin", "true"},
+	} {
+		cfg, err := parseConfig(nil, envFunc("MYSQL_USE_SSL", "true", "MYSQL_JDBC_URL", c.url), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.MySQL.TLSConfig != c.want {
+			t.Errorf("%s with MYSQL_USE_SSL=true: tls=%q, want %q", c.url, cfg.MySQL.TLSConfig, c.want)
+		}
+	}
+}

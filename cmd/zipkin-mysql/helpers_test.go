@@ -256,3 +256,35 @@ func envFunc(kv ...string) func(string) string {
 	}
 	return func(k string) string { return m[k] }
 }
+
+// runInProcess runs the command in this process on a free port with args
+// and env, and returns its base URL once it listens. stop ends it and
+// fails the test if run returned an error.
+func runInProcess(t *testing.T, env func(string) string, args ...string) (base string, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	logs := &syncBuffer{}
+	go func() {
+		done <- run(ctx, append([]string{"-listen", "127.0.0.1:0"}, args...), env, &syncBuffer{}, logs, ready)
+	}()
+	select {
+	case addr := <-ready:
+		base = "http://" + addr
+	case err := <-done:
+		cancel()
+		t.Fatalf("run: %v\n%s", err, logs)
+	case <-time.After(60 * time.Second):
+		cancel()
+		<-done
+		t.Fatal("not listening after 60 s")
+	}
+	return base, func() {
+		t.Helper()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run returned %v\n%s", err, logs)
+		}
+	}
+}

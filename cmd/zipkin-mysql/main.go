@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -113,11 +114,15 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return &startError{err.Error()}
 	}
 
+	maxConns := cfg.MaxConns
+	if cfg.Embedded {
+		maxConns = 1 // see openStorage
+	}
 	writers := cfg.Writers
 	if writers == 0 {
 		writers = min(4, max(1, cfg.MaxConns/2))
 		if cfg.Embedded {
-			// The embedded server loses the writes of concurrent transactions.
+			// The embedded server has one connection (see openStorage).
 			writers = 1
 		}
 	}
@@ -139,11 +144,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			"user":             st.user,
 			"dsnSource":        cfg.DSNSource,
 			"pool":             cfg.Pool,
-			"maxConnections":   cfg.MaxConns,
+			"maxConnections":   maxConns,
 			"writers":          writers,
 			"strictTraceId":    cfg.StrictTraceID,
 			"searchEnabled":    cfg.SearchEnabled,
-			"autocompleteKeys": cfg.AutocompleteKeys,
+			"autocompleteKeys": append([]string{}, cfg.AutocompleteKeys...), // [] when none, not null
 			"sampleRate":       cfg.SampleRate,
 		},
 		// The trace viewer at /zipkin/; / redirects there.
@@ -257,6 +262,12 @@ func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *promet
 		}
 		initSchema = true
 	}
+	// The driver's own log lines go to the structured log, and not at all
+	// while probing: a start-up failure is the one line probe returns.
+	dlog := &driverLogger{log: log}
+	dlog.quiet.Store(true)
+	mcfg = mcfg.Clone()
+	mcfg.Logger = dlog
 	connector, err := mysql.NewConnector(mcfg)
 	if err != nil {
 		closeAll()
@@ -266,13 +277,22 @@ func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *promet
 		closeAll()
 		return nil, err
 	}
+	dlog.quiet.Store(false)
 
+	maxConns := cfg.MaxConns
+	if cfg.Embedded {
+		// go-mysql-server's in-memory engine puts back, when a statement's
+		// transaction commits, its snapshot of every table the statement
+		// read: a SELECT overlapping another connection's COMMIT reverts
+		// that commit. One connection runs every statement in turn.
+		maxConns = 1
+	}
 	var db *sql.DB
 	switch cfg.Pool {
 	case "database-sql":
 		db = sql.OpenDB(connector)
-		db.SetMaxOpenConns(cfg.MaxConns)
-		db.SetMaxIdleConns(cfg.MaxConns)
+		db.SetMaxOpenConns(maxConns)
+		db.SetMaxIdleConns(maxConns)
 		closers = append(closers, func() { _ = db.Close() })
 	default:
 		m, err := metrics.New(metrics.Options{})
@@ -282,7 +302,7 @@ func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *promet
 		}
 		p, err := pool.New(connector, pool.Config{
 			Name:                      "zipkin",
-			MaxConns:                  cfg.MaxConns,
+			MaxConns:                  maxConns,
 			InitializationFailTimeout: cfg.ConnectTimeout,
 			ConnectTimeout:            cfg.ConnectTimeout,
 			Events:                    m,
@@ -333,6 +353,19 @@ func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *promet
 		name = "MySQLStorage{embedded " + mcfg.Addr + "}"
 	}
 	return &openedStorage{store: store, mysql: store, name: name, user: mcfg.User, close: closeAll}, nil
+}
+
+// driverLogger is go-sql-driver/mysql's logger: its messages become
+// warnings of the command's structured log, or are dropped while quiet.
+type driverLogger struct {
+	log   *slog.Logger
+	quiet atomic.Bool
+}
+
+func (l *driverLogger) Print(v ...any) {
+	if !l.quiet.Load() {
+		l.log.Warn("mysql driver: " + strings.TrimSpace(fmt.Sprint(v...)))
+	}
 }
 
 // probe opens and closes one connection, retrying errors that may pass

@@ -47,6 +47,23 @@ var restoreCases = []restoreCase{
 	{name: "character_set_connection", set: []string{"SET character_set_connection = latin1"}, read: "CONCAT_WS(' ', @@character_set_connection, @@collation_connection)"},
 	{name: "character_set_results", set: []string{"SET character_set_results = NULL"}, read: "IFNULL(@@character_set_results, 'NULL')"},
 	{name: "collation_connection", set: []string{"SET collation_connection = utf8mb4_bin"}, read: "CONCAT_WS(' ', @@character_set_connection, @@collation_connection)"},
+	// A DSN collation that is not its character set's default: restoring character_set_connection
+	// alone would leave the character set's default collation behind.
+	{name: "collation_connection already there (DSN collation)", params: map[string]string{"charset": "utf8mb4 utf8mb4_unicode_ci"},
+		set: []string{"SET collation_connection = utf8mb4_unicode_ci"}, keeps: true,
+		read: "CONCAT_WS(' ', @@character_set_client, @@character_set_connection, @@character_set_results, @@collation_connection)"},
+	{name: "character_set_connection, then the collation back (DSN collation)", params: map[string]string{"charset": "utf8mb4 utf8mb4_unicode_ci"},
+		set: []string{"SET character_set_connection = latin1", "SET collation_connection = utf8mb4_unicode_ci"}, keeps: true,
+		read: "CONCAT_WS(' ', @@character_set_client, @@character_set_connection, @@character_set_results, @@collation_connection)"},
+	{name: "character_set_connection and the collation back in one SET (DSN collation)", params: map[string]string{"charset": "utf8mb4 utf8mb4_unicode_ci"},
+		set: []string{"SET character_set_connection = latin1, @@SESSION.collation_connection = 'utf8mb4_unicode_ci'"}, keeps: true,
+		read: "CONCAT_WS(' ', @@character_set_client, @@character_set_connection, @@character_set_results, @@collation_connection)"},
+	{name: "NAMES, then the collation back (DSN collation)", params: map[string]string{"charset": "utf8mb4 utf8mb4_unicode_ci"},
+		set: []string{"SET NAMES latin1", "SET character_set_client = utf8mb4, character_set_results = utf8mb4, collation_connection = utf8mb4_unicode_ci"}, keeps: true,
+		read: "CONCAT_WS(' ', @@character_set_client, @@character_set_connection, @@character_set_results, @@collation_connection)"},
+	{name: "character_set_connection (DSN collation)", params: map[string]string{"charset": "utf8mb4 utf8mb4_unicode_ci"},
+		set:  []string{"SET character_set_connection = utf8mb4"},
+		read: "CONCAT_WS(' ', @@character_set_client, @@character_set_connection, @@character_set_results, @@collation_connection)"},
 	{name: "max_statement_time", params: map[string]string{"max_statement_time": "30"},
 		set: []string{"SET max_statement_time = 0.5"}, read: "@@max_statement_time"},
 	{name: "wait_timeout", params: map[string]string{"wait_timeout": "3600"},
@@ -113,7 +130,8 @@ func TestSessionVariablesRestored(t *testing.T) {
 	}
 }
 
-// withParams adds DSN parameters (system variables to set at connect, or the driver's charset).
+// withParams adds DSN parameters (system variables to set at connect, or the driver's charset
+// and collation as "charset" or "charset collation").
 func withParams(t *testing.T, dsn string, params map[string]string) string {
 	t.Helper()
 	cfg, err := mysql.ParseDSN(dsn)
@@ -121,8 +139,9 @@ func withParams(t *testing.T, dsn string, params map[string]string) string {
 		t.Fatal(err)
 	}
 	for k, v := range params {
-		if k == "charset" {
-			if err := cfg.Apply(mysql.Charset(v, "")); err != nil {
+		if k == "charset" { // "charset" or "charset collation"
+			cs, coll, _ := strings.Cut(v, " ")
+			if err := cfg.Apply(mysql.Charset(cs, coll)); err != nil {
 				t.Fatal(err)
 			}
 			continue

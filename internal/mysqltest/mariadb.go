@@ -37,6 +37,7 @@ const MariaDBReadyTimeout = 60 * time.Second
 // MariaDB is a private mariadbd started by StartMariaDB for one test.
 type MariaDB struct {
 	datadir string
+	tmpdir  string // private tmpdir (--tmpdir), beside datadir
 	sockdir string
 	port    int
 	bin     string
@@ -60,7 +61,14 @@ func StartMariaDB(tb testing.TB) *MariaDB {
 		skipOrFail(tb, "mariadbd or mariadb-install-db is not installed (apt-get install mariadb-server)")
 		return nil
 	}
-	m := &MariaDB{datadir: filepath.Join(tb.TempDir(), "data"), bin: bin}
+	dir := tb.TempDir()
+	m := &MariaDB{datadir: filepath.Join(dir, "data"), tmpdir: filepath.Join(dir, "tmp"), bin: bin}
+	// Each server gets its own tmpdir: with the default (/tmp) servers started at the same
+	// time by packages tested in parallel collide on internal temporary table names
+	// ("Error on delete of '/tmp/#sql-temptable-…'" from mariadb-install-db).
+	if err := os.Mkdir(m.tmpdir, 0o700); err != nil {
+		tb.Fatalf("mysqltest: %v", err)
+	}
 	// Unix socket paths are limited to ~107 bytes; keep the socket short.
 	sockdir, err := os.MkdirTemp("", "mysqltest-")
 	if err != nil {
@@ -70,7 +78,7 @@ func StartMariaDB(tb testing.TB) *MariaDB {
 	tb.Cleanup(func() { _ = os.RemoveAll(sockdir) })
 
 	out, err := exec.Command(installDB, "--no-defaults", "--user=root", "--datadir="+m.datadir,
-		"--auth-root-authentication-method=socket", "--skip-test-db").CombinedOutput()
+		"--tmpdir="+m.tmpdir, "--auth-root-authentication-method=socket", "--skip-test-db").CombinedOutput()
 	if err != nil {
 		tb.Fatalf("mysqltest: mariadb-install-db: %v\n%s", err, out)
 	}
@@ -192,7 +200,18 @@ func (m *MariaDB) Exec(tb testing.TB, query string) {
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := db.ExecContext(ctx, query); err != nil {
+	for {
+		_, err := db.ExecContext(ctx, query)
+		if err == nil {
+			return
+		}
+		// 1040 too many connections: a test that lowered max_connections restores it while
+		// the connections it filled the server with are still closing. Wait for them.
+		var me *mysql.MySQLError
+		if errors.As(err, &me) && me.Number == 1040 && ctx.Err() == nil {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
 		tb.Fatalf("mysqltest: exec %q: %v", query, err)
 	}
 }
@@ -202,6 +221,7 @@ func (m *MariaDB) start(extra ...string) error {
 		"--no-defaults",
 		"--user=root",
 		"--datadir=" + m.datadir,
+		"--tmpdir=" + m.tmpdir,
 		"--socket=" + m.Socket(),
 		"--pid-file=" + filepath.Join(m.datadir, "mysqltest.pid"),
 		"--log-error=" + m.ErrorLogPath(),

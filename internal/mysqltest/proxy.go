@@ -35,6 +35,7 @@ type Proxy struct {
 
 	latency atomic.Int64 // time.Duration
 	refuse  atomic.Bool
+	stalled atomic.Int64 // forwards waiting now in a latency delay or a blackhole
 
 	mu         sync.Mutex
 	closeAfter int64 // bytes; 0 = off
@@ -188,6 +189,11 @@ func (p *Proxy) CloseAfter(n int64) {
 		c.budget.Store(budgetFor(n))
 	}
 }
+
+// Stalled returns how many forwards (a chunk, or a new connection's dial to
+// the target) are held right now by SetLatency or Blackhole: a test waits
+// for it instead of sleeping until a connection is caught.
+func (p *Proxy) Stalled() int64 { return p.stalled.Load() }
 
 // Refuse, when on, makes the proxy close new connections as soon as it
 // accepts them. Existing connections are not affected.
@@ -368,11 +374,16 @@ func (c *proxyConn) waitForward() bool {
 				return true
 			}
 		}
+		p.stalled.Add(1)
+		var ok bool
 		select {
 		case <-ch:
+			ok = true
 		case <-c.done:
-			return false
 		case <-p.closing:
+		}
+		p.stalled.Add(-1)
+		if !ok {
 			return false
 		}
 	}
@@ -385,6 +396,8 @@ func (c *proxyConn) delay() bool {
 	if d <= 0 {
 		return true
 	}
+	c.p.stalled.Add(1)
+	defer c.p.stalled.Add(-1)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

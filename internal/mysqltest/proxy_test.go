@@ -371,7 +371,22 @@ func TestProxyResetAllSendsRST(t *testing.T) {
 }
 
 // proxyGoroutines returns the stacks of goroutines running proxy code.
+//
+// A goroutine that has called wg.Done may still be in its last instructions
+// when Close's wg.Wait returns, so a non-empty answer is asked again for up
+// to 5 s: what is counted is goroutines still running proxy code after that.
 func proxyGoroutines() []string {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		g := proxyGoroutinesNow()
+		if len(g) == 0 || time.Now().After(deadline) {
+			return g
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func proxyGoroutinesNow() []string {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	var out []string
@@ -404,13 +419,13 @@ func TestProxyCloseEndsGoroutines(t *testing.T) {
 	slow := openDB(t, dsn)
 	slowErr := make(chan error, 1)
 	go func() { slowErr <- slow.PingContext(ctx) }()
-	time.Sleep(50 * time.Millisecond)
+	waitStalled(t, p, 1) // its first chunk is sleeping in the hour of latency
 	p.SetLatency(0)
 	p.Blackhole(true) // a connection held by the blackhole
 	held := openDB(t, dsn)
 	heldErr := make(chan error, 1)
 	go func() { heldErr <- held.PingContext(ctx) }()
-	time.Sleep(50 * time.Millisecond)
+	waitStalled(t, p, 2) // and this one is held by the blackhole
 
 	closed := make(chan error, 1)
 	go func() { closed <- p.Close() }()
@@ -436,5 +451,17 @@ func TestProxyCloseEndsGoroutines(t *testing.T) {
 	}
 	if _, err := net.DialTimeout("tcp", p.Addr(), time.Second); err == nil {
 		t.Error("closed proxy still accepts")
+	}
+}
+
+// waitStalled waits until n forwards are held by latency or a blackhole.
+func waitStalled(t *testing.T, p *Proxy, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for p.Stalled() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d forwards stalled after 10s; want %d", p.Stalled(), n)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -36,7 +36,9 @@ func (e *SpanError) Unwrap() error { return e.Err }
 type BatchError struct {
 	// Format is the format that was being read.
 	Format Format
-	// Errors holds one entry per invalid span, in input order.
+	// Errors holds one entry per invalid span, in input order, and, when
+	// Malformed, a last entry for where parsing stopped (which may be in a
+	// span already listed, or outside any span).
 	Errors []SpanError
 	// Malformed is true when the input could not be parsed to its end
 	// (broken JSON or protobuf framing); spans after the point of failure
@@ -49,8 +51,8 @@ const maxListedErrors = 5
 
 // Error returns a message in Zipkin's style, such as
 // "No value at $[3].tags.key reading List<Span> from json". When several
-// spans are invalid the first few are listed, separated by "; ", followed by
-// the total.
+// spans are invalid the first few problems are listed, separated by "; ",
+// followed by the number of invalid spans.
 func (e *BatchError) Error() string {
 	var b strings.Builder
 	for i := range e.Errors {
@@ -71,7 +73,7 @@ func (e *BatchError) Error() string {
 	} else {
 		b.WriteString("json")
 	}
-	if n := len(e.Errors); n > 1 {
+	if n := len(e.Indexes()); n > 1 {
 		b.WriteString(" (")
 		b.WriteString(strconv.Itoa(n))
 		b.WriteString(" invalid spans)")
@@ -99,6 +101,22 @@ func (e *BatchError) Indexes() []int {
 		}
 	}
 	return out
+}
+
+// missingIDs is Zipkin's error for a span without its trace ID or span ID
+// ("Missing : traceId id"), or nil when it has both.
+func missingIDs(hasTrace, hasID bool) error {
+	if hasTrace && hasID {
+		return nil
+	}
+	msg := "Missing :"
+	if !hasTrace {
+		msg += " traceId"
+	}
+	if !hasID {
+		msg += " id"
+	}
+	return errString(msg)
 }
 
 // errString is a constant error message.

@@ -55,3 +55,27 @@ func ExampleCheckFormat() {
 	// Output:
 	// "Expected a JSON_V2 encoded list, but received: JSON_V1\n"
 }
+
+// Proto3 (Content-Type application/x-protobuf) carries the same spans as
+// JSON v2: AppendProto3Spans writes Zipkin's ListOfSpans, DecodeProto3
+// reads it.
+func ExampleDecodeProto3() {
+	spans, _ := codec.DecodeJSONV2String(`[{"traceId":"5af7183fb1d4cf5f","id":"6b221d5bc9e6496c","name":"get","kind":"SERVER","localEndpoint":{"serviceName":"frontend"}}]`)
+	back, err := codec.DecodeProto3(codec.AppendProto3Spans(nil, spans))
+	fmt.Println(string(codec.AppendJSONV2Spans(nil, back)), err)
+	// Output:
+	// [{"traceId":"5af7183fb1d4cf5f","id":"6b221d5bc9e6496c","kind":"SERVER","name":"get","localEndpoint":{"serviceName":"frontend"}}] <nil>
+}
+
+// JSON v1 (POST /api/v1/spans) is converted to v2 as Zipkin does: a span
+// with the client's and the server's annotations becomes two spans.
+func ExampleDecodeJSONV1() {
+	spans, err := codec.DecodeJSONV1String(`[{"traceId":"5af7183fb1d4cf5f","id":"6b221d5bc9e6496c","name":"get","annotations":[
+		{"timestamp":1000,"value":"cs","endpoint":{"serviceName":"frontend"}},
+		{"timestamp":1100,"value":"sr","endpoint":{"serviceName":"backend"}},
+		{"timestamp":1900,"value":"ss","endpoint":{"serviceName":"backend"}},
+		{"timestamp":2000,"value":"cr","endpoint":{"serviceName":"frontend"}}]}]`)
+	fmt.Println(string(codec.AppendJSONV2Spans(nil, spans)), err)
+	// Output:
+	// [{"traceId":"5af7183fb1d4cf5f","id":"6b221d5bc9e6496c","kind":"CLIENT","name":"get","timestamp":1000,"duration":1000,"localEndpoint":{"serviceName":"frontend"}},{"traceId":"5af7183fb1d4cf5f","id":"6b221d5bc9e6496c","kind":"SERVER","name":"get","timestamp":1100,"duration":800,"localEndpoint":{"serviceName":"backend"},"shared":true}] <nil>
+}

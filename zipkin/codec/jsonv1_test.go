@@ -61,6 +61,8 @@ func TestJSONV1SharedRPCSplitsIntoClientAndServer(t *testing.T) {
 	}
 }
 
+// TestJSONV1Conversions checks what the decoder hands the converter; the
+// conversion rules themselves are tested in zipkin/model/v1.
 func TestJSONV1Conversions(t *testing.T) {
 	tests := []struct {
 		name string
@@ -70,40 +72,26 @@ func TestJSONV1Conversions(t *testing.T) {
 		{"local span with lc marker",
 			`[{"traceId":"1","id":"2","name":"compute","timestamp":10,"duration":5,"binaryAnnotations":[{"key":"lc","value":"","endpoint":{"serviceName":"svc"}}]}]`,
 			`[{"traceId":"0000000000000001","id":"0000000000000002","name":"compute","timestamp":10,"duration":5,"localEndpoint":{"serviceName":"svc"}}]`},
-		{"server side without span timestamp is shared",
-			`[{"traceId":"1","id":"2","name":"get","annotations":[{"timestamp":10,"value":"sr","endpoint":{"serviceName":"b"}},{"timestamp":25,"value":"ss","endpoint":{"serviceName":"b"}}]}]`,
-			`[{"traceId":"0000000000000001","id":"0000000000000002","kind":"SERVER","name":"get","timestamp":10,"duration":15,"localEndpoint":{"serviceName":"b"},"shared":true}]`},
-		{"server side with span timestamp is not shared",
-			`[{"traceId":"1","id":"2","timestamp":10,"duration":15,"annotations":[{"timestamp":10,"value":"sr","endpoint":{"serviceName":"b"}},{"timestamp":25,"value":"ss","endpoint":{"serviceName":"b"}}]}]`,
-			`[{"traceId":"0000000000000001","id":"0000000000000002","kind":"SERVER","timestamp":10,"duration":15,"localEndpoint":{"serviceName":"b"}}]`},
-		{"loopback RPC becomes two spans",
-			`[{"traceId":"1","id":"2","annotations":[{"timestamp":10,"value":"cs","endpoint":{"serviceName":"a"}},{"timestamp":11,"value":"sr","endpoint":{"serviceName":"a"}},{"timestamp":19,"value":"ss","endpoint":{"serviceName":"a"}},{"timestamp":20,"value":"cr","endpoint":{"serviceName":"a"}}]}]`,
-			`[{"traceId":"0000000000000001","id":"0000000000000002","kind":"CLIENT","timestamp":10,"duration":10,"localEndpoint":{"serviceName":"a"}},` +
-				`{"traceId":"0000000000000001","id":"0000000000000002","kind":"SERVER","timestamp":11,"duration":8,"localEndpoint":{"serviceName":"a"},"shared":true}]`},
-		{"client only, cs without cr",
-			`[{"traceId":"1","id":"2","annotations":[{"timestamp":10,"value":"cs","endpoint":{"serviceName":"a"}}],"binaryAnnotations":[{"key":"sa","value":true,"endpoint":{"serviceName":"db","port":3306}}]}]`,
-			`[{"traceId":"0000000000000001","id":"0000000000000002","kind":"CLIENT","timestamp":10,"localEndpoint":{"serviceName":"a"},"remoteEndpoint":{"serviceName":"db","port":3306}}]`},
-		{"producer with ws",
-			`[{"traceId":"1","id":"2","annotations":[{"timestamp":10,"value":"ms","endpoint":{"serviceName":"p"}},{"timestamp":12,"value":"ws","endpoint":{"serviceName":"p"}}],"binaryAnnotations":[{"key":"ma","value":true,"endpoint":{"serviceName":"kafka"}}]}]`,
-			`[{"traceId":"0000000000000001","id":"0000000000000002","kind":"PRODUCER","timestamp":10,"duration":2,"localEndpoint":{"serviceName":"p"},"remoteEndpoint":{"serviceName":"kafka"}}]`},
-		{"consumer only",
-			`[{"traceId":"1","id":"2","annotations":[{"timestamp":10,"value":"mr","endpoint":{"serviceName":"c"}}]}]`,
-			`[{"traceId":"0000000000000001","id":"0000000000000002","kind":"CONSUMER","timestamp":10,"localEndpoint":{"serviceName":"c"}}]`},
-		{"sa without core annotations is just a remote",
-			`[{"traceId":"1","id":"2","binaryAnnotations":[{"key":"sa","value":true,"endpoint":{"serviceName":"db"}}]}]`,
-			`[{"traceId":"0000000000000001","id":"0000000000000002","remoteEndpoint":{"serviceName":"db"}}]`},
-		{"ca without core annotations is a server",
-			`[{"traceId":"1","id":"2","binaryAnnotations":[{"key":"ca","value":true,"endpoint":{"serviceName":"cli"}}]}]`,
-			`[{"traceId":"0000000000000001","id":"0000000000000002","kind":"SERVER","remoteEndpoint":{"serviceName":"cli"}}]`},
 		{"false boolean and non-address booleans dropped",
 			`[{"traceId":"1","id":"2","binaryAnnotations":[{"key":"sa","value":false,"endpoint":{"serviceName":"db"}},{"key":"x","value":true,"endpoint":{"serviceName":"db"}}]}]`,
 			`[{"traceId":"0000000000000001","id":"0000000000000002"}]`},
-		{"Finagle ca with the server's own name loses the name",
-			`[{"traceId":"1","id":"2","annotations":[{"timestamp":10,"value":"sr","endpoint":{"serviceName":"b"}},{"timestamp":20,"value":"ss","endpoint":{"serviceName":"b"}}],"binaryAnnotations":[{"key":"ca","value":true,"endpoint":{"serviceName":"b","ipv4":"10.0.0.1"}}]}]`,
-			`[{"traceId":"0000000000000001","id":"0000000000000002","kind":"SERVER","timestamp":10,"duration":10,"localEndpoint":{"serviceName":"b"},"remoteEndpoint":{"ipv4":"10.0.0.1"},"shared":true}]`},
 		{"annotation without endpoint is not core",
 			`[{"traceId":"1","id":"2","annotations":[{"timestamp":10,"value":"cs"}]}]`,
 			`[{"traceId":"0000000000000001","id":"0000000000000002","annotations":[{"timestamp":10,"value":"cs"}]}]`},
+		{"annotation with an empty endpoint is not core",
+			`[{"traceId":"1","id":"2","annotations":[{"timestamp":10,"value":"cs","endpoint":{"serviceName":""}}]}]`,
+			`[{"traceId":"0000000000000001","id":"0000000000000002","annotations":[{"timestamp":10,"value":"cs"}]}]`},
+		{"address with an empty endpoint is ignored",
+			`[{"traceId":"1","id":"2","binaryAnnotations":[{"key":"ca","value":true,"endpoint":{}}]}]`,
+			`[{"traceId":"0000000000000001","id":"0000000000000002"}]`},
+		{"annotations with equal timestamps ordered by value, as Zipkin's V1Span sorts them",
+			`[{"traceId":"1","id":"2","annotations":[{"timestamp":10,"value":"sr","endpoint":{"serviceName":"b"}},{"timestamp":10,"value":"cs","endpoint":{"serviceName":"a"}}]}]`,
+			`[{"traceId":"0000000000000001","id":"0000000000000002","kind":"CLIENT","timestamp":10,"localEndpoint":{"serviceName":"a"}},` +
+				`{"traceId":"0000000000000001","id":"0000000000000002","kind":"SERVER","timestamp":10,"localEndpoint":{"serviceName":"b"},"shared":true}]`},
+		{"spans reuse no state: the next v1 span converts alone",
+			`[{"traceId":"1","id":"2","annotations":[{"timestamp":10,"value":"cs","endpoint":{"serviceName":"a"}}],"binaryAnnotations":[{"key":"k","value":"v","endpoint":{"serviceName":"a"}}]},{"traceId":"1","id":"3","name":"n"}]`,
+			`[{"traceId":"0000000000000001","id":"0000000000000002","kind":"CLIENT","timestamp":10,"localEndpoint":{"serviceName":"a"},"tags":{"k":"v"}},` +
+				`{"traceId":"0000000000000001","id":"0000000000000003","name":"n"}]`},
 		{"128-bit trace ID and debug",
 			`[{"traceId":"48485a3953bb61246b221d5bc9e6496c","id":"2","debug":true,"traceIdHigh":"ignored"}]`,
 			`[{"traceId":"48485a3953bb61246b221d5bc9e6496c","id":"0000000000000002","debug":true}]`},

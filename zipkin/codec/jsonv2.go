@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/sqlpool/sqlpool/zipkin/model"
+	v1 "github.com/sqlpool/sqlpool/zipkin/model/v1"
 )
 
 // DecodeJSONV2 decodes a JSON v2 list of spans (the body of POST
@@ -216,15 +217,8 @@ func (d *jsonDecoder) spanV2() {
 	if r.failed() {
 		return
 	}
-	if !hasTrace || !hasID {
-		msg := "Missing :"
-		if !hasTrace {
-			msg += " traceId"
-		}
-		if !hasID {
-			msg += " id"
-		}
-		d.spanErr(d.path(""), errString(msg))
+	if err := missingIDs(hasTrace, hasID); err != nil {
+		d.spanErr(d.path(""), err)
 	}
 	if d.bad {
 		return
@@ -313,8 +307,8 @@ func setIP(e *model.Endpoint, s string) {
 }
 
 // annotations reads an annotation list into d.anns. withEndpoint is for v1,
-// whose annotations carry an endpoint (handed to v1State).
-func (d *jsonDecoder) annotations(field string, v1 bool) {
+// whose annotations carry an endpoint: they go to the v1 span being read.
+func (d *jsonDecoder) annotations(field string, withEndpoint bool) {
 	r := &d.r
 	if err := r.startArray(); err != nil {
 		d.spanErr(d.path(field), err)
@@ -345,7 +339,7 @@ func (d *jsonDecoder) annotations(field string, v1 bool) {
 				}
 				a.Value, hasValue = s, true
 			case "endpoint":
-				if v1 && !r.isNull() {
+				if withEndpoint && !r.isNull() {
 					ep = d.endpoint(field + "[" + strconv.Itoa(j) + "].endpoint")
 					continue
 				}
@@ -361,8 +355,8 @@ func (d *jsonDecoder) annotations(field string, v1 bool) {
 			d.spanErr("", errString("Incomplete annotation at "+d.path(field+"["+strconv.Itoa(j)+"]")))
 			continue
 		}
-		if v1 {
-			d.v1.annotations = append(d.v1.annotations, v1Annotation{a.Timestamp, a.Value, ep})
+		if withEndpoint {
+			d.v1.span.Annotations = append(d.v1.span.Annotations, v1.Annotation{Timestamp: a.Timestamp, Value: a.Value, Endpoint: ep})
 		} else {
 			d.anns = append(d.anns, a)
 		}

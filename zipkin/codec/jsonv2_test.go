@@ -327,3 +327,20 @@ func TestJSONEscapingIsValidJSON(t *testing.T) {
 		}
 	}
 }
+
+// A span that is invalid and then cut off is one invalid span, however
+// many of its problems are listed.
+func TestJSONV2MalformedCountsSpansOnce(t *testing.T) {
+	_, err := DecodeJSONV2([]byte(`[{"traceId":`))
+	var be *BatchError
+	if !errors.As(err, &be) || !be.Malformed {
+		t.Fatalf("err %v, want malformed BatchError", err)
+	}
+	if strings.Contains(err.Error(), "invalid spans") || !reflect.DeepEqual(be.Indexes(), []int{0}) {
+		t.Fatalf("%q, indexes %v: want one invalid span", err, be.Indexes())
+	}
+	_, err = DecodeJSONV2([]byte(`[{"traceId":"x","id":"1"},{"traceId":`))
+	if !strings.HasSuffix(err.Error(), "(2 invalid spans)") {
+		t.Fatalf("%q: want (2 invalid spans)", err)
+	}
+}

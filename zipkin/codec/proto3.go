@@ -287,15 +287,8 @@ func (d *pbDecoder) span(index int, m []byte) {
 		}
 		return -1
 	})
-	if !hasTrace || !hasID {
-		msg := "Missing :"
-		if !hasTrace {
-			msg += " traceId"
-		}
-		if !hasID {
-			msg += " id"
-		}
-		d.bad("", errString(msg))
+	if err := missingIDs(hasTrace, hasID); err != nil {
+		d.bad("", err)
 	}
 	if d.fail != nil {
 		d.errs = append(d.errs, *d.fail)

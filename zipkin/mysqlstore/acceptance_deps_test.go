@@ -296,9 +296,15 @@ func init() {
 
 		// ITDependenciesHeavy
 		depItem("manyLinks", func(t *testing.T, h *harness, s *mysqlstore.Store, process func(...model.Span)) {
+			n := 256
+			if h.srv.name == "embedded" {
+				// Smaller on the slow in-memory tables (see getTraces_manyTraces): 150
+				// traces, 300 links, still above any default limit; MariaDB runs Zipkin's 256.
+				n = 150
+			}
 			var spans []model.Span
 			var want []model.DependencyLink
-			for i := 0; i < 256; i++ {
+			for i := 0; i < n; i++ {
 				id := randomTraceID()
 				ts := micros(today) + int64(i+1)*1000
 				caller := fmt.Sprintf("caller%03d", i)
@@ -310,8 +316,8 @@ func init() {
 			}
 			process(spans...)
 			got := deps(t, s, today+day, day)
-			if len(got) != 512 {
-				t.Errorf("GetDependencies = %d links, want 512", len(got))
+			if len(got) != 2*n {
+				t.Errorf("GetDependencies = %d links, want %d", len(got), 2*n)
 			}
 			assertLinks(t, "GetDependencies", got, want...)
 		}),

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-
 	"github.com/sqlpool/sqlpool/pool"
 	"github.com/sqlpool/sqlpool/zipkin/model"
 	"github.com/sqlpool/sqlpool/zipkin/mysqlstore"
@@ -80,16 +78,7 @@ var quietPoolLog = slog.New(slog.NewTextHandler(io.Discard, nil))
 // pool.New over go-sql-driver's connector, then p.OpenDB().
 func poolDB(t testing.TB, dsn string) *sql.DB {
 	t.Helper()
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatalf("ParseDSN: %v", err)
-	}
-	cfg.Logger = nopDriverLogger{}
-	c, err := mysql.NewConnector(cfg)
-	if err != nil {
-		t.Fatalf("NewConnector: %v", err)
-	}
-	p, err := pool.New(c, pool.Config{MaxConns: 4, MinIdleConns: -1, Logger: quietPoolLog})
+	p, err := pool.New(quietConnector(t, dsn), pool.Config{MaxConns: 4, MinIdleConns: -1, Logger: quietPoolLog})
 	if err != nil {
 		t.Fatalf("pool.New: %v", err)
 	}

@@ -225,24 +225,32 @@ func init() {
 		}},
 		{name: "getTraces_manyTraces", run: func(t *testing.T, h *harness) {
 			s := h.store(t, mysqlstore.Options{})
+			n := 1000
+			if h.srv.name == "embedded" {
+				// go-mysql-server's in-memory tables slow down as they grow: 1,000 traces
+				// took 34 s alone (about 5 min under -race on a loaded machine). MariaDB
+				// runs Zipkin's 1,000; the embedded server checks the same promise (limit
+				// counts traces, no hidden cap at the default 100) on 150.
+				n = 150
+			}
 			var spans []model.Span
 			var traces [][]model.Span
-			for i := 0; i < 1000; i++ {
+			for i := 0; i < n; i++ {
 				sp := clientSpan(randomTraceID(), micros(today)+int64(i+1)*1000)
 				sp.Tags = map[string]string{"http.method": "GET"}
 				spans, traces = append(spans, sp), append(traces, one(sp))
 			}
 			accept(t, s, spans...)
 			for _, q := range []model.QueryRequest{
-				request(limit(1000)), request(limit(1000), svc("frontend")), request(limit(1000), svc("frontend"), remote("backend")),
-				request(limit(1000), svc("frontend"), spanName("get")), request(limit(1000), svc("frontend"), annotationQuery("http.method=GET")),
+				request(limit(n)), request(limit(n), svc("frontend")), request(limit(n), svc("frontend"), remote("backend")),
+				request(limit(n), svc("frontend"), spanName("get")), request(limit(n), svc("frontend"), annotationQuery("http.method=GET")),
 			} {
 				got := getTraces(t, s, q)
-				if len(got) != 1000 {
-					t.Errorf("GetTraces(%s) = %d traces, want 1000", describe(q), len(got))
+				if len(got) != n {
+					t.Errorf("GetTraces(%s) = %d traces, want %d", describe(q), len(got), n)
 				}
 			}
-			assertGetTraces(t, s, request(limit(1000)), traces...)
+			assertGetTraces(t, s, request(limit(n)), traces...)
 		}},
 	}...)
 }

@@ -78,17 +78,7 @@ func isNoTable(err error) bool {
 // table" are returned.
 func (s *Store) probe(ctx context.Context, q string) (probeResult, error) {
 	err := retry.Do(ctx, s.opts.Retry, func(ctx context.Context) error {
-		rows, err := s.db.QueryContext(ctx, q)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-		}
-		if err := rows.Err(); err != nil {
-			rows.Close()
-			return err
-		}
-		return rows.Close()
+		return s.runProbe(ctx, q)
 	})
 	switch {
 	case err == nil:
@@ -99,6 +89,21 @@ func (s *Store) probe(ctx context.Context, q string) (probeResult, error) {
 		return probeNoTable, nil
 	}
 	return probeOK, err
+}
+
+// runProbe runs query q and reads its rows to the end.
+func (s *Store) runProbe(ctx context.Context, q string) error {
+	rows, err := s.db.QueryContext(ctx, q)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+	}
+	if err := rows.Err(); err != nil {
+		rows.Close()
+		return err
+	}
+	return rows.Close()
 }
 
 // detect runs Zipkin's schema-feature probes once. A missing zipkin_spans

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
 	"io"
 	"log/slog"
@@ -92,6 +93,14 @@ func freshDatabase(t *testing.T, dsn string) string {
 // openPlain opens a plain database/sql handle (go-sql-driver), closed at cleanup.
 func openPlain(t testing.TB, dsn string) *sql.DB {
 	t.Helper()
+	db := sql.OpenDB(quietConnector(t, dsn))
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// quietConnector is go-sql-driver's connector for dsn, without its log.
+func quietConnector(t testing.TB, dsn string) driver.Connector {
+	t.Helper()
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		t.Fatalf("ParseDSN: %v", err)
@@ -101,7 +110,5 @@ func openPlain(t testing.TB, dsn string) *sql.DB {
 	if err != nil {
 		t.Fatalf("NewConnector: %v", err)
 	}
-	db := sql.OpenDB(c)
-	t.Cleanup(func() { db.Close() })
-	return db
+	return c
 }

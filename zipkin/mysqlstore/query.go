@@ -9,6 +9,7 @@ import (
 
 	"github.com/sqlpool/sqlpool/metrics"
 	"github.com/sqlpool/sqlpool/zipkin/model"
+	v1 "github.com/sqlpool/sqlpool/zipkin/model/v1"
 )
 
 // traceKey is a trace ID as stored: both halves as unsigned values.
@@ -274,8 +275,8 @@ type spanKey struct {
 // readSpans reads the span rows and annotation rows of the traces in keys
 // (in chunks of maxIn) and converts them to v2 spans.
 func (s *Store) readSpans(ctx context.Context, keys []traceKey, byPair bool) ([]model.Span, error) {
-	var rows []*v1Span
-	index := make(map[spanKey]*v1Span)
+	var rows []*v1.Span
+	index := make(map[spanKey]*v1.Span)
 	for start := 0; start < len(keys); start += maxIn {
 		chunk := keys[start:min(start+maxIn, len(keys))]
 		n := len(rows)
@@ -288,21 +289,21 @@ func (s *Store) readSpans(ctx context.Context, keys []traceKey, byPair bool) ([]
 			continue
 		}
 		for _, r := range rows[n:] {
-			index[spanKey{keyOf(r.traceID), uint64(r.id)}] = r
+			index[spanKey{keyOf(r.TraceID), uint64(r.ID)}] = r
 		}
 		if err := s.selectAnnotationRows(ctx, chunk, byPair, index); err != nil {
 			return nil, err
 		}
 	}
-	var conv v1Converter
+	var conv v1.Converter
 	out := make([]model.Span, 0, len(rows))
 	for _, r := range rows {
-		out = conv.convert(r, out)
+		out = conv.Convert(r, out)
 	}
 	return out, nil
 }
 
-func (s *Store) selectSpanRows(ctx context.Context, keys []traceKey, byPair bool, out []*v1Span) ([]*v1Span, error) {
+func (s *Store) selectSpanRows(ctx context.Context, keys []traceKey, byPair bool, out []*v1.Span) ([]*v1.Span, error) {
 	cond, args := traceIDCondition(keys, byPair)
 	query := "SELECT " + s.spanColumns() + " FROM " + tableSpans + " WHERE " + cond
 	rows, err := s.db.QueryContext(metrics.WithStatementName(ctx, stmtSelectSpans), query, args...)
@@ -320,14 +321,14 @@ func (s *Store) selectSpanRows(ctx context.Context, keys []traceKey, byPair bool
 		if err := rows.Scan(&hi, &lo, &id, &name, &parent, &debug, &ts, &dur); err != nil {
 			return out, fmt.Errorf("mysqlstore: select spans: %w", err)
 		}
-		out = append(out, &v1Span{
-			traceID:   model.TraceID{High: uint64(hi), Low: uint64(lo)},
-			id:        model.ID(uint64(id)),
-			parentID:  model.ID(uint64(parent.Int64)),
-			name:      name.String,
-			timestamp: max(ts.Int64, 0),
-			duration:  max(dur.Int64, 0),
-			debug:     truthy(debug),
+		out = append(out, &v1.Span{
+			TraceID:   model.TraceID{High: uint64(hi), Low: uint64(lo)},
+			ID:        model.ID(uint64(id)),
+			ParentID:  model.ID(uint64(parent.Int64)),
+			Name:      name.String,
+			Timestamp: max(ts.Int64, 0),
+			Duration:  max(dur.Int64, 0),
+			Debug:     truthy(debug),
 		})
 	}
 	if err := rows.Err(); err != nil {
@@ -362,7 +363,7 @@ func truthy(v any) bool {
 // Zipkin's order (timestamp, then key), onto the spans of index. Rows of
 // spans not read (a trace that clashes on its low bits under a non-strict
 // lookup is read whole, so none are lost) are ignored, as in Zipkin.
-func (s *Store) selectAnnotationRows(ctx context.Context, keys []traceKey, byPair bool, index map[spanKey]*v1Span) error {
+func (s *Store) selectAnnotationRows(ctx context.Context, keys []traceKey, byPair bool, index map[spanKey]*v1.Span) error {
 	cond, args := traceIDCondition(keys, byPair)
 	query := "SELECT " + s.annotationColumns() + " FROM " + tableAnnotations + " WHERE " + cond +
 		" ORDER BY a_timestamp, a_key"
@@ -391,7 +392,7 @@ func (s *Store) selectAnnotationRows(ctx context.Context, keys []traceKey, byPai
 		r.port = port.Int64
 		r.ipv4, r.ipv4Valid = int32(ipv4.Int64), ipv4.Valid
 		r.serviceName = svc.String
-		sp.addRow(&r)
+		addRow(sp, &r)
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("mysqlstore: select annotations: %w", err)

@@ -231,3 +231,11 @@ func compareAbsentLast(a, b string) int {
 	}
 	return strings.Compare(a, b)
 }
+
+func copyEndpoint(e *model.Endpoint) *model.Endpoint {
+	if e == nil {
+		return nil
+	}
+	c := *e
+	return &c
+}

@@ -89,17 +89,7 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Store, error) {
 // Check reports whether the store can serve requests: it runs Zipkin's
 // health query (one row of zipkin_spans).
 func (s *Store) Check(ctx context.Context) error {
-	rows, err := s.db.QueryContext(ctx, probeSpans)
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-	}
-	if err := rows.Err(); err != nil {
-		rows.Close()
-		return err
-	}
-	return rows.Close()
+	return s.runProbe(ctx, probeSpans)
 }
 
 // Features reports the schema features Open detected, by column name.

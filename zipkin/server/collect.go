@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -134,15 +135,29 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, 
 	if r.ContentLength > limit {
 		return nil, http.StatusRequestEntityTooLarge, tooLarge
 	}
+	// The caller holds a decoding slot: a client that stalls gives it back
+	// after bodyTimeout. (A ResponseWriter without deadlines, as in tests
+	// that call the handler directly, reads without one.) The deadline is
+	// lifted once the body is read; after an error it stays, so that the
+	// HTTP server's discarding of the unread body fails fast and closes the
+	// connection instead of waiting on the client.
+	rc := http.NewResponseController(w)
+	deadline := rc.SetReadDeadline(time.Now().Add(s.ingest.bodyTimeout)) == nil
 	var buf bytes.Buffer
 	if r.ContentLength > 0 {
 		buf.Grow(int(r.ContentLength))
 	}
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	if err == nil && deadline {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, http.StatusRequestEntityTooLarge, tooLarge
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return nil, http.StatusRequestTimeout, "Request Timeout: the body did not arrive within " + s.ingest.bodyTimeout.String()
 		}
 		return nil, http.StatusBadRequest, "Cannot read the request body: " + err.Error()
 	}

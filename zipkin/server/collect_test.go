@@ -1,12 +1,14 @@
 package server
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -463,5 +465,40 @@ func TestPostV1(t *testing.T) {
 	got := store.Stored()
 	if len(got) != 1 || got[0].Kind != model.KindServer || got[0].LocalServiceName() != "v1svc" || got[0].Tags["http.path"] != "/a" {
 		t.Fatalf("stored %+v", got)
+	}
+}
+
+// A client that sends the headers of a POST and then stalls holds a
+// decoding slot only until BodyReadTimeout: it gets a 408 and the slot is
+// free again (without the timeout, MaxConcurrentPosts stalled clients turn
+// every other POST into a 503 for as long as they keep their connections).
+func TestStalledBodyFreesItsSlot(t *testing.T) {
+	store := &fakeStore{}
+	s, hs, _ := newTestServer(t, store, Config{MaxConcurrentPosts: 1, BodyReadTimeout: 100 * time.Millisecond})
+	conn, err := net.Dial("tcp", hs.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "POST /api/v2/spans HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n[{"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the stalled POST to take the decoding slot", func() bool { return len(s.posts) == 1 })
+	waitFor(t, "the stalled POST to give its slot back", func() bool { return len(s.posts) == 0 })
+	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second)) // never hang the test
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(b), "Request Timeout") {
+		t.Fatalf("stalled POST: %d %q, want 408", resp.StatusCode, b)
+	}
+	if r := post(t, hs.URL+"/api/v2/spans", listJSON(1, 1)); r.code != http.StatusAccepted {
+		t.Fatalf("next POST: %d %s", r.code, r.body)
+	}
+	if n := metric(t, hs.URL, collector(NameMessagesDropped)); n != 1 {
+		t.Fatalf("messages dropped = %v, want 1", n)
 	}
 }

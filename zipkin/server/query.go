@@ -265,6 +265,9 @@ func (s *Server) getAutocompleteKeys(ctx context.Context, w http.ResponseWriter,
 }
 
 func (s *Server) getAutocompleteValues(ctx context.Context, w http.ResponseWriter, r *http.Request) error {
+	if q := r.URL.Query(); q.Has("key") && q.Get("key") == "" {
+		return bad("key was empty") // Zipkin's getValues("")
+	}
 	key, err := requiredParam(r, "key")
 	if err != nil {
 		return err

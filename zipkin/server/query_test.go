@@ -44,6 +44,8 @@ func TestQueryErrors(t *testing.T) {
 		{"/api/v2/traces?minDuration=10&maxDuration=5", 400, "maxDuration < minDuration"},
 		{"/api/v2/traces", 200, "[]"},
 		{"/api/v2/autocompleteValues", 400, "Mandatory parameter is missing: key"},
+		// Zipkin's getValues(""): IllegalArgumentException "key was empty".
+		{"/api/v2/autocompleteValues?key=", 400, "key was empty"},
 	} {
 		r := get(t, hs.URL+c.path)
 		if r.code != c.code || !strings.Contains(r.body, c.body) {

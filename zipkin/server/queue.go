@@ -27,12 +27,20 @@ type message struct {
 	bytes int64
 }
 
+// maxQueueMessages bounds the messages (accepted POSTs) the queue holds, so
+// that its channel, allocated up front at 32 bytes a slot, stays at most
+// 2 MiB whatever the span bound: a bound of 1e8 spans used to allocate 3 GB
+// at start-up. Each message has at least one span, so a span bound up to
+// this many is unaffected.
+const maxQueueMessages = 1 << 16
+
 // ingestQueue is the bounded queue between the POST handlers and the
 // storage writers.
 //
-// Request goroutines reserve room with compare-and-swap on two counters
-// (spans, bytes) and send on a channel whose capacity is at least the span
-// bound, so a send after a successful reservation never blocks. The only
+// Request goroutines reserve room with compare-and-swap on three counters
+// (messages, spans, bytes) and send on a channel with a slot for every
+// message that can be reserved, so a send after a successful reservation
+// never blocks. The only
 // lock is mu, taken for reading around that send and for writing once, by
 // close, to close the channel; writers never take it, so nothing a request
 // needs is held while a writer batches or writes (the lesson of Brave 4.12).
@@ -42,11 +50,13 @@ type message struct {
 //
 // Each writer owns a share of the trace IDs (by the low 64 bits of the
 // trace ID, hashed) and has its own channel: offer splits a message by
-// owner. Two writers therefore never write rows of the same trace at the
-// same time, which removes the row-lock conflicts (and most deadlocks)
-// between concurrent batch transactions; the store writes each batch's rows
-// in key order and retries the deadlocks and lock wait timeouts that
-// remain (gap locks between neighbouring traces).
+// owner, each part a message of its own. Two writers therefore never write
+// rows of the same trace at the same time, which removes the row-lock
+// conflicts (and most deadlocks) between concurrent batch transactions; the
+// store writes each batch's rows in key order and retries the deadlocks and
+// lock wait timeouts that remain (gap locks between neighbouring traces).
+// Every channel has a slot for every message that can be reserved (all may
+// belong to one writer): writers × 2 MiB at most.
 type ingestQueue struct {
 	cfg   resolvedIngest
 	store storage.SpanConsumer
@@ -56,8 +66,10 @@ type ingestQueue struct {
 	mu     sync.RWMutex // guards closed and sends on ch against close(ch)
 	closed bool
 	ch     []chan message // one per writer
+	msgCap int            // the message bound: the capacity of each channel
 
-	spans atomic.Int64 // accepted, not yet written or given up
+	msgs  atomic.Int64 // accepted, not yet written or given up; ≤ msgCap
+	spans atomic.Int64
 	bytes atomic.Int64
 
 	// ctx ends when the drain deadline of close has passed: writes in
@@ -75,11 +87,12 @@ func newIngestQueue(cfg resolvedIngest, store storage.SpanConsumer, log *slog.Lo
 		log:    log,
 		m:      m,
 		ch:     make([]chan message, cfg.writers),
+		msgCap: min(cfg.maxSpans, maxQueueMessages),
 		ctx:    ctx,
 		cancel: cancel,
 	}
 	for i := range q.ch {
-		q.ch[i] = make(chan message, cfg.maxSpans)
+		q.ch[i] = make(chan message, q.msgCap)
 	}
 	q.wg.Add(cfg.writers)
 	for i := 0; i < cfg.writers; i++ {
@@ -88,36 +101,46 @@ func newIngestQueue(cfg resolvedIngest, store storage.SpanConsumer, log *slog.Lo
 	return q
 }
 
-// full reports whether the queue has no room for even one more span; the
-// POST handler uses it to refuse before reading a body.
+// full reports whether the queue has no room for even one more message or
+// span; the POST handler uses it to refuse before reading a body.
 func (q *ingestQueue) full() bool {
-	return q.spans.Load() >= int64(q.cfg.maxSpans) || q.bytes.Load() >= q.cfg.maxBytes
+	return q.msgs.Load() >= int64(q.msgCap) || q.spans.Load() >= int64(q.cfg.maxSpans) || q.bytes.Load() >= q.cfg.maxBytes
 }
 
-// reserve takes room for n spans and b bytes, or none of it.
-func (q *ingestQueue) reserve(n, b int64) bool {
-	for {
-		cur := q.spans.Load()
-		if cur+n > int64(q.cfg.maxSpans) {
-			return false
-		}
-		if q.spans.CompareAndSwap(cur, cur+n) {
-			break
-		}
+// reserve takes room for k messages of n spans and b bytes in all, or none
+// of it.
+func (q *ingestQueue) reserve(k, n, b int64) bool {
+	if !reserveUpTo(&q.msgs, k, int64(q.msgCap)) {
+		return false
 	}
+	if !reserveUpTo(&q.spans, n, int64(q.cfg.maxSpans)) {
+		q.msgs.Add(-k)
+		return false
+	}
+	if !reserveUpTo(&q.bytes, b, q.cfg.maxBytes) {
+		q.msgs.Add(-k)
+		q.spans.Add(-n)
+		return false
+	}
+	return true
+}
+
+// reserveUpTo adds n to c unless that would take it above limit.
+func reserveUpTo(c *atomic.Int64, n, limit int64) bool {
 	for {
-		cur := q.bytes.Load()
-		if cur+b > q.cfg.maxBytes {
-			q.spans.Add(-n)
+		cur := c.Load()
+		if cur+n > limit {
 			return false
 		}
-		if q.bytes.CompareAndSwap(cur, cur+b) {
+		if c.CompareAndSwap(cur, cur+n) {
 			return true
 		}
 	}
 }
 
-func (q *ingestQueue) release(n, b int64) {
+// release gives back the room of msgs messages of n spans and b bytes.
+func (q *ingestQueue) release(msgs, n, b int64) {
+	q.msgs.Add(-msgs)
 	q.spans.Add(-n)
 	q.bytes.Add(-b)
 }
@@ -127,22 +150,28 @@ func (q *ingestQueue) release(n, b int64) {
 // writers own msg.
 func (q *ingestQueue) offer(msg message) error {
 	n := int64(len(msg.spans))
-	if !q.reserve(n, msg.bytes) {
+	if n == 0 {
+		return nil // nothing to store (the handler answers such a POST before it gets here)
+	}
+	parts := q.split(msg)
+	var k int64
+	for i := range parts {
+		if len(parts[i].spans) > 0 {
+			k++
+		}
+	}
+	if !q.reserve(k, n, msg.bytes) {
 		return errQueueFull
 	}
 	q.mu.RLock()
 	if q.closed {
 		q.mu.RUnlock()
-		q.release(n, msg.bytes)
+		q.release(k, n, msg.bytes)
 		return errClosing
 	}
-	if len(q.ch) == 1 {
-		q.ch[0] <- msg // cannot block: cap(ch) ≥ maxSpans ≥ messages reserved
-	} else {
-		for i, part := range q.split(msg) {
-			if len(part.spans) > 0 {
-				q.ch[i] <- part // as above: every channel can hold maxSpans messages
-			}
+	for i := range parts {
+		if len(parts[i].spans) > 0 {
+			q.ch[i] <- parts[i] // cannot block: every channel has a slot for every message reserved
 		}
 	}
 	q.mu.RUnlock()
@@ -156,12 +185,12 @@ func owner(low uint64, writers int) int {
 	return int((low * 0x9e3779b97f4a7c15 >> 32) % uint64(writers))
 }
 
-// split divides msg by owning writer; the bytes are shared in proportion
-// to the spans, so that they add up to msg.bytes.
+// split divides msg by owning writer (parts[i] for writer i); the bytes are
+// shared in proportion to the spans, so that they add up to msg.bytes.
 func (q *ingestQueue) split(msg message) []message {
 	n := len(q.ch)
 	parts := make([]message, n)
-	if len(msg.spans) == 0 {
+	if n == 1 || len(msg.spans) == 0 {
 		parts[0] = msg
 		return parts
 	}
@@ -226,7 +255,7 @@ func (q *ingestQueue) writer(ch chan message) {
 		}
 		q.write(spans)
 		clear(spans) // drop references held by the reused buffer
-		q.release(int64(n), bytes)
+		q.release(int64(len(batch)), int64(n), bytes)
 	}
 }
 

@@ -46,16 +46,17 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultQueryTimeout   = 11 * time.Second
-	DefaultWriters        = 2
-	DefaultBatchSpans     = 500
-	DefaultMaxQueueSpans  = 20_000
-	DefaultMaxQueueBytes  = 64 << 20
-	DefaultMaxBodyBytes   = 10 << 20
-	DefaultRetryDeadline  = 2 * time.Minute
-	DefaultAttemptTimeout = 30 * time.Second
-	DefaultRetryAfter     = 1 * time.Second
-	DefaultHealthTimeout  = 5 * time.Second
+	DefaultQueryTimeout    = 11 * time.Second
+	DefaultWriters         = 2
+	DefaultBatchSpans      = 500
+	DefaultMaxQueueSpans   = 20_000
+	DefaultMaxQueueBytes   = 64 << 20
+	DefaultMaxBodyBytes    = 10 << 20
+	DefaultRetryDeadline   = 2 * time.Minute
+	DefaultAttemptTimeout  = 30 * time.Second
+	DefaultRetryAfter      = 1 * time.Second
+	DefaultHealthTimeout   = 5 * time.Second
+	DefaultBodyReadTimeout = 30 * time.Second
 )
 
 // Config configures a Server. Only Storage is required; the zero value of
@@ -106,7 +107,8 @@ type Config struct {
 	BatchSpans int
 	// MaxQueueSpans bounds the spans accepted and not yet stored (queued or
 	// being written). Zero value: 20 000. A POST with more spans than this
-	// is a 413.
+	// is a 413. The queue also holds at most 65 536 POSTs (messages), so
+	// that its memory is not reserved up front for a huge bound.
 	MaxQueueSpans int
 	// MaxQueueBytes bounds the decoded body bytes of those spans. Zero
 	// value: 64 MiB; raised to MaxBodyBytes when below it.
@@ -120,6 +122,11 @@ type Config struct {
 	// within a second is answered 503. Zero value: 4 × GOMAXPROCS, at
 	// least 8.
 	MaxConcurrentPosts int
+	// BodyReadTimeout bounds how long a POST may take to send its body once
+	// it holds a decoding slot (MaxConcurrentPosts); a body still incomplete
+	// then is answered 408 and the slot is freed, so that stalled clients
+	// cannot hold every slot. Zero value: 30 s.
+	BodyReadTimeout time.Duration
 	// RetryDeadline is how long a writer retries a failing batch, from its
 	// first attempt, before giving it up. It is separate from (and not
 	// counted in) any request-level retry budget. Zero value: 2 min.
@@ -152,6 +159,7 @@ type resolvedIngest struct {
 	writers, batchSpans, maxSpans int
 	maxBytes, maxBody             int64
 	maxPosts                      int
+	bodyTimeout                   time.Duration
 	retryDeadline, attemptTimeout time.Duration
 	backoffBase, backoffMax       time.Duration
 	retryAfter                    time.Duration
@@ -192,7 +200,7 @@ func New(cfg Config) (*Server, error) {
 	}{
 		{"Writers", int64(cfg.Writers)}, {"BatchSpans", int64(cfg.BatchSpans)}, {"MaxQueueSpans", int64(cfg.MaxQueueSpans)},
 		{"MaxQueueBytes", cfg.MaxQueueBytes}, {"MaxBodyBytes", cfg.MaxBodyBytes}, {"MaxConcurrentPosts", int64(cfg.MaxConcurrentPosts)},
-		{"RetryDeadline", int64(cfg.RetryDeadline)}, {"AttemptTimeout", int64(cfg.AttemptTimeout)},
+		{"BodyReadTimeout", int64(cfg.BodyReadTimeout)}, {"RetryDeadline", int64(cfg.RetryDeadline)}, {"AttemptTimeout", int64(cfg.AttemptTimeout)},
 		{"RetryAfter", int64(cfg.RetryAfter)}, {"QueryTimeout", int64(cfg.QueryTimeout)}, {"DefaultLookback", cfg.DefaultLookback},
 	} {
 		if f.v < 0 {
@@ -221,6 +229,7 @@ func New(cfg Config) (*Server, error) {
 		maxBytes:       or64(cfg.MaxQueueBytes, DefaultMaxQueueBytes),
 		maxBody:        or64(cfg.MaxBodyBytes, DefaultMaxBodyBytes),
 		maxPosts:       orInt(cfg.MaxConcurrentPosts, max(8, 4*runtime.GOMAXPROCS(0))),
+		bodyTimeout:    orDur(cfg.BodyReadTimeout, DefaultBodyReadTimeout),
 		retryDeadline:  orDur(cfg.RetryDeadline, DefaultRetryDeadline),
 		attemptTimeout: orDur(cfg.AttemptTimeout, DefaultAttemptTimeout),
 		retryAfter:     orDur(cfg.RetryAfter, DefaultRetryAfter),

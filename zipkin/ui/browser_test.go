@@ -1,23 +1,20 @@
 package ui_test
 
 import (
-	"flag"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/sqlpool/sqlpool/zipkin/ui"
 	"github.com/sqlpool/sqlpool/zipkin/ui/uitest"
 )
 
-var update = flag.Bool("update", false, "write screenshots of the viewer pages into docs/img")
-
 // TestBrowser runs the viewer in headless Chromium against a fake /api/v2
-// (uitest.FakeAPI) laid out as the Zipkin server lays it out: the viewer at
-// /zipkin/, the API at /api/v2/, / redirecting to /zipkin/.
-// With -update it writes the screenshots in docs/img.
+// (uitest.FakeAPI, which answers as Zipkin's MySQL store does) laid out as
+// the Zipkin server lays it out: the viewer at /zipkin/, the API at
+// /api/v2/, / redirecting to /zipkin/. It writes no files: the screenshots
+// in docs/img come from the real server and database, written by
+// cmd/zipkin-mysql's TestViewerOnServer with -update.
 func TestBrowser(t *testing.T) {
 	fake := uitest.NewFakeAPI()
 	mux := http.NewServeMux()
@@ -27,16 +24,9 @@ func TestBrowser(t *testing.T) {
 	srv := httptest.NewServer(mux) // 127.0.0.1
 	defer srv.Close()
 
-	var opts uitest.Options
-	if *update {
-		opts.ScreenshotDir = filepath.Join("..", "..", "docs", "img")
-		if err := os.MkdirAll(opts.ScreenshotDir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	uitest.RunBrowserChecksWith(t, srv.URL, func(spans []byte) {
+	uitest.RunBrowserChecks(t, srv.URL, func(spans []byte) {
 		if err := fake.Post(spans); err != nil {
 			t.Fatal(err)
 		}
-	}, opts)
+	})
 }

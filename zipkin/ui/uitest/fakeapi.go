@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,11 +13,16 @@ import (
 
 // FakeAPI is a small in-memory stand-in for the Zipkin /api/v2 query and
 // collector endpoints, for testing the viewer before (or without) the real
-// server. It implements only what the viewer uses, with Zipkin's semantics
-// for the fixture data: search conditions bind to one span, traces are
-// ordered newest first, and dependency links follow Zipkin's linker for
-// client/server pairs (including a shared span ID). It is not a Zipkin
-// server: no validation beyond what the checks need, no proto or v1 input.
+// server. It implements only what the viewer uses, and answers as Zipkin's
+// MySQL store does (reference zipkin.md §2–§3; see fakestore.go): spans are
+// kept as that store's rows, one per trace and span ID (a client and a
+// server sharing an ID share a row); every search condition binds to one
+// row and one local service; a row without a timestamp (or without any
+// annotation row) never qualifies a trace; traces come newest first by the
+// latest start of their matching rows; dependency links are Zipkin's
+// DependencyLinker over those rows. GET trace/{id} returns the spans as
+// posted. It is not a Zipkin server: no validation beyond what the checks
+// need, no proto or v1 input.
 type FakeAPI struct {
 	mu    sync.Mutex
 	spans []Span
@@ -92,22 +96,18 @@ func (f *FakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	switch {
 	case route == "services":
-		writeJSON(w, distinct(spans, func(s Span) string { return svc(s.LocalEndpoint) }))
+		writeJSON(w, names(spans, "", ""))
 	case route == "spans" || route == "remoteServices":
 		name := strings.ToLower(q.Get("serviceName"))
 		if name == "" {
 			http.Error(w, "serviceName is required", http.StatusBadRequest)
 			return
 		}
-		writeJSON(w, distinct(spans, func(s Span) string {
-			if svc(s.LocalEndpoint) != name {
-				return ""
-			}
-			if route == "spans" {
-				return s.Name
-			}
-			return svc(s.RemoteEndpoint)
-		}))
+		field := "name"
+		if route == "remoteServices" {
+			field = "remote"
+		}
+		writeJSON(w, names(spans, name, field))
 	case route == "autocompleteKeys":
 		writeJSON(w, []string{})
 	case strings.HasPrefix(route, "trace/"):
@@ -135,7 +135,7 @@ func (f *FakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if v := q.Get("lookback"); v != "" {
 			lookback, _ = strconv.ParseInt(v, 10, 64)
 		}
-		writeJSON(w, links(byTrace(spans), (endTs-lookback)*1000, endTs*1000))
+		writeJSON(w, links(spans, (endTs-lookback)*1000, endTs*1000))
 	default:
 		http.NotFound(w, r)
 	}
@@ -148,36 +148,12 @@ func svc(e *Endpoint) string {
 	return e.ServiceName
 }
 
-func distinct(spans []Span, f func(Span) string) []string {
-	set := map[string]bool{}
-	for _, s := range spans {
-		if v := f(s); v != "" {
-			set[v] = true
-		}
-	}
-	out := make([]string, 0, len(set))
-	for v := range set {
-		out = append(out, v)
-	}
-	sort.Strings(out)
-	return out
-}
-
 func byTrace(spans []Span) map[string][]Span {
 	m := map[string][]Span{}
 	for _, s := range spans {
 		m[s.TraceID] = append(m[s.TraceID], s)
 	}
 	return m
-}
-
-func inWindow(trace []Span, begin, end int64) bool {
-	for _, s := range trace {
-		if s.Timestamp != 0 && s.Timestamp >= begin && s.Timestamp <= end {
-			return true
-		}
-	}
-	return false
 }
 
 func (f *FakeAPI) serveTraces(w http.ResponseWriter, q map[string][]string, spans []Span) {
@@ -209,156 +185,24 @@ func (f *FakeAPI) serveTraces(w http.ResponseWriter, q map[string][]string, span
 			return
 		}
 	}
-	service := strings.ToLower(get("serviceName"))
-	remote := strings.ToLower(get("remoteServiceName"))
-	name := strings.ToLower(get("spanName"))
-	if name == "all" {
-		name = ""
+	q2 := &query{
+		service:     strings.ToLower(get("serviceName")),
+		remote:      strings.ToLower(get("remoteServiceName")),
+		name:        strings.ToLower(get("spanName")),
+		minDuration: minD,
+		maxDuration: maxD,
+		terms:       parseAnnotationQuery(get("annotationQuery")),
+		begin:       (endTs - lookback) * 1000,
+		end:         endTs * 1000,
+		limit:       limit,
 	}
-	terms := map[string]string{}
-	if aq := get("annotationQuery"); aq != "" {
-		for _, t := range strings.Split(aq, " and ") {
-			k, v, hasEq := strings.Cut(t, "=")
-			k = strings.TrimSpace(k)
-			if k == "" {
-				continue
-			}
-			if hasEq {
-				terms[k] = strings.TrimSpace(v)
-			} else if _, ok := terms[k]; !ok {
-				terms[k] = ""
-			}
-		}
+	if q2.name == "all" {
+		q2.name = ""
 	}
-	begin, end := (endTs-lookback)*1000, endTs*1000
-	match := func(s Span) bool {
-		if s.Timestamp == 0 || s.Timestamp < begin || s.Timestamp > end {
-			return false
-		}
-		if service != "" && svc(s.LocalEndpoint) != service ||
-			remote != "" && svc(s.RemoteEndpoint) != remote ||
-			name != "" && s.Name != name ||
-			minD > 0 && s.Duration < minD ||
-			maxD > 0 && s.Duration > maxD {
-			return false
-		}
-		for k, v := range terms {
-			tv, isTag := s.Tags[k]
-			if v != "" {
-				if !isTag || tv != v {
-					return false
-				}
-				continue
-			}
-			isAnn := false
-			for _, a := range s.Annotations {
-				isAnn = isAnn || a.Value == k
-			}
-			if !isTag && !isAnn {
-				return false
-			}
-		}
-		return true
-	}
-	type hit struct {
-		spans  []Span
-		latest int64
-	}
-	var hits []hit
-	for _, tr := range byTrace(spans) {
-		ok := false
-		var latest int64
-		for _, s := range tr {
-			ok = ok || match(s)
-			latest = max(latest, s.Timestamp)
-		}
-		if ok {
-			hits = append(hits, hit{tr, latest})
-		}
-	}
-	sort.Slice(hits, func(i, j int) bool { return hits[i].latest > hits[j].latest })
+	traces := byTrace(spans)
 	out := [][]Span{}
-	for i := 0; i < len(hits) && int64(i) < limit; i++ {
-		out = append(out, hits[i].spans)
+	for _, id := range search(spans, q2) {
+		out = append(out, traces[id])
 	}
 	writeJSON(w, out)
-}
-
-// links derives dependency links the way Zipkin's linker does for RPCs: a
-// SERVER span links its caller (remote endpoint, else the nearest ancestor's
-// service) to itself; a CLIENT span with a remote service links itself to it
-// unless a server span reported the same call (shared ID or server child).
-func links(traces map[string][]Span, begin, end int64) []Link {
-	type pair struct{ parent, child string }
-	counts := map[pair]*Link{}
-	add := func(parent, child string, isErr bool) {
-		if parent == "" || child == "" {
-			return
-		}
-		l := counts[pair{parent, child}]
-		if l == nil {
-			l = &Link{Parent: parent, Child: child}
-			counts[pair{parent, child}] = l
-		}
-		l.CallCount++
-		if isErr {
-			l.ErrorCount++
-		}
-	}
-	for _, tr := range traces {
-		if !inWindow(tr, begin, end) {
-			continue
-		}
-		byID := map[string]Span{} // non-shared spans
-		serverFor := map[string]bool{}
-		for _, s := range tr {
-			if !s.Shared {
-				byID[s.ID] = s
-			}
-		}
-		for _, s := range tr {
-			if s.Kind == "SERVER" {
-				if s.Shared {
-					serverFor[s.ID] = true
-				} else if p, ok := byID[s.ParentID]; ok && p.Kind == "CLIENT" {
-					serverFor[p.ID] = true
-				}
-			}
-		}
-		for _, s := range tr {
-			_, isErr := s.Tags["error"]
-			switch s.Kind {
-			case "SERVER":
-				caller := svc(s.RemoteEndpoint)
-				if caller == "" {
-					parentID := s.ParentID
-					if s.Shared {
-						parentID = s.ID
-					}
-					p, ok := byID[parentID]
-					for steps := 0; ok && caller == "" && steps < len(tr); steps++ {
-						if p.Kind != "" {
-							caller = svc(p.LocalEndpoint)
-						}
-						p, ok = byID[p.ParentID]
-					}
-				}
-				if caller != svc(s.LocalEndpoint) {
-					add(caller, svc(s.LocalEndpoint), isErr)
-				}
-			case "CLIENT":
-				if !serverFor[s.ID] {
-					add(svc(s.LocalEndpoint), svc(s.RemoteEndpoint), isErr)
-				}
-			}
-		}
-	}
-	out := make([]Link, 0, len(counts))
-	for _, l := range counts {
-		out = append(out, *l)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		return out[i].Parent < out[j].Parent || out[i].Parent == out[j].Parent && out[i].Child < out[j].Child
-	})
-	return out
 }

@@ -1,0 +1,294 @@
+package mysqltest
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// EnvRequireGalera, when set to "1", turns the skip of StartGalera (Galera, rsync or root
+// missing) into a test failure. CI sets it.
+const EnvRequireGalera = "SQLPOOL_REQUIRE_GALERA"
+
+// GaleraNodes is the number of nodes StartGalera starts.
+const GaleraNodes = 3
+
+// galeraPorts is how many ports above the base port scripts/galera uses (SQL base+1..3,
+// group communication +11..13, IST +21..23, SST +31..33).
+const galeraPorts = 34
+
+// Galera is a 3-node MariaDB Galera cluster on 127.0.0.1 started by StartGalera, driven by
+// scripts/galera (the one source of truth for how nodes are started; see its header for the
+// failure-detection settings). Nodes are numbered 1 to 3, as in the script.
+type Galera struct {
+	tb     testing.TB
+	script string
+	dir    string
+	base   int
+
+	mu sync.Mutex // one script command at a time
+}
+
+// StartGalera starts a 3-node Galera cluster for the test in a fresh directory with free
+// ports, waits until all nodes are Synced, and stops it (removing the directory) in
+// tb.Cleanup. Without root, mariadbd, the Galera provider (galera-4) or rsync it skips the
+// test with the reason, or fails it when SQLPOOL_REQUIRE_GALERA=1. Start-up takes ~12–20 s.
+func StartGalera(tb testing.TB) *Galera {
+	tb.Helper()
+	script, err := galeraScript()
+	if err != nil {
+		tb.Fatalf("mysqltest: %v", err)
+	}
+	if why := galeraMissing(); why != "" {
+		galeraSkipOrFail(tb, "Galera test cluster unavailable: %s", why)
+		return nil
+	}
+	var lastOut string
+	for attempt := 0; attempt < 3; attempt++ {
+		dir, err := os.MkdirTemp("", "sqlpool-galera-")
+		if err != nil {
+			tb.Fatalf("mysqltest: %v", err)
+		}
+		// The nodes run as the mysql user, which must reach the directory.
+		if err := os.Chmod(dir, 0o755); err != nil {
+			tb.Fatalf("mysqltest: %v", err)
+		}
+		g := &Galera{tb: tb, script: script, dir: dir, base: galeraBasePort()}
+		out, err := g.run(4*time.Minute, "up")
+		if err == nil {
+			tb.Cleanup(g.down)
+			tb.Logf("mysqltest: Galera cluster up in %s, SQL ports %d-%d", dir, g.base+1, g.base+GaleraNodes)
+			return g
+		}
+		lastOut = out
+		g.down()
+		if !strings.Contains(out, "Address already in use") && !strings.Contains(out, "not Synced") {
+			break
+		}
+	}
+	tb.Fatalf("mysqltest: scripts/galera up failed:\n%s", lastOut)
+	return nil
+}
+
+func galeraSkipOrFail(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	if os.Getenv(EnvRequireGalera) == "1" {
+		tb.Fatalf(EnvRequireGalera+"=1: "+format, args...)
+	}
+	tb.Skipf(format+" (CI installs it: .ci/run)", args...)
+}
+
+// galeraMissing returns why the cluster cannot run here, or "".
+func galeraMissing() string {
+	var missing []string
+	if lookPath("mariadbd") == "" || lookPath("mariadb-install-db") == "" {
+		missing = append(missing, "mariadb-server")
+	}
+	provider := os.Getenv("GALERA_PROVIDER")
+	if provider == "" {
+		provider = "/usr/lib/galera/libgalera_smm.so"
+	}
+	if _, err := os.Stat(provider); err != nil {
+		missing = append(missing, "galera-4")
+	}
+	if lookPath("rsync") == "" {
+		missing = append(missing, "rsync")
+	}
+	if len(missing) > 0 {
+		return "not installed: " + strings.Join(missing, ", ") +
+			" (apt-get install -y --no-install-recommends mariadb-server mariadb-client galera-4 rsync)"
+	}
+	if os.Geteuid() != 0 {
+		return "scripts/galera must run as root (it runs the nodes as the mysql user)"
+	}
+	return ""
+}
+
+// galeraScript finds scripts/galera at the module root, from this source file's location or,
+// failing that, from the working directory upwards.
+func galeraScript() (string, error) {
+	var roots []string
+	if _, file, _, ok := runtime.Caller(0); ok {
+		roots = append(roots, filepath.Join(filepath.Dir(file), "..", ".."))
+	}
+	if wd, err := os.Getwd(); err == nil {
+		for d := wd; ; d = filepath.Dir(d) {
+			roots = append(roots, d)
+			if filepath.Dir(d) == d {
+				break
+			}
+		}
+	}
+	for _, r := range roots {
+		if _, err := os.Stat(filepath.Join(r, "go.mod")); err != nil {
+			continue
+		}
+		s := filepath.Join(r, "scripts", "galera")
+		if _, err := os.Stat(s); err == nil {
+			return s, nil
+		}
+	}
+	return "", errors.New("cannot find scripts/galera at the module root")
+}
+
+// galeraBasePort returns a base port whose whole range is free on 127.0.0.1 right now.
+func galeraBasePort() int {
+	for {
+		base := 20000 + rand.IntN(400)*100
+		free := true
+		for i := 1; i < galeraPorts && free; i++ {
+			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+i))
+			if err != nil {
+				free = false
+				continue
+			}
+			ln.Close()
+		}
+		if free {
+			return base
+		}
+	}
+}
+
+func (g *Galera) run(timeout time.Duration, args ...string) (string, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	args = append(args, g.dir)
+	cmd := exec.CommandContext(ctx, g.script, args...)
+	cmd.Env = append(os.Environ(), "GALERA_BASE_PORT="+strconv.Itoa(g.base))
+	out, err := cmd.CombinedOutput()
+	if ctx.Err() != nil {
+		err = fmt.Errorf("scripts/galera %s: timed out after %v", strings.Join(args, " "), timeout)
+	}
+	return string(out), err
+}
+
+func (g *Galera) down() {
+	if out, err := g.run(2*time.Minute, "down"); err != nil {
+		g.tb.Logf("mysqltest: scripts/galera down: %v\n%s", err, out)
+	}
+	_ = os.RemoveAll(g.dir)
+}
+
+func (g *Galera) checkNode(n int) {
+	if n < 1 || n > GaleraNodes {
+		g.tb.Fatalf("mysqltest: Galera node %d: nodes are numbered 1 to %d", n, GaleraNodes)
+	}
+}
+
+// Addr returns node n's SQL address (127.0.0.1:port).
+func (g *Galera) Addr(n int) string {
+	g.checkNode(n)
+	return "127.0.0.1:" + strconv.Itoa(g.base+n)
+}
+
+// DSN returns node n's DSN for the privileged user, database test.
+func (g *Galera) DSN(n int) string {
+	cfg := mysql.NewConfig()
+	cfg.User, cfg.Passwd = MariaDBUser, MariaDBPassword
+	cfg.Net, cfg.Addr, cfg.DBName = "tcp", g.Addr(n), "test"
+	cfg.Timeout = 5 * time.Second
+	return cfg.FormatDSN()
+}
+
+// DSNs returns the three nodes' DSNs, node 1 first.
+func (g *Galera) DSNs() []string {
+	out := make([]string, GaleraNodes)
+	for i := range out {
+		out[i] = g.DSN(i + 1)
+	}
+	return out
+}
+
+// Kill sends SIGKILL to node n and returns when it is gone.
+func (g *Galera) Kill(n int) {
+	g.tb.Helper()
+	g.checkNode(n)
+	if out, err := g.run(time.Minute, "kill", strconv.Itoa(n)); err != nil {
+		g.tb.Fatalf("mysqltest: scripts/galera kill %d: %v\n%s", n, err, out)
+	}
+}
+
+// Start starts node n again and returns when it is Synced (it rejoins by state transfer;
+// ~8 s). Node n must be able to reach a primary component: after two nodes were killed,
+// start the one killed last first.
+func (g *Galera) Start(n int) {
+	g.tb.Helper()
+	if err := g.TryStart(n); err != nil {
+		g.tb.Fatal(err)
+	}
+}
+
+// TryStart is Start for use from another goroutine than the test's: it returns the error
+// instead of failing the test.
+func (g *Galera) TryStart(n int) error {
+	g.checkNode(n)
+	if out, err := g.run(4*time.Minute, "start", strconv.Itoa(n)); err != nil {
+		return fmt.Errorf("mysqltest: scripts/galera start %d: %v\n%s", n, err, out)
+	}
+	return nil
+}
+
+// NodeStatus is what a node says of itself and the cluster.
+type NodeStatus struct {
+	ClusterStatus string // wsrep_cluster_status: Primary, non-Primary, Disconnected
+	ClusterSize   int    // wsrep_cluster_size
+	LocalState    string // wsrep_local_state_comment: Synced, Donor/Desynced, Joining, …
+}
+
+// Status asks node n over TCP (its own connection, not pooled) for its wsrep status.
+func (g *Galera) Status(ctx context.Context, n int) (NodeStatus, error) {
+	g.checkNode(n)
+	cfg, err := mysql.ParseDSN(g.DSN(n))
+	if err != nil {
+		return NodeStatus{}, err
+	}
+	cfg.Timeout = time.Second
+	cfg.Logger = mysql.Logger(nopLogger{}) // a down node is expected here
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return NodeStatus{}, err
+	}
+	db := sql.OpenDB(conn)
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, "SHOW STATUS WHERE Variable_name IN ('wsrep_cluster_status','wsrep_cluster_size','wsrep_local_state_comment')")
+	if err != nil {
+		return NodeStatus{}, err
+	}
+	defer rows.Close()
+	var st NodeStatus
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return NodeStatus{}, err
+		}
+		switch k {
+		case "wsrep_cluster_status":
+			st.ClusterStatus = v
+		case "wsrep_cluster_size":
+			st.ClusterSize, _ = strconv.Atoi(v)
+		case "wsrep_local_state_comment":
+			st.LocalState = v
+		}
+	}
+	return st, rows.Err()
+}
+
+// Dir returns the cluster's directory (node n's error log is Dir()/node<n>/error.log).
+func (g *Galera) Dir() string { return g.dir }

@@ -1,0 +1,294 @@
+package pool
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"sort"
+	"sync/atomic"
+)
+
+// This file is the pool's side of a multi-host pool (package cluster): the few things only the
+// pool can do for a connector that dials several hosts. With a plain driver.Connector none of it
+// runs: an entry's host is nil and the hot path pays one nil check in quickCheck (see goneFor).
+
+// HostConnector is a driver.Connector over several database hosts, such as package cluster's
+// Connector. When New is given one, the pool records which host each connection reached, keeps
+// "the server went away" per host instead of for the whole pool, reports such errors to the
+// connector, and offers per-host Stats, eviction and a fail-fast state to it. One HostConnector
+// serves one pool.
+type HostConnector interface {
+	driver.Connector
+	// ConnectHost opens a connection, as Connect does, and names the host it reached. The
+	// name is a label for Stats, metrics and logs; keep the set of names small and fixed.
+	ConnectHost(ctx context.Context) (conn driver.Conn, host string, err error)
+	// AttachPool is called once by New, before the pool opens its first connection. An error
+	// fails New (for example, a connector already attached to another pool).
+	AttachPool(p *Pool) error
+	// HostGone is called when a connection to host returned an error that says the server went
+	// away, failed over or is not ready (validate.ServerGone), on the goroutine of the failed
+	// call: it must return quickly. By then the pool has already made that host's connections
+	// be probed on their next acquire.
+	HostGone(host string, err error)
+	// DetachPool is called once by Close, after the pool stopped dialling (or by New, when
+	// New fails after AttachPool), so that the connector can stop its own goroutines.
+	DetachPool()
+}
+
+// hostState is what the pool keeps per host. Entries point at it; the map of them only grows.
+type hostState struct {
+	name string
+	// goneAt is when a connection to this host last reported that the server went away; its
+	// connections last known alive before it are probed on their next acquire.
+	goneAt  atomic.Int64
+	created uint64 // under regMu
+	closed  uint64 // under regMu
+}
+
+// HostStats is one host's part of a pool's Stats.
+type HostStats struct {
+	Host   string
+	Total  int // physical connections open to the host
+	Active int // in use by a borrower
+	Idle   int // idle in the pool, or parked idle in database/sql (mode b)
+	// Evicting counts the connections marked for closing when they are returned or checked
+	// out (EvictHost, SoftEvict, MaxLifetime of a busy connection); they are in Total.
+	Evicting int
+	Created  uint64 // connections opened to the host
+	Closed   uint64 // connections to the host closed
+}
+
+// hostConnector returns the pool's HostConnector, or nil.
+func (p *Pool) hostConnector() HostConnector {
+	hc, _ := p.connector.(HostConnector)
+	return hc
+}
+
+// connect opens a connection with the pool's connector and, for a HostConnector, returns the
+// host it reached.
+func (p *Pool) connect(ctx context.Context) (driver.Conn, *hostState, error) {
+	hc := p.hostConnector()
+	if hc == nil {
+		dc, err := p.connector.Connect(ctx)
+		return dc, nil, err
+	}
+	dc, name, err := hc.ConnectHost(ctx)
+	if err != nil || dc == nil {
+		return dc, nil, err
+	}
+	return dc, p.host(name), nil
+}
+
+// host returns the state of the host called name, creating it on first use.
+func (p *Pool) host(name string) *hostState {
+	p.regMu.Lock()
+	defer p.regMu.Unlock()
+	if p.hosts == nil {
+		p.hosts = make(map[string]*hostState)
+	}
+	h := p.hosts[name]
+	if h == nil {
+		h = &hostState{name: name}
+		p.hosts[name] = h
+	}
+	return h
+}
+
+// attachHosts lets a HostConnector attach itself; called by New before the first dial.
+func (p *Pool) attachHosts() error {
+	if hc := p.hostConnector(); hc != nil {
+		if err := hc.AttachPool(p); err != nil {
+			return fmt.Errorf("sqlpool: %s: New: %w", p.cfg.Name, err)
+		}
+	}
+	return nil
+}
+
+// detachHosts tells a HostConnector that the pool closed.
+func (p *Pool) detachHosts() {
+	if hc := p.hostConnector(); hc != nil {
+		hc.DetachPool()
+	}
+}
+
+// goneFor is when the server of e last reported going away: the pool's own mark, or for a
+// connection to a named host the later of it and the host's.
+func (p *Pool) goneFor(e *entry) int64 {
+	g := p.goneAt.Load()
+	if h := e.host; h != nil {
+		g = max(g, h.goneAt.Load())
+	}
+	return g
+}
+
+// serverGone records that e's server went away: for a connection to a named host only that
+// host's connections are suspected, and the HostConnector is told.
+func (p *Pool) serverGone(e *entry, err error) {
+	now := p.nanotime()
+	if h := e.host; h != nil {
+		h.goneAt.Store(now)
+		if hc := p.hostConnector(); hc != nil {
+			hc.HostGone(h.name, err)
+		}
+	} else {
+		p.goneAt.Store(now)
+	}
+	p.signalCreator()
+}
+
+// hostOpenedLocked and hostClosedLocked keep the per-host counters; the caller holds regMu.
+func (e *entry) hostOpenedLocked() {
+	if h := e.host; h != nil {
+		h.created++
+	}
+}
+
+func (e *entry) hostClosedLocked() {
+	if h := e.host; h != nil {
+		h.closed++
+	}
+}
+
+// HostStats returns per-host figures, sorted by host name; empty unless the pool's connector
+// is a HostConnector. Like Stats it takes the pool's registry lock briefly.
+func (p *Pool) HostStats() []HostStats {
+	p.regMu.Lock()
+	defer p.regMu.Unlock()
+	if len(p.hosts) == 0 {
+		return nil
+	}
+	byHost := make(map[*hostState]*HostStats, len(p.hosts))
+	out := make([]HostStats, 0, len(p.hosts))
+	for _, h := range p.hosts {
+		out = append(out, HostStats{Host: h.name, Created: h.created, Closed: h.closed})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Host < out[j].Host })
+	for i := range out {
+		byHost[p.hosts[out[i].Host]] = &out[i]
+	}
+	for e := range p.all {
+		s := byHost[e.host]
+		if s == nil {
+			continue
+		}
+		s.Total++
+		if e.evict.Load() {
+			s.Evicting++
+		}
+		switch e.state.Load() {
+		case stateIdle, stateLent:
+			s.Idle++
+		case stateInUse:
+			s.Active++
+		}
+	}
+	for i := range out {
+		// Reserved entries (housekeeping, Close) count as neither; keep Total = Active + Idle.
+		out[i].Active = out[i].Total - out[i].Idle
+	}
+	return out
+}
+
+// SuspectHost makes every connection to host that was last known alive before now be probed on
+// its next acquire, whatever AliveBypassWindow says: the per-host form of what the pool does on
+// its own when a connection reports that the server went away. It does nothing for an unknown
+// host.
+func (p *Pool) SuspectHost(host string) {
+	p.regMu.Lock()
+	h := p.hosts[host]
+	p.regMu.Unlock()
+	if h != nil {
+		h.goneAt.Store(p.nanotime())
+	}
+}
+
+// EvictHost closes up to n connections to host (n < 0: all of them) and returns how many it
+// closed or marked: idle ones first, oldest first, closed now; then, if n is not reached,
+// connections in use (or parked in database/sql) are marked and closed when they are returned
+// or checked out. The creator replaces them through the connector, which decides where the
+// replacements go. Closes are reported with CloseEvicted.
+func (p *Pool) EvictHost(host string, n int) int {
+	if n == 0 {
+		return 0
+	}
+	p.regMu.Lock()
+	h := p.hosts[host]
+	p.regMu.Unlock()
+	if h == nil {
+		return 0
+	}
+	taken := p.store.takeIf(func(e *entry, _ int) bool {
+		if e.host != h || n == 0 {
+			return false
+		}
+		n--
+		return true
+	})
+	for _, e := range taken {
+		p.closeEntry(e, CloseEvicted)
+	}
+	count := len(taken)
+	if n != 0 {
+		p.regMu.Lock()
+		for e := range p.all {
+			if n == 0 {
+				break
+			}
+			if e.host != h || e.evict.Load() {
+				continue
+			}
+			switch e.state.Load() {
+			case stateInUse, stateLent:
+				e.evict.Store(true)
+				count++
+				n--
+			}
+		}
+		p.regMu.Unlock()
+	}
+	p.signalCreator()
+	return count
+}
+
+// SetUnavailable puts the pool in a fail-fast state (err != nil) or takes it out of it (nil).
+// While in it, an acquire that finds no idle connection fails at once with an error that wraps
+// err (and matches ErrUnavailable) instead of waiting, and the goroutines already waiting are
+// woken to fail the same way. Idle connections are still handed out. Package cluster uses it
+// when every host is down.
+func (p *Pool) SetUnavailable(err error) {
+	if err == nil {
+		p.unavailable.Store(nil)
+		return
+	}
+	p.unavailable.Store(&errBox{err})
+	s := &p.store
+	s.mu.Lock()
+	for s.head != nil {
+		s.wakeLocked()
+	}
+	s.mu.Unlock()
+}
+
+// ErrUnavailable is matched (errors.Is) by the error an acquire returns while the pool is in the
+// fail-fast state of SetUnavailable.
+var ErrUnavailable = errors.New("sqlpool: no connection can be opened")
+
+// unavailableErr returns the fail-fast error, or nil.
+func (p *Pool) unavailableErr() error {
+	b := p.unavailable.Load()
+	if b == nil {
+		return nil
+	}
+	return &unavailableError{pool: p.cfg.Name, err: b.err}
+}
+
+type unavailableError struct {
+	pool string
+	err  error
+}
+
+func (e *unavailableError) Error() string {
+	return fmt.Sprintf("sqlpool: %s: no idle connection and none can be opened now: %v", e.pool, e.err)
+}
+func (e *unavailableError) Unwrap() []error { return []error{ErrUnavailable, e.err} }
