@@ -133,6 +133,9 @@ func main() {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		fatalf("%v", err)
 	}
+	// mariadbd lives in /usr/sbin on Debian; .ci/run adds the sbin
+	// directories to PATH the same way.
+	_ = os.Setenv("PATH", os.Getenv("PATH")+":/usr/local/sbin:/usr/sbin:/sbin")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
