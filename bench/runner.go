@@ -35,6 +35,16 @@ func closedLoop(threads int, d time.Duration, mk func(i int) (func(context.Conte
 			return Iteration{}, err
 		}
 	}
+	it, _, err := runClosed(threads, d, func(ctx context.Context, i int) error { return ops[i](ctx) })
+	return it, err
+}
+
+// runClosed is the closed loop of closedLoop and saturatedLoop: goroutines goroutines start
+// together and call op(ctx, i) back to back until d has passed; the first error stops them
+// all. It returns the iteration (Ops: operations completed within the window; AllOps: with
+// the ones in flight when it closed), the per-goroutine counts within the window, and the
+// first error.
+func runClosed(goroutines int, d time.Duration, op func(ctx context.Context, i int) error) (Iteration, []int64, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var (
@@ -43,18 +53,17 @@ func closedLoop(threads int, d time.Duration, mk func(i int) (func(context.Conte
 		wg       sync.WaitGroup
 		mu       sync.Mutex
 		firstErr error
-		inWin    = make([]int64, threads)
-		all      = make([]int64, threads)
+		inWin    = make([]int64, goroutines)
+		all      = make([]int64, goroutines)
 	)
-	for i := range threads {
+	for i := range goroutines {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			op := ops[i]
 			var n, a int64
 			<-start
 			for !stop.Load() {
-				if err := op(ctx); err != nil {
+				if err := op(ctx, i); err != nil {
 					mu.Lock()
 					if firstErr == nil {
 						firstErr = err
@@ -79,11 +88,11 @@ func closedLoop(threads int, d time.Duration, mk func(i int) (func(context.Conte
 	elapsed := time.Since(t0)
 	wg.Wait()
 	it := Iteration{Elapsed: elapsed}
-	for i := range threads {
+	for i := range goroutines {
 		it.Ops += inWin[i]
 		it.AllOps += all[i]
 	}
-	return it, firstErr
+	return it, inWin, firstErr
 }
 
 // openLoop runs goroutines goroutines for d, each starting a request every goroutines/rate
@@ -180,60 +189,17 @@ func openLoop(goroutines int, d time.Duration, rate float64, op func(ctx context
 // histogram and the operations each goroutine completed within the window. An operation in
 // flight when the window closes is finished; its latency is recorded, but it is not counted.
 func saturatedLoop(goroutines int, d time.Duration, op func(ctx context.Context, h *Histogram) error) (Iteration, *Histogram, []int64, error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var (
-		stop     atomic.Bool
-		start    = make(chan struct{})
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		firstErr error
-		hists    = make([]*Histogram, goroutines)
-		inWin    = make([]int64, goroutines)
-		all      = make([]int64, goroutines)
-	)
-	for i := range goroutines {
+	hists := make([]*Histogram, goroutines)
+	for i := range hists {
 		hists[i] = NewHistogram()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			h := hists[i]
-			var n, a int64
-			<-start
-			for !stop.Load() {
-				if err := op(ctx, h); err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					stop.Store(true)
-					break
-				}
-				a++
-				if !stop.Load() {
-					n++
-				}
-			}
-			inWin[i], all[i] = n, a
-		}()
 	}
-	t0 := time.Now()
-	close(start)
-	timer := time.NewTimer(d)
-	<-timer.C
-	stop.Store(true)
-	elapsed := time.Since(t0)
-	wg.Wait()
-	it := Iteration{Elapsed: elapsed}
+	it, inWin, err := runClosed(goroutines, d, func(ctx context.Context, i int) error { return op(ctx, hists[i]) })
 	merged := NewHistogram()
-	for i := range goroutines {
-		it.Ops += inWin[i]
-		it.AllOps += all[i]
-		merged.Merge(hists[i])
+	for _, h := range hists {
+		merged.Merge(h)
 	}
-	if firstErr != nil {
-		return it, merged, inWin, fmt.Errorf("saturated: %w", firstErr)
+	if err != nil {
+		return it, merged, inWin, fmt.Errorf("saturated: %w", err)
 	}
 	return it, merged, inWin, nil
 }
