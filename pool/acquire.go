@@ -53,14 +53,7 @@ func (p *Pool) handOut(e *entry, now int64, dl *deadline, lend bool) *entry {
 		}
 		return e
 	}
-	p.handedOut(e)
-	e.borrowedAt = now
-	if ev := p.cfg.Events; ev != nil {
-		p.noteAcquired(ev, e, dl)
-	}
-	if p.cfg.LeakDetectionThreshold > 0 {
-		e.leak = p.watchLeak(e)
-	}
+	p.handedOut(e, now, dl)
 	return e
 }
 
@@ -122,11 +115,20 @@ func (p *Pool) acquireSlow(ctx context.Context, lend bool, first *entry, firstRe
 	}
 }
 
-// handedOut counts a hand-out of e (Stats.Acquires). The first hand-out of a connection also
-// ends a dead-on-arrival streak: a connection the creator opened was good enough to use.
-func (p *Pool) handedOut(e *entry) {
+// handedOut records a hand-out of e at now, for Connect (dl: its deadline) and for a
+// database/sql checkout (conn.ResetSession, dl nil): it counts it (Stats.Acquires), stamps the
+// borrow, tells Events and arms leak detection. The first hand-out of a connection also ends a
+// dead-on-arrival streak: a connection the creator opened was good enough to use.
+func (p *Pool) handedOut(e *entry, now int64, dl *deadline) {
 	if e.handouts.Add(1) == 1 && p.deadOnArrival.Load() != 0 {
 		p.deadOnArrival.Store(0)
+	}
+	e.borrowedAt = now
+	if ev := p.cfg.Events; ev != nil {
+		p.noteAcquired(ev, e, dl)
+	}
+	if p.cfg.LeakDetectionThreshold > 0 {
+		e.leak = p.watchLeak(e)
 	}
 }
 

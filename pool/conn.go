@@ -408,14 +408,7 @@ func (c *conn) ResetSession(ctx context.Context) error {
 	if !p.usableLent(ctx, e, now) {
 		return driver.ErrBadConn
 	}
-	p.handedOut(e)
-	e.borrowedAt = now
-	if ev := p.cfg.Events; ev != nil {
-		p.noteAcquired(ev, e, nil)
-	}
-	if p.cfg.LeakDetectionThreshold > 0 {
-		e.leak = p.watchLeak(e)
-	}
+	p.handedOut(e, now, nil)
 	return nil
 }
 
