@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sqlpool/sqlpool/validate"
@@ -16,12 +17,7 @@ import (
 
 // acquire returns a connection in state inUse, or an error: ErrClosed, ErrPoolExhausted, an
 // *AcquireTimeoutError, or the ctx's error wrapped when ctx was cancelled.
-func (p *Pool) acquire(ctx context.Context) (*entry, error) { return p.acquireAs(ctx, false) }
-
-// acquireAs is acquire. With lend (the KeepIdleInDB connector) the connection, checked, is
-// returned in state lent instead and is not yet counted as handed out: database/sql may park it
-// unused (see lendingConnector), so the hand-out happens at its first use.
-func (p *Pool) acquireAs(ctx context.Context, lend bool) (*entry, error) {
+func (p *Pool) acquire(ctx context.Context) (*entry, error) {
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -30,37 +26,25 @@ func (p *Pool) acquireAs(ctx context.Context, lend bool) (*entry, error) {
 	if !p.suspended.Load() {
 		e := p.store.get()
 		if e == nil {
-			return p.acquireSlow(ctx, lend, nil, "")
+			return p.acquireSlow(ctx, nil, "")
 		}
 		now := p.now()
 		if reason, probe := p.quickCheck(e, now); reason != "" || probe {
-			return p.acquireSlow(ctx, lend, e, reason)
+			return p.acquireSlow(ctx, e, reason)
 		}
 		if !driverLive(ctx, e) {
-			return p.acquireSlow(ctx, lend, e, CloseDriverInvalid)
+			return p.acquireSlow(ctx, e, CloseDriverInvalid)
 		}
-		return p.handOut(e, now, nil, lend), nil
+		p.handedOut(e, now, nil)
+		return e, nil
 	}
-	return p.acquireSlow(ctx, lend, nil, "")
-}
-
-// handOut completes an acquire of e, checked fit at now.
-func (p *Pool) handOut(e *entry, now int64, dl *deadline, lend bool) *entry {
-	if lend {
-		e.state.Store(stateLent)
-		if p.closed.Load() {
-			p.wakeCloser()
-		}
-		return e
-	}
-	p.handedOut(e, now, dl)
-	return e
+	return p.acquireSlow(ctx, nil, "")
 }
 
 // acquireSlow is acquire when the fast path did not do: suspended, nothing idle, or the
 // connection it found (first, when not nil) needs a probe or is unfit (firstReason, when
 // already known; "" runs the checks).
-func (p *Pool) acquireSlow(ctx context.Context, lend bool, first *entry, firstReason CloseReason) (*entry, error) {
+func (p *Pool) acquireSlow(ctx context.Context, first *entry, firstReason CloseReason) (*entry, error) {
 	var dl deadline
 	defer dl.stop()
 	if first == nil && p.suspended.Load() {
@@ -90,7 +74,8 @@ func (p *Pool) acquireSlow(ctx context.Context, lend bool, first *entry, firstRe
 			reason = p.check(ctx, e, now, &dl)
 		}
 		if reason == "" {
-			return p.handOut(e, now, &dl, lend), nil
+			p.handedOut(e, now, &dl)
+			return e, nil
 		}
 		// e is unfit (marked, expired, or it failed its probe). The acquire goes on; unless it
 		// ends here, e is closed only once this acquire is queued again (see wait), so that the
@@ -159,11 +144,21 @@ func (d *deadline) timeout(p *Pool) <-chan time.Time {
 		return nil
 	}
 	if d.timer == nil {
-		left := time.Duration(d.begin(p) + durNanos(p.cfg.AcquireTimeout) - p.nanotime())
-		d.timer = time.NewTimer(max(left, 0))
+		left := max(time.Duration(d.begin(p)+durNanos(p.cfg.AcquireTimeout)-p.nanotime()), 0)
+		if t, ok := timerPool.Get().(*time.Timer); ok {
+			t.Reset(left)
+			d.timer = t
+		} else {
+			d.timer = time.NewTimer(left)
+		}
 	}
 	return d.timer.C
 }
+
+// timerPool keeps stopped AcquireTimeout timers for reuse: a saturated pool arms one per wait.
+// Since Go 1.23 a timer's channel is unbuffered and Stop and Reset discard a pending tick, so a
+// reused timer never delivers a stale one.
+var timerPool sync.Pool
 
 // expired reports whether the deadline, once armed, has passed.
 func (d *deadline) expired(p *Pool) bool {
@@ -181,6 +176,8 @@ func (d *deadline) left(p *Pool) time.Duration {
 func (d *deadline) stop() {
 	if d.timer != nil {
 		d.timer.Stop()
+		timerPool.Put(d.timer)
+		d.timer = nil
 	}
 }
 
@@ -334,7 +331,13 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 	}
 	s.mu.Unlock()
 	p.dropUnfit(dl) // queued in place: now its replacement may come
-	p.signalCreator()
+	// At MaxConns the creator has nothing to do for this waiter, and waking its goroutine on
+	// every wait costs a saturated pool a scheduler round trip per borrow. A connection that
+	// closes after this look signals the creator itself (closeEntry), and sees this waiter,
+	// queued above.
+	if int(p.total.Load()) < p.cfg.MaxConns {
+		p.signalCreator()
+	}
 	// Connections parked in database/sql's idle lists cannot be handed to this waiter; from
 	// now on releases route connections here instead of parking them (conn.IsValid), and any
 	// parked before are brought back (see reclaimLent).

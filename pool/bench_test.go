@@ -97,6 +97,30 @@ func BenchmarkDBConn(b *testing.B) {
 	}
 }
 
+// BenchmarkDBConnSaturated is db.Conn+Close from 64 goroutines on 8 connections over the fake
+// driver: bench's cycleConnection at 64 goroutines without a server. Borrowers are CPU-bound,
+// so holders are preempted with a connection in hand and most borrows wait; through OpenDB
+// each wait costs database/sql a new driverConn (docs/benchmarks.md, issue 15).
+func BenchmarkDBConnSaturated(b *testing.B) {
+	for _, kind := range []string{"sqlpool", "database-sql"} {
+		b.Run(kind, func(b *testing.B) {
+			db := benchDB(b, kind, 8)
+			ctx := context.Background()
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			defer func() { b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op") }()
+			runConcurrent(b, 64, func() {
+				c, err := db.Conn(ctx)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				_ = c.Close()
+			})
+		})
+	}
+}
+
 func benchDB(b *testing.B, kind string, size int) *sql.DB {
 	b.Helper()
 	var db *sql.DB

@@ -21,9 +21,6 @@ type conn struct {
 	p      *Pool
 	e      *entry
 	closed bool
-	// fresh is set on a connection the KeepIdleInDB connector opened and lent to database/sql,
-	// until its first checkout: see lendingConnector.
-	fresh  bool
 	open   []driver.Stmt // statements handed out on this borrow and not yet closed
 	rw     rows          // reused for the result sets of this borrow (wrapRows)
 	rwBusy bool          // rw holds an open result set
@@ -52,9 +49,6 @@ var (
 // The pool cannot see what is done with it, so the session state becomes unknown and the
 // connection gets a full reset (or is discarded) when it is returned.
 func (c *conn) Unwrap() driver.Conn {
-	if c.fresh {
-		_ = c.checkout(context.Background()) // a failure leaves it marked: closed on release
-	}
 	c.e.sess.unknown()
 	return c.e.conn
 }
@@ -81,18 +75,7 @@ func (c *conn) Prepare(query string) (driver.Stmt, error) {
 	return c.PrepareContext(context.Background(), query)
 }
 
-// checkout runs the checkout checks on a fresh connection's first use (see lendingConnector).
-func (c *conn) checkout(ctx context.Context) error {
-	c.fresh = false
-	return c.ResetSession(ctx)
-}
-
 func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
-	if c.fresh {
-		if err := c.checkout(ctx); err != nil {
-			return nil, err
-		}
-	}
 	if c.e.stmts.max > 0 {
 		cs, ds, err := c.cached(ctx, query)
 		if err != nil {
@@ -195,11 +178,6 @@ func (c *conn) Begin() (driver.Tx, error) {
 }
 
 func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	if c.fresh {
-		if err := c.checkout(ctx); err != nil {
-			return nil, err
-		}
-	}
 	var t driver.Tx
 	var err error
 	if bc, ok := c.e.conn.(driver.ConnBeginTx); ok {
@@ -231,11 +209,6 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 }
 
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	if c.fresh {
-		if err := c.checkout(ctx); err != nil {
-			return nil, err
-		}
-	}
 	if ev := c.p.cfg.Events; ev != nil {
 		start := c.p.nanotime()
 		r, err := c.execContext(ctx, query, args)
@@ -278,11 +251,6 @@ func (c *conn) execContext(ctx context.Context, query string, args []driver.Name
 }
 
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	if c.fresh {
-		if err := c.checkout(ctx); err != nil {
-			return nil, err
-		}
-	}
 	if ev := c.p.cfg.Events; ev != nil {
 		start := c.p.nanotime()
 		r, err := c.queryContext(ctx, query, args)
@@ -363,11 +331,6 @@ func releaseStmt(cs *cachedStmt, ds driver.Stmt) {
 }
 
 func (c *conn) Ping(ctx context.Context) error {
-	if c.fresh {
-		if err := c.checkout(ctx); err != nil {
-			return err
-		}
-	}
 	if pc, ok := c.e.conn.(driver.Pinger); ok {
 		return c.observe(pc.Ping(ctx))
 	}
@@ -386,11 +349,10 @@ func (c *conn) CheckNamedValue(nv *driver.NamedValue) error {
 // that is marked, expired, dead or owned by a closed pool; database/sql then closes it and
 // tries another.
 func (c *conn) ResetSession(ctx context.Context) error {
-	c.fresh = false
 	p, e := c.p, c.e
 	if !e.state.CompareAndSwap(stateLent, stateInUse) {
 		if e.state.Load() == stateInUse {
-			return nil // not lent: nothing to check (a fresh connection)
+			return nil // not lent: nothing to check (a new connection, checked by Connect)
 		}
 		return driver.ErrBadConn // closed by the pool while parked
 	}

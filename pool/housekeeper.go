@@ -58,6 +58,7 @@ func (p *Pool) housekeep() {
 	}
 	var retire []job
 	var ping []*entry
+	p.checkDBs()
 	// Connections parked in the DBs from OpenDB come back first, so that the rules below reach
 	// every idle connection wherever it was parked (lend.go); borrowers take them again from
 	// the pool and database/sql parks them again on return.

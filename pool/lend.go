@@ -1,6 +1,17 @@
 package pool
 
-import "database/sql"
+import (
+	"database/sql"
+	"weak"
+)
+
+// openedDB is a DB that OpenDB returned. Weak: a DB the user dropped is not kept alive by the
+// pool.
+type openedDB struct {
+	db weak.Pointer[sql.DB]
+	// warned is set once checkDBs has warned about this DB's MaxOpen (under Pool.dbMu).
+	warned bool
+}
 
 // Connections parked in database/sql. A DB from OpenDB keeps idle connections in its own list
 // (its freeConn), where the pool cannot take them: only database/sql hands them out. The pool
@@ -30,14 +41,7 @@ func (p *Pool) reclaimLent() {
 // come back to the store), and restores the limit when restore is set. Serialized: a flush
 // that starts after a waiter queued sees every connection parked before.
 func (p *Pool) flushDBs(restore bool) {
-	p.dbMu.Lock()
-	dbs := make([]*sql.DB, 0, len(p.dbs))
-	for _, w := range p.dbs {
-		if db := w.Value(); db != nil {
-			dbs = append(dbs, db)
-		}
-	}
-	p.dbMu.Unlock()
+	dbs := p.openDBs()
 	if len(dbs) == 0 {
 		return
 	}
@@ -56,4 +60,41 @@ func (p *Pool) flushDBs(restore bool) {
 // pool rather than be parked: someone waits in the pool, or the pool is closing.
 func (p *Pool) routeToPool() bool {
 	return p.store.waiting.Load() != 0 || p.closed.Load()
+}
+
+// openDBs returns the DBs from OpenDB that are still referenced.
+func (p *Pool) openDBs() []*sql.DB {
+	p.dbMu.Lock()
+	defer p.dbMu.Unlock()
+	dbs := make([]*sql.DB, 0, len(p.dbs))
+	for _, d := range p.dbs {
+		if db := d.db.Value(); db != nil {
+			dbs = append(dbs, db)
+		}
+	}
+	return dbs
+}
+
+// checkDBs warns, once per DB, when a DB from OpenDB was given a MaxOpen with
+// SetMaxOpenConns. The pool's MaxConns already bounds it; with a MaxOpen, database/sql queues
+// borrowers itself (in random order, without AcquireTimeout or MaxWaiters), and its
+// background opener may park a connection it opened for a waiter that gave up, which the pool
+// then counts as in use until database/sql returns or closes it. Housekeeping calls it.
+func (p *Pool) checkDBs() {
+	p.dbMu.Lock()
+	defer p.dbMu.Unlock()
+	for i := range p.dbs {
+		d := &p.dbs[i]
+		db := d.db.Value()
+		if db == nil || d.warned {
+			continue
+		}
+		if n := db.Stats().MaxOpenConnections; n != 0 {
+			d.warned = true
+			p.cfg.Logger.Warn("sqlpool: SetMaxOpenConns was called on a DB from OpenDB; "+
+				"database/sql now queues borrowers itself, in random order and without AcquireTimeout "+
+				"or MaxWaiters. The pool's MaxConns already bounds the DB: remove the call, or call "+
+				"SetMaxOpenConns(0)", "pool", p.cfg.Name, "max_open", n, "max_conns", p.cfg.MaxConns)
+		}
+	}
 }

@@ -2,9 +2,9 @@ package pool
 
 import (
 	"context"
-	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -298,83 +298,26 @@ func TestConnectRacingClose(t *testing.T) {
 	}
 }
 
-// parkUnchecked reproduces defect 3: database/sql's background opener gets a connection for a
-// waiter that has already given up and parks it in its idle list without calling IsValid.
-func parkUnchecked(t *testing.T, cfg Config) (*Pool, *fakedb.Connector, *sql.DB) {
-	t.Helper()
-	cfg.MaxConns = 1
-	p, fc := newPool(t, cfg)
-	// The configuration KeepIdleInDB used to make (it is a no-op now): database/sql waits in
-	// its own queue (MaxOpen), which is what lets its background opener park a connection.
-	db := sql.OpenDB(lendingConnector{p})
-	db.SetMaxOpenConns(cfg.MaxConns)
-	db.SetMaxIdleConns(cfg.MaxConns)
-	t.Cleanup(func() { _ = db.Close() })
-	ctx := context.Background()
-	sc, err := db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
+// A DB from OpenDB must not get a MaxOpen (database/sql would queue borrowers itself, in
+// random order, and could park a connection its background opener got for a waiter that gave
+// up): housekeeping says so, once per DB, naming the fix.
+func TestOpenDBWarnsAboutMaxOpen(t *testing.T) {
+	var logs syncBuffer
+	p, _ := newPool(t, Config{MaxConns: 2, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	good, bad := p.OpenDB(), p.OpenDB()
+	defer good.Close()
+	defer bad.Close()
+	p.housekeep()
+	if strings.Contains(logs.String(), "SetMaxOpenConns") {
+		t.Fatalf("warned about DBs left as OpenDB made them: %s", logs.String())
 	}
-	p.Suspend() // the background opener's acquire blocks until Resume
-	// The waiter gives up when told, not at a deadline: on a loaded machine a deadline could
-	// pass before the held connection breaks, and then no background open would happen.
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	waiter := make(chan error, 1)
-	go func() {
-		c, err := db.Conn(wctx)
-		if err == nil {
-			_ = c.Close()
-		}
-		waiter <- err
-	}()
-	eventually(t, "a waiter in database/sql", func() bool { return db.Stats().WaitCount == 1 })
-	// The held connection breaks: database/sql closes it and, a request being queued, asks its
-	// opener for a new one in the background.
-	fc.Conns()[0].FailNext(driver.ErrBadConn)
-	if _, err := sc.ExecContext(ctx, "SELECT 1"); !errors.Is(err, driver.ErrBadConn) {
-		t.Fatalf("exec on the broken connection = %v", err)
+	bad.SetMaxOpenConns(2)
+	p.housekeep()
+	p.housekeep()
+	if n := strings.Count(logs.String(), "SetMaxOpenConns was called on a DB from OpenDB"); n != 1 {
+		t.Fatalf("%d warnings after SetMaxOpenConns on one DB and two passes; want 1:\n%s", n, logs.String())
 	}
-	_ = sc.Close()
-	cancel() // the waiter gives up while the opener's acquire is held by Suspend
-	if err := <-waiter; !errors.Is(err, context.Canceled) {
-		t.Fatalf("waiter = %v; want context.Canceled", err)
-	}
-	p.Resume()
-	eventually(t, "the background connection parked", func() bool { return db.Stats().Idle == 1 })
-	return p, fc, db
-}
-
-// Defect 3: a connection database/sql opened in the background and parked unchecked counts
-// as idle, and its first use runs the checkout checks (here: SoftEvict).
-func TestKeepIdleInDBBackgroundOpenIsChecked(t *testing.T) {
-	p, fc, db := parkUnchecked(t, Config{})
-	if st := p.Stats(); st.Active != 0 || st.Idle != 1 {
-		t.Errorf("Stats with the connection parked in database/sql: active=%d idle=%d; want 0/1", st.Active, st.Idle)
-	}
-	parked := fc.Conns()[len(fc.Conns())-1]
-	p.SoftEvict()
-	if _, err := db.ExecContext(context.Background(), "UPDATE after_evict"); err != nil {
-		t.Fatalf("exec after SoftEvict: %v", err)
-	}
-	for _, q := range parked.Log() {
-		if q == "UPDATE after_evict" {
-			t.Fatal("a statement ran on the connection SoftEvict marked: its checkout was not checked")
-		}
-	}
-	if !parked.Closed() {
-		t.Error("the evicted parked connection is still open")
-	}
-	if st := p.Stats(); st.Acquires == 0 {
-		t.Errorf("Stats().Acquires = 0 after a checkout")
-	}
-}
-
-// Defect 3: Close does not wait CloseTimeout for such a parked connection.
-func TestKeepIdleInDBCloseDoesNotWaitForParked(t *testing.T) {
-	p, _, _ := parkUnchecked(t, Config{CloseTimeout: 3 * time.Second})
-	start := time.Now()
-	if err := p.Close(); err != nil {
-		t.Fatalf("Close with a connection parked in database/sql = %v after %v; want nil at once", err, time.Since(start))
+	if !strings.Contains(logs.String(), "SetMaxOpenConns(0)") || !strings.Contains(logs.String(), "max_open=2") {
+		t.Errorf("the warning does not say what was set and how to undo it: %s", logs.String())
 	}
 }

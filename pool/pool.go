@@ -55,7 +55,7 @@ type Pool struct {
 	// dbs are the DBs OpenDB returned, for bringing back the connections parked in their idle
 	// lists (lend.go). Weak: a DB the user dropped is not kept alive by the pool.
 	dbMu    sync.Mutex
-	dbs     []weak.Pointer[sql.DB]
+	dbs     []openedDB
 	flushMu sync.Mutex // one bring-back at a time
 
 	suspendMu sync.Mutex
@@ -511,12 +511,12 @@ func (p *Pool) OpenDB(opts ...DBOption) *sql.DB {
 	db.SetMaxIdleConns(p.cfg.MaxConns)
 	p.dbMu.Lock()
 	live := p.dbs[:0]
-	for _, w := range p.dbs {
-		if w.Value() != nil {
-			live = append(live, w)
+	for _, d := range p.dbs {
+		if d.db.Value() != nil {
+			live = append(live, d)
 		}
 	}
-	p.dbs = append(live, weak.Make(db))
+	p.dbs = append(live, openedDB{db: weak.Make(db)})
 	p.dbMu.Unlock()
 	return db
 }
@@ -526,26 +526,3 @@ type connector struct{ p *Pool }
 
 func (c connector) Connect(ctx context.Context) (driver.Conn, error) { return c.p.Connect(ctx) }
 func (c connector) Driver() driver.Driver                            { return c.p.Driver() }
-
-// lendingConnector was the connector of p.OpenDB(KeepIdleInDB()), which set MaxOpen; OpenDB
-// sets no MaxOpen, so database/sql never waits and never opens in the background, and nothing
-// in the package uses it now (tests keep the case covered for a DB configured that way). database/sql does not always
-// use a connection it opens: its background opener, serving a waiter that has already given
-// up, parks the new connection in its idle list without calling IsValid, and the first
-// checkout of a new connection calls neither ResetSession nor anything else. So the connection
-// it returns is checked by the pool, then lent to database/sql at once (Stats count it idle,
-// Close does not wait for it, housekeeping marks it), and marked fresh: its first use by a
-// borrower (a statement, Begin, Prepare, Ping, Raw) runs the checkout checks of ResetSession
-// first — SoftEvict and expiry marks, a server-gone report, the bypass window and the driver's
-// own liveness check — and fails with driver.ErrBadConn, which database/sql retries on another
-// connection, when they fail.
-type lendingConnector struct{ p *Pool }
-
-func (c lendingConnector) Connect(ctx context.Context) (driver.Conn, error) {
-	e, err := c.p.acquireAs(ctx, true)
-	if err != nil {
-		return nil, err
-	}
-	return &conn{p: c.p, e: e, fresh: true}, nil
-}
-func (c lendingConnector) Driver() driver.Driver { return c.p.Driver() }

@@ -124,11 +124,19 @@ func runLoad(ctx context.Context, o *options) error {
 
 // measure runs step (a wrk run or an open-loop step) while watching the
 // server's and MariaDB's processes and counting zipkin_spans.
-func (e *env) measure(ctx context.Context, row *Row, s *serverProc, step func() error) error {
+//
+// With countAll the stored spans/s is the growth of COUNT(*) of the whole
+// table (the closed loops, whose trace IDs wrk makes); otherwise the step
+// counts its own spans (openLoop.CountDSN) and measure leaves the table
+// alone.
+func (e *env) measure(ctx context.Context, row *Row, s *serverProc, countAll bool, step func() error) error {
 	row.Load1 = loadAvg()
-	c0, err := e.mdb.countSpans(ctx, s.db)
-	if err != nil {
-		return err
+	var c0 int64
+	if countAll {
+		var err error
+		if c0, err = e.mdb.countSpans(ctx, s.db); err != nil {
+			return err
+		}
 	}
 	del0, _ := s.metric("zipkin_retention_spans_deleted_total")
 	d0, _ := s.metric("zipkin_mysql_deadlocks_total")
@@ -141,13 +149,15 @@ func (e *env) measure(ctx context.Context, row *Row, s *serverProc, step func() 
 	d1, _ := s.metric("zipkin_mysql_deadlocks_total")
 	l1, _ := s.metric("zipkin_mysql_lock_wait_timeouts_total")
 	row.Deadlocks, row.LockWaits = int64(d1-d0), int64(l1-l0)
-	c1, err := e.mdb.countSpans(ctx, s.db)
-	if err != nil {
-		return err
+	if countAll {
+		c1, err := e.mdb.countSpans(ctx, s.db)
+		if err != nil {
+			return err
+		}
+		del1, _ := s.metric("zipkin_retention_spans_deleted_total")
+		// Spans retention deleted meanwhile were stored too.
+		row.StoredSpans = (float64(c1-c0) + del1 - del0) / el.Seconds()
 	}
-	del1, _ := s.metric("zipkin_retention_spans_deleted_total")
-	// Spans retention deleted meanwhile were stored too.
-	row.StoredSpans = (float64(c1-c0) + del1 - del0) / el.Seconds()
 	return serr
 }
 
@@ -186,6 +196,15 @@ func (e *env) interleaved(ctx context.Context, res *Results, configs []string) (
 		}
 	}
 	for run := 1; run <= o.runs; run++ {
+		// Each run starts from empty tables (see mariaDB.truncateData).
+		for _, c := range configs {
+			if c == "none" {
+				continue
+			}
+			if err := e.mdb.truncateData(ctx, servers[c].db); err != nil {
+				return rows, fmt.Errorf("emptying %s before run %d: %w", servers[c].db, run, err)
+			}
+		}
 		for i, pct := range o.rates {
 			order := slices.Clone(configs)
 			if (run+i)%2 == 0 && len(order) >= 2 && order[0] == "pool" && order[1] == "database-sql" {
@@ -219,7 +238,7 @@ func (e *env) closedLoop(ctx context.Context, res *Results, config string, s *se
 	var rows []Row
 	w := Row{Config: config, Run: 1, Kind: "wrk"}
 	var wr WrkResult
-	err := e.measure(ctx, &w, s, func() error {
+	err := e.measure(ctx, &w, s, true, func() error {
 		var err error
 		wr, err = runWrk(ctx, e.tmp, o.cpusLoad, s.base, o.wrkConns, o.step)
 		return err
@@ -245,7 +264,7 @@ func (e *env) closedLoop(ctx context.Context, res *Results, config string, s *se
 		// the two storage rates is used.
 		p := Row{Config: config, Run: 1, Kind: "closed-backoff"}
 		var lr LoadResult
-		err := e.measure(ctx, &p, s, func() error {
+		err := e.measure(ctx, &p, s, true, func() error {
 			b, _ := json.Marshal(closedLoad{BaseURL: s.base, Conns: 16, Duration: o.step, Seed: 7})
 			return e.worker(ctx, "-closedload-worker", string(b), &lr)
 		})
@@ -271,7 +290,7 @@ func (e *env) openStep(ctx context.Context, res *Results, config string, run int
 	rate := res.SaturationRPS * pct / 100
 	r := Row{Config: config, Run: run, Kind: "open", RatePct: pct, Offered: rate}
 	var sr StepResult
-	err := e.measure(ctx, &r, s, func() error {
+	err := e.measure(ctx, &r, s, false, func() error {
 		var err error
 		sr, err = e.runOpenLoop(ctx, openLoop{BaseURL: s.base, Rate: rate, Duration: o.step,
 			QueryRate: o.queryRate, Seed: uint64(run*1000) + uint64(pct),
@@ -351,13 +370,11 @@ func (e *env) retentionCheck(ctx context.Context, res *Results, pair int) (*Rete
 	logf("retention: preloaded %d traces 2-3 h old", pre.Accepted)
 	var rows []Row
 	step := func(srv *serverProc, kind string, seed uint64) (Row, error) {
+		// The step counts its own spans: retention deletes only the preloaded old ones.
 		countDSN := e.countDSN("pool")
-		if kind == "open+retention" {
-			countDSN = "" // measure counts, adding what retention deleted
-		}
 		r := Row{Config: "pool", Run: pair, Kind: kind, RatePct: pct, Offered: rate}
 		var sr StepResult
-		err := e.measure(ctx, &r, srv, func() error {
+		err := e.measure(ctx, &r, srv, false, func() error {
 			var err error
 			sr, err = e.runOpenLoop(ctx, openLoop{BaseURL: srv.base, Rate: rate, Duration: o.step,
 				QueryRate: o.queryRate, Seed: seed, WarmUp: time.Second, CountDSN: countDSN})

@@ -82,7 +82,7 @@ func main() {
 	flag.StringVar(&o.cpusDB, "cpus-db", "0", "CPUs for mariadbd (taskset -c)")
 	flag.StringVar(&o.cpusServer, "cpus-server", "1", "CPUs for zipkin-mysql")
 	flag.StringVar(&o.cpusLoad, "cpus-load", "0", "CPUs for wrk and the open-loop generator")
-	flag.StringVar(&o.bufferPool, "buffer-pool", "256M", "innodb_buffer_pool_size of the private MariaDB")
+	flag.StringVar(&o.bufferPool, "buffer-pool", "2G", "innodb_buffer_pool_size of the private MariaDB: one run's data of both databases fits (default 2G)")
 	flag.IntVar(&o.runs, "runs", 0, "interleaved runs of pool and database-sql (default 3; 1 with -quick)")
 	flag.DurationVar(&o.step, "step", 0, "duration of each closed-loop run and open-loop rate step (default 15s; 6s with -quick)")
 	flag.StringVar(&rates, "rates", "", "offered rates in percent of saturation (default 10,25,50,75,100,125,150,200; -quick 10,50,100,150,200)")

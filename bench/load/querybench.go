@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -165,7 +166,9 @@ type QueryBenchResults struct {
 
 func runQueryBench(ctx context.Context, o *options) error {
 	started := time.Now()
-	if o.bufferPool == "256M" {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "buffer-pool" })
+	if !set {
 		o.bufferPool = "1G" // the default here: a million spans and their indexes
 	}
 	e, err := setup(ctx, o)
