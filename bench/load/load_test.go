@@ -186,4 +186,23 @@ func TestRatios(t *testing.T) {
 	if md := markdown(&Results{Rows: rows, Ratios: rs}); !strings.Contains(md, "### pool") || !strings.Contains(md, "| 50 % | 3/3 |") {
 		t.Fatalf("markdown:\n%s", md)
 	}
+
+	// The verdicts: error bars that overlap are not "worse" (here the pool's median p99 is
+	// above database/sql's worst run, but its best run is not); bars apart are. Stored
+	// spans/s within the count's resolution below database/sql's lowest run is "not less".
+	verdict := func(pool, sql [3][2]float64) Ratio {
+		var rows []Row
+		for i := range 3 {
+			rows = append(rows, row("pool", 10, pool[i][0], pool[i][1]), row("database-sql", 10, sql[i][0], sql[i][1]))
+		}
+		return ratios(rows)[0]
+	}
+	overlap := verdict([3][2]float64{{372, 2.5}, {373, 2.4}, {373, 1.9}}, [3][2]float64{{373, 2.3}, {373, 1.9}, {374, 2.0}})
+	if !overlap.P99NotWorse || !overlap.StoredNotLess {
+		t.Errorf("overlapping error bars, stored within 1%%: %+v", overlap)
+	}
+	apart := verdict([3][2]float64{{300, 3.0}, {310, 3.1}, {305, 2.9}}, [3][2]float64{{373, 2.3}, {373, 1.9}, {374, 2.0}})
+	if apart.P99NotWorse || apart.StoredNotLess {
+		t.Errorf("pool worse beyond both error bars: %+v", apart)
+	}
 }

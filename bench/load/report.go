@@ -62,9 +62,18 @@ func div(a, b float64) float64 {
 
 // ratios computes the pool/database-sql and pool/none comparisons per
 // open-loop rate. The verdicts use the spread of the interleaved runs as
-// the error bar: the pool "stores not less" when its median stored spans/s
-// is at least database-sql's lowest run, and its p99 is "not worse" when
-// its median p99 is at most database-sql's highest run.
+// the error bar of each configuration:
+//
+//   - the pool "stores not less" when its median stored spans/s is at least
+//     database-sql's lowest run, less storedResolution (below saturation
+//     both store what is offered, and the count's window makes the last
+//     digits noise);
+//   - its p99 is "worse beyond the error bars" only when the error bars do
+//     not overlap: every pool run's p99 above every database-sql run's.
+//     (The stricter "pool median above database-sql's worst run" flags
+//     one rate in five as worse when the two are drawn from the same
+//     distribution — the two largest of six values both the pool's — and so
+//     at one or two of eight rates in a typical run of identical servers.)
 func ratios(rows []Row) []Ratio {
 	var rates []float64
 	for _, r := range rows {
@@ -88,8 +97,8 @@ func ratios(rows []Row) []Ratio {
 			r.P99PoolSQL = div(median(pp), median(sp))
 			r.P99PoolSQLMin = div(slices.Min(pp), slices.Max(sp))
 			r.P99PoolSQLMax = div(slices.Max(pp), slices.Min(sp))
-			r.StoredNotLess = median(ps) >= slices.Min(ss)
-			r.P99NotWorse = median(pp) <= slices.Max(sp)
+			r.StoredNotLess = median(ps) >= slices.Min(ss)*(1-storedResolution)
+			r.P99NotWorse = slices.Min(pp) <= slices.Max(sp)
 		}
 		if len(np) > 0 && len(pp) > 0 {
 			r.P99PoolNone = div(median(pp), median(np))
@@ -99,6 +108,11 @@ func ratios(rows []Row) []Ratio {
 	}
 	return out
 }
+
+// storedResolution is the relative resolution of a step's stored spans/s:
+// the count is taken when the last POST is answered, give or take the
+// writers' last batch (up to ~0.1 s of a 15 s step).
+const storedResolution = 0.01
 
 func f0(v float64) string { return fmt.Sprintf("%.0f", v) }
 func f1(v float64) string { return fmt.Sprintf("%.1f", v) }
