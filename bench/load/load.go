@@ -29,8 +29,12 @@ type Row struct {
 	Errors      int64 `json:"errors"`
 	// StoredSpans is the growth of zipkin_spans (COUNT(*) in MariaDB)
 	// over the step, per second.
-	StoredSpans float64            `json:"stored_spans_per_s"`
-	Latency     Latency            `json:"latency"`
+	StoredSpans float64 `json:"stored_spans_per_s"`
+	Latency     Latency `json:"latency"`
+	// Latency202 is the latency of the POSTs answered 202 only (open
+	// loop): past saturation a 503 is answered before the body is decoded,
+	// so the mix of 202s and 503s moves the latency of all POSTs.
+	Latency202  Latency            `json:"latency_202"`
 	Queries     map[string]Latency `json:"queries,omitempty"`
 	QueryErrors int                `json:"query_errors,omitempty"`
 	LagMs       float64            `json:"generator_max_lag_ms,omitempty"`
@@ -320,6 +324,7 @@ func fillOpen(r *Row, sr StepResult) {
 	r.Accepted, r.Rejected, r.AcceptedAll = int64(sr.Accepted), int64(sr.Rejected), int64(sr.AcceptedAll)
 	r.Errors = int64(sr.Errors + sr.OtherHTTP)
 	r.Latency = sr.Latency
+	r.Latency202 = sr.Latency202
 	r.Queries, r.QueryErrors = sr.Queries, sr.QueryErr
 	r.LagMs = sr.MaxLagMs
 	if sr.StoredPerSec != 0 {
