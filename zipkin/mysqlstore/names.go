@@ -27,18 +27,7 @@ func (s *Store) GetServiceNames(ctx context.Context) ([]string, error) {
 // The service name is lower-cased first, as stored names are; "" returns
 // nothing, as does DisableSearch.
 func (s *Store) GetSpanNames(ctx context.Context, serviceName string) ([]string, error) {
-	serviceName = strings.ToLower(strings.TrimSpace(serviceName))
-	if s.opts.DisableSearch || serviceName == "" {
-		return nil, nil
-	}
-	if names, ok, err := s.fastNames(ctx, stmtSelectSpanNames, nameSpan, serviceName); ok {
-		return names, err
-	}
-	q := sqlSpanNames
-	if !s.feat.traceIDHigh {
-		q = sqlSpanNamesNoHigh
-	}
-	return s.selectNames(ctx, stmtSelectSpanNames, q, serviceName)
+	return s.namesOfService(ctx, serviceName, true, stmtSelectSpanNames, nameSpan, sqlSpanNames, sqlSpanNamesNoHigh)
 }
 
 // GetRemoteServiceNames returns the remote service names of the spans of a
@@ -46,18 +35,27 @@ func (s *Store) GetSpanNames(ctx context.Context, serviceName string) ([]string,
 // nothing, as do DisableSearch and a schema without
 // zipkin_spans.remote_service_name.
 func (s *Store) GetRemoteServiceNames(ctx context.Context, serviceName string) ([]string, error) {
+	return s.namesOfService(ctx, serviceName, s.feat.remoteServiceName, stmtSelectRemoteNames, nameRemote,
+		sqlRemoteNames, sqlRemoteNamesNoHigh)
+}
+
+// namesOfService is GetSpanNames and GetRemoteServiceNames: the names of kind recorded for
+// serviceName (lower-cased first, as stored names are), from the schema additions' name table
+// when there is one, else with query (queryNoHigh on a schema without trace_id_high). "",
+// DisableSearch and !supported return nothing.
+func (s *Store) namesOfService(ctx context.Context, serviceName string, supported bool, stmt string, kind int,
+	query, queryNoHigh string) ([]string, error) {
 	serviceName = strings.ToLower(strings.TrimSpace(serviceName))
-	if s.opts.DisableSearch || serviceName == "" || !s.feat.remoteServiceName {
+	if s.opts.DisableSearch || serviceName == "" || !supported {
 		return nil, nil
 	}
-	if names, ok, err := s.fastNames(ctx, stmtSelectRemoteNames, nameRemote, serviceName); ok {
+	if names, ok, err := s.fastNames(ctx, stmt, kind, serviceName); ok {
 		return names, err
 	}
-	q := sqlRemoteNames
 	if !s.feat.traceIDHigh {
-		q = sqlRemoteNamesNoHigh
+		query = queryNoHigh
 	}
-	return s.selectNames(ctx, stmtSelectRemoteNames, q, serviceName)
+	return s.selectNames(ctx, stmt, query, serviceName)
 }
 
 // selectNames runs a query of one string column and returns its distinct
