@@ -15,16 +15,15 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"go.uber.org/goleak"
+	"github.com/sqlpool/sqlpool/internal/leakcheck"
 
 	"github.com/sqlpool/sqlpool/cluster"
 	"github.com/sqlpool/sqlpool/internal/fakedb"
-	"github.com/sqlpool/sqlpool/internal/mysqltest"
 	"github.com/sqlpool/sqlpool/pool"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, mysqltest.GoleakOptions()...)
+	leakcheck.VerifyTestMain(m)
 }
 
 // logCapture is a slog.Handler that keeps every record's message.

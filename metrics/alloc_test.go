@@ -10,6 +10,7 @@ import (
 
 	"github.com/sqlpool/sqlpool/metrics"
 	"github.com/sqlpool/sqlpool/pool"
+	"github.com/sqlpool/sqlpool/stmtname"
 )
 
 // TestAcquireReleaseAddsNoAllocation: a borrow and return on the fake driver allocates
@@ -42,7 +43,7 @@ func TestAcquireReleaseAddsNoAllocation(t *testing.T) {
 // once a pool and a name have been seen.
 func TestEventsAllocateNothing(t *testing.T) {
 	m := newMetrics(t, metrics.Options{MaxStatementNames: 2})
-	named := metrics.WithStatementName(bg, "get_user")
+	named := stmtname.With(bg, "get_user")
 	deadlock := &mysql.MySQLError{Number: 1213}
 	obs := m.RetryObserver("p")
 	texts := make([]string, 100)
@@ -102,7 +103,7 @@ func TestStatementCardinality(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, err := db.ExecContext(metrics.WithStatementName(bg, fmt.Sprintf("name_%d", i)), "SELECT 1"); err != nil {
+		if _, err := db.ExecContext(stmtname.With(bg, fmt.Sprintf("name_%d", i)), "SELECT 1"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/sqlpool/sqlpool/internal/mysqltest"
 	"github.com/sqlpool/sqlpool/metrics"
 	"github.com/sqlpool/sqlpool/pool"
+	"github.com/sqlpool/sqlpool/stmtname"
 )
 
 // benchPool returns a pool of size conns over c, with m as its Events when on, filled.
@@ -190,7 +191,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 func BenchmarkEvents(b *testing.B) {
 	m := newMetrics(b, metrics.Options{})
 	m.Acquired("bench", 0)
-	named := metrics.WithStatementName(bg, "get_user")
+	named := stmtname.With(bg, "get_user")
 	b.Run("acquired+released", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

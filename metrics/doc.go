@@ -28,7 +28,7 @@
 // # Statement names
 //
 // sqlpool_statement_seconds and sqlpool_statement_errors_total are labelled by a statement
-// name, never by SQL text or argument values: the caller's name from WithStatementName, else
+// name, never by SQL text or argument values: the caller's name from stmtname.With, else
 // the verb and first table parsed from the SQL ("select users", "insert spans", "commit").
 // At most Options.MaxStatementNames names (500 by default) are kept per pool; later ones are
 // counted as "other".

@@ -12,6 +12,7 @@ import (
 	"github.com/sqlpool/sqlpool/internal/fakedb"
 	"github.com/sqlpool/sqlpool/metrics"
 	"github.com/sqlpool/sqlpool/pool"
+	"github.com/sqlpool/sqlpool/stmtname"
 )
 
 // connector stands for any driver.Connector, such as go-sql-driver/mysql's
@@ -95,7 +96,7 @@ func ExampleMetrics_Handler() {
 	// hikaricp_connections_min{pool="main"} 1
 }
 
-func ExampleWithStatementName() {
+func ExampleMetrics_StatementDone() {
 	m, _ := metrics.New(metrics.Options{})
 	p, err := pool.New(connector(), pool.Config{Name: "main", MaxConns: 2, Events: m, Logger: quiet})
 	if err != nil {
@@ -107,7 +108,7 @@ func ExampleWithStatementName() {
 
 	ctx := context.Background()
 	// Named by the caller ...
-	_, _ = db.ExecContext(metrics.WithStatementName(ctx, "get_user"), "SELECT * FROM users WHERE id = ?", 42)
+	_, _ = db.ExecContext(stmtname.With(ctx, "get_user"), "SELECT * FROM users WHERE id = ?", 42)
 	// ... or by verb and first table, parsed from the SQL text.
 	_, _ = db.ExecContext(ctx, "INSERT INTO spans (trace_id, name) VALUES (?, ?)", 1, "get")
 	_, _ = db.ExecContext(ctx, "INSERT INTO spans (trace_id, name) VALUES (?, ?)", 2, "put")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sqlpool/sqlpool/metrics"
 	"github.com/sqlpool/sqlpool/pool"
+	"github.com/sqlpool/sqlpool/stmtname"
 )
 
 func TestHandlers(t *testing.T) {
@@ -30,7 +31,7 @@ func TestHandlers(t *testing.T) {
 		case i >= 50:
 			d = 5 * time.Millisecond
 		}
-		m.StatementDone(metrics.WithStatementName(bg, "slow"), "a", "SELECT 1", d, nil)
+		m.StatementDone(stmtname.With(bg, "slow"), "a", "SELECT 1", d, nil)
 	}
 	m.StatementDone(bg, "a", "SELECT * FROM fast", time.Microsecond, nil)
 	m.StatementDone(bg, "b", "SELECT * FROM other_pool", time.Microsecond, nil)
@@ -133,7 +134,7 @@ func TestConcurrentUse(t *testing.T) {
 			for i := 0; i < rounds; i++ {
 				ctx := bg
 				if i%2 == 0 {
-					ctx = metrics.WithStatementName(bg, "n"+string(rune('a'+(w+i)%26)))
+					ctx = stmtname.With(bg, "n"+string(rune('a'+(w+i)%26)))
 				}
 				if _, err := db.ExecContext(ctx, "UPDATE t"+string(rune('a'+i%26))+" SET x = 1"); err != nil {
 					t.Error(err)

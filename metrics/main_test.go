@@ -7,16 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/sqlpool/sqlpool/internal/leakcheck"
 
 	"github.com/sqlpool/sqlpool/internal/fakedb"
-	"github.com/sqlpool/sqlpool/internal/mysqltest"
 	"github.com/sqlpool/sqlpool/metrics"
 	"github.com/sqlpool/sqlpool/pool"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, mysqltest.GoleakOptions()...)
+	leakcheck.VerifyTestMain(m)
 }
 
 // quiet drops the pool's log lines below errors.

@@ -18,6 +18,7 @@ import (
 	"github.com/sqlpool/sqlpool/metrics"
 	"github.com/sqlpool/sqlpool/pool"
 	"github.com/sqlpool/sqlpool/retry"
+	"github.com/sqlpool/sqlpool/stmtname"
 )
 
 // expo builds the expected exposition of one metric family for GatherAndCompare: the HELP
@@ -147,7 +148,7 @@ func TestScriptedSequence(t *testing.T) {
 	if _, err := c2.(driver.ConnPrepareContext).PrepareContext(bg, "SELECT 1"); err != nil {
 		t.Fatal(err)
 	}
-	exec(c2, metrics.WithStatementName(bg, "get_user"), "SELECT * FROM users WHERE id = 1")
+	exec(c2, stmtname.With(bg, "get_user"), "SELECT * FROM users WHERE id = 1")
 	check(t, c2.Close())
 	compare("dirty release", append(gauges(1, 0, 1, 0),
 		expo(t, reg, "hikaricp_connections_usage_seconds", "histogram", hist(pm, 3, 2, 0.5, 0, 1.5, 1, 5, 2)...),

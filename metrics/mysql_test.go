@@ -12,6 +12,7 @@ import (
 	"github.com/sqlpool/sqlpool/internal/mysqltest"
 	"github.com/sqlpool/sqlpool/metrics"
 	"github.com/sqlpool/sqlpool/pool"
+	"github.com/sqlpool/sqlpool/stmtname"
 )
 
 // TestStatementsOnServer runs statements against mysqltest.DSN (the embedded server, or
@@ -62,7 +63,7 @@ func TestStatementsOnServer(t *testing.T) {
 			}
 			var name string
 			for i := 0; i < 3; i++ {
-				if err := db.QueryRowContext(metrics.WithStatementName(ctx, "get_name"), "SELECT name FROM "+table+" WHERE id = ?", 1).Scan(&name); err != nil {
+				if err := db.QueryRowContext(stmtname.With(ctx, "get_name"), "SELECT name FROM "+table+" WHERE id = ?", 1).Scan(&name); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -9,30 +9,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sqlpool/sqlpool/stmtname"
 )
 
-type statementNameKey struct{}
-
-// WithStatementName returns a copy of ctx that names the statements run with it: their
-// sqlpool_statement_seconds and sqlpool_statement_errors_total series get statement=name
-// instead of the name parsed from the SQL text. name must be a small, fixed set of values
-// (such as "get_user"), never built from data: it is a metric label. A name that is empty,
-// longer than MaxStatementNameLen bytes or not valid UTF-8 is ignored.
-func WithStatementName(ctx context.Context, name string) context.Context {
-	return context.WithValue(ctx, statementNameKey{}, name)
-}
-
-// StatementName returns the name set by WithStatementName, if any.
-func StatementName(ctx context.Context) (string, bool) {
-	if ctx == nil {
-		return "", false
-	}
-	name, ok := ctx.Value(statementNameKey{}).(string)
-	return name, ok
-}
-
 // MaxStatementNameLen is the longest statement label, in bytes. A parsed name is cut to it
-// (at a character boundary); a longer name from WithStatementName is ignored.
+// (at a character boundary); a longer name from stmtname.With is ignored.
 const MaxStatementNameLen = 96
 
 // stmtSeries is the handles of one statement label in one pool.
@@ -95,7 +76,7 @@ func newStmtTable(m *Metrics, poolName string) *stmtTable {
 // series returns the series of a statement run with ctx.
 func (t *stmtTable) series(ctx context.Context, query string) *stmtSeries {
 	if ctx != nil {
-		if name, ok := ctx.Value(statementNameKey{}).(string); ok && validName(name) {
+		if name, ok := stmtname.From(ctx); ok && validName(name) {
 			if s := (*t.names.Load())[name]; s != nil {
 				return s
 			}
@@ -202,7 +183,7 @@ func (t *stmtTable) errorCounter(s *stmtSeries, c errClass) prometheus.Counter {
 
 // StatementDone implements pool.Events: it observes d in sqlpool_statement_seconds and counts
 // an error in sqlpool_statement_errors_total, under the statement's bounded name (see
-// WithStatementName and docs/metrics.md). The SQL text is parsed, never used as a label.
+// stmtname.With and docs/metrics.md). The SQL text is parsed, never used as a label.
 func (m *Metrics) StatementDone(ctx context.Context, name, query string, d time.Duration, err error) {
 	pm := m.poolFor(name)
 	if pm.stmts == nil {

@@ -11,14 +11,14 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"go.uber.org/goleak"
+	"github.com/sqlpool/sqlpool/internal/leakcheck"
 
 	"github.com/sqlpool/sqlpool/internal/mysqltest"
 	"github.com/sqlpool/sqlpool/pool"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, mysqltest.GoleakOptions()...)
+	leakcheck.VerifyTestMain(m)
 }
 
 var quietLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))

@@ -11,14 +11,13 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"go.uber.org/goleak"
+	"github.com/sqlpool/sqlpool/internal/leakcheck"
 
-	"github.com/sqlpool/sqlpool/internal/mysqltest"
 	"github.com/sqlpool/sqlpool/retry"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, mysqltest.GoleakOptions()...)
+	leakcheck.VerifyTestMain(m)
 }
 
 // fast is a policy for tests: no waits, a private generous budget.

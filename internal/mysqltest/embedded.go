@@ -1,111 +1,193 @@
 package mysqltest
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
-
-	sqle "github.com/dolthub/go-mysql-server"
-	"github.com/dolthub/go-mysql-server/memory"
-	"github.com/dolthub/go-mysql-server/server"
-	gmssql "github.com/dolthub/go-mysql-server/sql"
-	vtlog "github.com/dolthub/vitess/go/vt/log"
-	"github.com/sirupsen/logrus"
 )
 
 // EmbeddedDatabase is the name of the in-memory database that every embedded
 // server creates and that its DSN selects.
 const EmbeddedDatabase = "test"
 
-// EnvEmbeddedLogLevel names an environment variable that, when set to a
-// logrus level ("debug", "info", ...), overrides the default "error" level
-// of the embedded server's logs.
-const EnvEmbeddedLogLevel = "MYSQLTEST_EMBEDDED_LOG_LEVEL"
+// embeddedPkg is the command that serves the embedded server. It lives in the
+// application module (it needs go-mysql-server, which the library module does
+// not require), so it is built from the repository's go.work.
+const embeddedPkg = "./app/cmd/embedded-mysql"
 
-var quietOnce sync.Once
+// ErrNoEmbedded reports that the embedded server cannot be built here: the
+// tests do not run inside the repository's Go workspace (go.work), or the go
+// command is missing.
+var ErrNoEmbedded = errors.New("mysqltest: the embedded server needs the repository's go.work and the go command")
 
-// quietLogs lowers the embedded server's logging to errors (or to the level
-// named by MYSQLTEST_EMBEDDED_LOG_LEVEL) and demotes the error that vitess
-// logs whenever a client vanishes without COM_QUIT, which fault-injection
-// tests do on purpose.
-func quietLogs() {
-	quietOnce.Do(func() {
-		level := logrus.ErrorLevel
-		if s := os.Getenv(EnvEmbeddedLogLevel); s != "" {
-			if l, err := logrus.ParseLevel(s); err == nil {
-				level = l
-			}
-		}
-		logrus.SetLevel(level)
-		vtlog.Errorf = func(format string, args ...any) {
-			if strings.HasPrefix(format, "Error reading packet from") {
-				logrus.Debugf(format, args...)
-				return
-			}
-			logrus.Errorf(format, args...)
-		}
-	})
+// buildTimeout bounds the build of the embedded server's command: on a cold
+// build cache it compiles go-mysql-server, about a minute on two cores.
+const buildTimeout = 10 * time.Minute
+
+var built struct {
+	once sync.Once
+	path string
+	err  error
 }
 
-// StartEmbedded starts an in-process go-mysql-server on 127.0.0.1 at a random
-// port, with an in-memory database "test" and user root with no password
-// (the server accepts any user when no user accounts are configured). It
-// returns a go-sql-driver/mysql DSN of the form
-// "root@tcp(127.0.0.1:PORT)/test" and a stop function. Stop closes the
-// listener and every open connection, waits until the server's goroutines
-// have returned, and is safe to call more than once. StartEmbedded is usable
-// from non-test code.
+// embeddedBinary builds cmd/embedded-mysql once per process and returns the
+// path of the executable. Test processes of several packages build it at the
+// same time under go test ./...; an exclusive lock on a file in the build's
+// directory makes them take turns, so a cold cache compiles go-mysql-server
+// once, not once per package.
+func embeddedBinary() (string, error) {
+	built.once.Do(func() {
+		built.path, built.err = buildEmbedded()
+	})
+	return built.path, built.err
+}
+
+func buildEmbedded() (string, error) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrNoEmbedded, err)
+	}
+	out, err := exec.Command(gobin, "env", "GOWORK").Output()
+	if err != nil {
+		return "", fmt.Errorf("%w: go env GOWORK: %v", ErrNoEmbedded, err)
+	}
+	work := strings.TrimSpace(string(out))
+	if work == "" || work == "off" {
+		return "", fmt.Errorf("%w: go env GOWORK is empty", ErrNoEmbedded)
+	}
+	root := filepath.Dir(work)
+	if _, err := os.Stat(filepath.Join(root, embeddedPkg)); err != nil {
+		return "", fmt.Errorf("%w: %v", ErrNoEmbedded, err)
+	}
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("sqlpool-embedded-mysql-%d", os.Getuid()))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("mysqltest: %w", err)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("mysqltest: %w", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", fmt.Errorf("mysqltest: lock %s: %w", lock.Name(), err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+
+	// One executable per process: another process may run the previous one
+	// while this one builds. The build cache makes every build after the
+	// first a link of about a second.
+	bin, err := os.CreateTemp(dir, "embedded-mysql-*")
+	if err != nil {
+		return "", fmt.Errorf("mysqltest: %w", err)
+	}
+	_ = bin.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, gobin, "build", "-o", bin.Name(), embeddedPkg)
+	cmd.Dir = root
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		_ = os.Remove(bin.Name())
+		return "", fmt.Errorf("mysqltest: build the embedded server (go build %s in %s): %v\n%s", embeddedPkg, root, err, msg)
+	}
+	return bin.Name(), nil
+}
+
+// StartEmbedded starts an embedded go-mysql-server (cmd/embedded-mysql of
+// the application module) in a child process on 127.0.0.1 at a random port,
+// with an in-memory database "test" and user root with no password. It
+// returns a go-sql-driver/mysql DSN of the form "root@tcp(127.0.0.1:PORT)/test"
+// and a stop function, which ends the process, waits for it and is safe to
+// call more than once. The child also ends when this process does (its
+// standard input closes). The first call in a process builds the command,
+// which on a cold build cache takes a minute or more; an error wrapping
+// ErrNoEmbedded means it cannot be built here.
 func StartEmbedded() (dsn string, stop func() error, err error) {
-	quietLogs()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	dsn, _, stop, err = startEmbedded(true)
+	return dsn, stop, err
+}
+
+// startEmbedded starts the child process. With reap false, no goroutine
+// waits for it: the process of the shared server ends with this one, and
+// the returned command must stay referenced (its standard input's pipe
+// would otherwise be closed when it is collected, which ends the child).
+func startEmbedded(reap bool) (dsn string, cmd *exec.Cmd, stop func() error, err error) {
+	bin, err := embeddedBinary()
 	if err != nil {
-		return "", nil, fmt.Errorf("mysqltest: listen: %w", err)
+		return "", nil, nil, err
 	}
-	srv, tl, err := newEmbeddedServer(ln)
+	cmd = exec.Command(bin, "-stdin")
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, fmt.Errorf("mysqltest: %w", err)
 	}
-	done := make(chan struct{})
-	go runEmbeddedServer(srv, done)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", nil, nil, fmt.Errorf("mysqltest: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return "", nil, nil, fmt.Errorf("mysqltest: start the embedded server: %w", err)
+	}
+	waited := make(chan error, 1)
+	line := make(chan string, 1)
+	go func() {
+		s, _ := bufio.NewReader(stdout).ReadString('\n')
+		line <- strings.TrimSpace(s)
+		if reap {
+			_, _ = io.Copy(io.Discard, stdout)
+			waited <- cmd.Wait()
+		}
+	}()
 	var once sync.Once
 	var stopErr error
 	stop = func() error {
 		once.Do(func() {
-			stopErr = srv.Close()
-			// Engine.Close kills running queries; its background threads
-			// report context.Canceled on a normal shutdown.
-			if err := srv.Engine.Close(); err != nil && !errors.Is(err, context.Canceled) {
-				stopErr = errors.Join(stopErr, err)
-			}
-			tl.closeAll()
+			_ = stdin.Close()
+			_ = cmd.Process.Signal(syscall.SIGTERM)
 			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				stopErr = errors.Join(stopErr, errors.New("mysqltest: embedded server's accept loop did not return"))
-			}
-			if !tl.wait(10 * time.Second) {
-				stopErr = errors.Join(stopErr, errors.New("mysqltest: embedded server's connections did not close"))
+			case err := <-waited:
+				var ee *exec.ExitError
+				if err != nil && !errors.As(err, &ee) {
+					stopErr = err
+				}
+			case <-time.After(20 * time.Second):
+				_ = cmd.Process.Kill()
+				<-waited
+				stopErr = errors.New("mysqltest: the embedded server did not stop within 20s; killed it")
 			}
 		})
 		return stopErr
 	}
-	return embeddedDSN(ln.Addr().String()), stop, nil
+	select {
+	case dsn = <-line:
+	case <-time.After(time.Minute):
+	}
+	if !strings.HasPrefix(dsn, "root@tcp(") {
+		_ = cmd.Process.Kill()
+		return "", nil, nil, fmt.Errorf("mysqltest: the embedded server printed %q instead of its DSN", dsn)
+	}
+	return dsn, cmd, stop, nil
 }
 
 // NewEmbedded starts a private embedded server (see StartEmbedded) that is
 // stopped in tb.Cleanup, and returns its DSN. Use it when a test needs a
-// server of its own, for example to stop it or to see an empty database.
+// server of its own, for example to stop it or to see an empty database. It
+// skips the test when the server cannot be built here (ErrNoEmbedded).
 func NewEmbedded(tb testing.TB) string {
 	tb.Helper()
 	dsn, stop, err := StartEmbedded()
 	if err != nil {
-		tb.Fatalf("mysqltest: start embedded server: %v", err)
+		embeddedFailed(tb, err)
 	}
 	tb.Cleanup(func() {
 		if err := stop(); err != nil {
@@ -118,144 +200,30 @@ func NewEmbedded(tb testing.TB) string {
 var shared struct {
 	once sync.Once
 	dsn  string
+	cmd  *exec.Cmd // kept referenced: see startEmbedded
 	err  error
 }
 
 // EmbeddedDSN returns the DSN of one embedded server shared by the whole test
-// process. The server is started lazily on first use and never stopped; its
-// accept loop is covered by GoleakOptions. Tests that share it should use
-// table names of their own, since they all see the same database "test".
+// process. The server is started on first use and ends with the process.
+// Tests that share it should use table names of their own, since they all see
+// the same database "test". It skips the test when the server cannot be
+// built here (ErrNoEmbedded).
 func EmbeddedDSN(tb testing.TB) string {
 	tb.Helper()
 	shared.once.Do(func() {
-		quietLogs()
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			shared.err = fmt.Errorf("mysqltest: listen: %w", err)
-			return
-		}
-		srv, _, err := newEmbeddedServer(ln)
-		if err != nil {
-			shared.err = err
-			return
-		}
-		go runSharedEmbeddedServer(srv)
-		shared.dsn = embeddedDSN(ln.Addr().String())
+		shared.dsn, shared.cmd, _, shared.err = startEmbedded(false)
 	})
 	if shared.err != nil {
-		tb.Fatalf("mysqltest: start shared embedded server: %v", shared.err)
+		embeddedFailed(tb, shared.err)
 	}
 	return shared.dsn
 }
 
-func embeddedDSN(addr string) string {
-	return fmt.Sprintf("root@tcp(%s)/%s", addr, EmbeddedDatabase)
-}
-
-// runEmbeddedServer runs the accept loop of a server started by
-// StartEmbedded and closes done when it returns.
-func runEmbeddedServer(srv *server.Server, done chan<- struct{}) {
-	defer close(done)
-	_ = srv.Start()
-}
-
-// runSharedEmbeddedServer runs the accept loop of the shared server for the
-// life of the process. GoleakOptions ignores goroutines running it, by name.
-func runSharedEmbeddedServer(srv *server.Server) {
-	_ = srv.Start()
-}
-
-// newEmbeddedServer builds a go-mysql-server with an in-memory database
-// "test" that serves connections accepted from ln.
-func newEmbeddedServer(ln net.Listener) (*server.Server, *trackingListener, error) {
-	db := memory.NewDatabase(EmbeddedDatabase)
-	db.BaseDatabase.EnablePrimaryKeyIndexes()
-	pro := memory.NewDBProvider(db)
-	engine := sqle.NewDefault(pro)
-	tl := &trackingListener{Listener: ln, conns: map[*trackedConn]struct{}{}}
-	cfg := server.Config{Protocol: "tcp", Address: ln.Addr().String(), Listener: tl}
-	srv, err := server.NewServer(cfg, engine, gmssql.NewContext, memory.NewSessionBuilder(pro), nil)
-	if err != nil {
-		_ = ln.Close()
-		return nil, nil, fmt.Errorf("mysqltest: new embedded server: %w", err)
+func embeddedFailed(tb testing.TB, err error) {
+	tb.Helper()
+	if errors.Is(err, ErrNoEmbedded) {
+		tb.Skipf("%v", err)
 	}
-	return srv, tl, nil
-}
-
-// trackingListener remembers the connections it accepted until the server
-// closes them, so that a stop can close them all and wait for their handlers.
-type trackingListener struct {
-	net.Listener
-	mu     sync.Mutex
-	conns  map[*trackedConn]struct{}
-	closed bool
-	wg     sync.WaitGroup
-}
-
-// trackedConn is a connection accepted by a trackingListener.
-type trackedConn struct {
-	net.Conn
-	l    *trackingListener
-	once sync.Once
-}
-
-// Close closes the connection and marks its handler as finished; the server
-// calls it when the connection's handler returns.
-func (c *trackedConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() {
-		c.l.mu.Lock()
-		delete(c.l.conns, c)
-		c.l.mu.Unlock()
-		c.l.wg.Done()
-	})
-	return err
-}
-
-// Accept accepts a connection and tracks it.
-func (l *trackingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		_ = c.Close()
-		return nil, net.ErrClosed
-	}
-	tc := &trackedConn{Conn: c, l: l}
-	l.conns[tc] = struct{}{}
-	l.wg.Add(1)
-	return tc, nil
-}
-
-// closeAll closes the sockets of all tracked connections, which makes their
-// handlers return (and call trackedConn.Close).
-func (l *trackingListener) closeAll() {
-	l.mu.Lock()
-	l.closed = true
-	cs := make([]*trackedConn, 0, len(l.conns))
-	for c := range l.conns {
-		cs = append(cs, c)
-	}
-	l.mu.Unlock()
-	for _, c := range cs {
-		_ = c.Conn.Close()
-	}
-}
-
-// wait waits up to d for the handlers of all tracked connections to return
-// and reports whether they did.
-func (l *trackingListener) wait(d time.Duration) bool {
-	ch := make(chan struct{})
-	go func() { l.wg.Wait(); close(ch) }()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ch:
-		return true
-	case <-t.C:
-		return false
-	}
+	tb.Fatalf("mysqltest: start embedded server: %v", err)
 }

@@ -3,9 +3,9 @@ package mysqltest
 import (
 	"testing"
 
-	"go.uber.org/goleak"
+	"github.com/sqlpool/sqlpool/internal/leakcheck"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, GoleakOptions()...)
+	leakcheck.VerifyTestMain(m)
 }

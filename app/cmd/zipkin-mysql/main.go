@@ -1,0 +1,440 @@
+// Command zipkin-mysql is a Zipkin-compatible span server on MySQL or
+// MariaDB, with sqlpool as its connection pool: Zipkin's HTTP API on :9411,
+// Zipkin's MySQL schema, Zipkin's environment variables.
+//
+//	go run ./cmd/zipkin-mysql                          # try it: embedded server, data lost on exit
+//	MYSQL_HOST=db MYSQL_USER=zipkin MYSQL_PASS=… go run ./cmd/zipkin-mysql
+//	go run ./cmd/zipkin-mysql -dsn 'zipkin:…@tcp(db:3306)/zipkin' -init-schema
+//
+// Without -dsn, MYSQL_JDBC_URL or any MYSQL_HOST, MYSQL_TCP_PORT, MYSQL_DB,
+// MYSQL_USER, MYSQL_PASS, MYSQL_USE_SSL, it starts the in-process
+// MySQL-protocol test server with the schema created and one writer: for
+// trying out, not for keeping data. docs/server.md has every option.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/sqlpool/sqlpool/app/embedded"
+	"github.com/sqlpool/sqlpool/app/zipkin/mysqlstore"
+	"github.com/sqlpool/sqlpool/app/zipkin/server"
+	"github.com/sqlpool/sqlpool/app/zipkin/storage"
+	"github.com/sqlpool/sqlpool/app/zipkin/ui"
+	"github.com/sqlpool/sqlpool/metrics"
+	"github.com/sqlpool/sqlpool/pool"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr, nil); err != nil {
+		if !errors.Is(err, errUsage) {
+			fmt.Fprintln(os.Stderr, "zipkin-mysql:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+// errUsage is a flag error already printed by the flag package.
+var errUsage = errors.New("usage")
+
+// startError is a start-up failure: one line saying what happened and what
+// to do.
+type startError struct{ msg string }
+
+func (e *startError) Error() string { return e.msg }
+
+// run is the command. It returns when ctx ends (SIGTERM) after draining, or
+// at once with a start-up error. ready, when non-nil, receives the address
+// the server listens on.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer, ready chan<- string) error {
+	cfg, err := parseConfig(args, getenv, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) || strings.HasPrefix(err.Error(), "flag provided but not defined") ||
+			strings.HasPrefix(err.Error(), "invalid value") {
+			return errUsage // the flag package printed it with the usage
+		}
+		return err
+	}
+	var h slog.Handler = slog.NewTextHandler(stderr, nil)
+	if cfg.LogFormat == "json" {
+		h = slog.NewJSONHandler(stderr, nil)
+	}
+	log := slog.New(h)
+	redact := redactor(cfg.Password())
+	for _, w := range cfg.Warnings {
+		log.Warn(redact(w))
+	}
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return &startError{fmt.Sprintf("cannot listen on %s (%v): stop the process using it, or pass -listen (or set QUERY_PORT) with a free address", cfg.Listen, err)}
+	}
+	defer ln.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	st, err := openStorage(ctx, cfg, log, reg)
+	if err != nil {
+		return &startError{redact(err.Error())}
+	}
+	defer st.close()
+	stopPprof, err := startPprof(cfg.Pprof, log)
+	if err != nil {
+		return &startError{err.Error()}
+	}
+	defer stopPprof()
+	stopRetention, err := startRetention(cfg, st, log, reg)
+	if err != nil {
+		return &startError{err.Error()}
+	}
+	defer stopRetention()
+	if err := registerStoreStats(st, reg); err != nil {
+		return &startError{err.Error()}
+	}
+
+	maxConns := cfg.MaxConns
+	if cfg.Embedded {
+		maxConns = 1 // see openStorage
+	}
+	writers := cfg.Writers
+	if writers == 0 {
+		writers = min(4, max(1, cfg.MaxConns/2))
+		if cfg.Embedded {
+			// The embedded server has one connection (see openStorage).
+			writers = 1
+		}
+	}
+	srv, err := server.New(server.Config{
+		Storage:         st.store,
+		StorageName:     st.name,
+		Logger:          log,
+		Registerer:      reg,
+		Gatherer:        reg,
+		DefaultLookback: cfg.Lookback,
+		SampleRate:      zipkinRate(cfg.SampleRate),
+		Writers:         writers,
+		MaxQueueSpans:   cfg.QueueSpans,
+		MaxQueueBytes:   cfg.QueueBytes,
+		Redact:          []string{cfg.Password()},
+		Info: map[string]any{
+			"storage":          cfg.Storage,
+			"database":         cfg.Addr(),
+			"user":             st.user,
+			"dsnSource":        cfg.DSNSource,
+			"pool":             cfg.Pool,
+			"maxConnections":   maxConns,
+			"writers":          writers,
+			"strictTraceId":    cfg.StrictTraceID,
+			"searchEnabled":    cfg.SearchEnabled,
+			"autocompleteKeys": append([]string{}, cfg.AutocompleteKeys...), // [] when none, not null
+			"sampleRate":       cfg.SampleRate,
+		},
+		// The trace viewer at /zipkin/; / redirects there.
+		UI: ui.Handler(),
+	})
+	if err != nil {
+		return &startError{err.Error()}
+	}
+
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(h, slog.LevelWarn),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+
+	addr := ln.Addr().String()
+	url := "http://" + displayAddr(addr)
+	fmt.Fprintf(stdout, "zipkin-mysql listening on %s (storage: %s, pool: %s)\n", url, st.name, cfg.Pool)
+	if cfg.Embedded {
+		fmt.Fprintln(stdout, "embedded MySQL-protocol server: for trying out; spans are lost when the process exits")
+	}
+	fmt.Fprintf(stdout, "send a first span:\n  %s\nread it back:\n  curl -s '%s/api/v2/traces?lookback=3600000'\n", firstSpanCurl(url), url)
+	log.Info("listening", "addr", addr, "storage", st.name, "pool", cfg.Pool, "writers", writers)
+	if ready != nil {
+		ready <- addr
+	}
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		return fmt.Errorf("HTTP server stopped: %w", err)
+	}
+	log.Info("stopping: no new requests; draining the span queue", "deadline", cfg.DrainTimeout)
+	dctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
+	defer cancel()
+	_ = hs.Shutdown(dctx)
+	if err := srv.Close(dctx); err != nil {
+		log.Error("drain incomplete", "err", err)
+		return err
+	}
+	log.Info("stopped; every accepted span was written")
+	return nil
+}
+
+// zipkinRate converts COLLECTOR_SAMPLE_RATE to server.Config.SampleRate,
+// where Zipkin's 0 (keep only debug spans) is a negative value.
+func zipkinRate(r float64) float64 {
+	if r == 0 {
+		return -1
+	}
+	return r
+}
+
+// displayAddr turns ":9411" or "[::]:9411" into "localhost:9411" for
+// printing.
+func displayAddr(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if host == "" || host == "::" || host == "0.0.0.0" {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// firstSpanBody is the span README's curl sends (timestamp in µs is filled
+// in when printed, so that the default lookback finds it).
+const firstSpanBody = `[{"traceId":"5af7183fb1d4cf5f","id":"6b221d5bc9e6496c","name":"get /api","timestamp":%d,"duration":1200,"kind":"SERVER","localEndpoint":{"serviceName":"frontend","ipv4":"127.0.0.1"},"tags":{"http.method":"GET","http.path":"/api"}}]`
+
+func firstSpanCurl(url string) string {
+	body := fmt.Sprintf(firstSpanBody, time.Now().UnixMicro())
+	return fmt.Sprintf("curl -s -X POST %s/api/v2/spans -H 'Content-Type: application/json' -d '%s'", url, body)
+}
+
+// openedStorage is the store with what closing it takes.
+type openedStorage struct {
+	store storage.Storage
+	mysql *mysqlstore.Store // nil with -storage=none
+	name  string            // for /health: no password
+	user  string
+	close func()
+}
+
+// openStorage connects to the database (retrying what may pass within
+// -connect-timeout), creates the schema when asked (always on the embedded
+// server) and opens the store. Errors say what to do.
+func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *prometheus.Registry) (*openedStorage, error) {
+	if cfg.Storage == "none" {
+		return &openedStorage{store: storage.Noop{}, name: "NoopStorage", close: func() {}}, nil
+	}
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	mcfg := cfg.MySQL
+	initSchema := cfg.InitSchema
+	if cfg.Embedded {
+		dsn, stop, err := embedded.Start()
+		if err != nil {
+			return nil, fmt.Errorf("starting the embedded MySQL-protocol server: %w", err)
+		}
+		closers = append(closers, func() { _ = stop() })
+		if mcfg, err = mysql.ParseDSN(dsn); err != nil {
+			closeAll()
+			return nil, err
+		}
+		initSchema = true
+	}
+	// The driver's own log lines go to the structured log, and not at all
+	// while probing: a start-up failure is the one line probe returns.
+	dlog := &driverLogger{log: log}
+	dlog.quiet.Store(true)
+	mcfg = mcfg.Clone()
+	mcfg.Logger = dlog
+	connector, err := mysql.NewConnector(mcfg)
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("%s: %w", cfg.DSNSource, err)
+	}
+	if err := probe(ctx, connector, cfg, mcfg); err != nil {
+		closeAll()
+		return nil, err
+	}
+	dlog.quiet.Store(false)
+
+	maxConns := cfg.MaxConns
+	if cfg.Embedded {
+		// go-mysql-server's in-memory engine puts back, when a statement's
+		// transaction commits, its snapshot of every table the statement
+		// read: a SELECT overlapping another connection's COMMIT reverts
+		// that commit. One connection runs every statement in turn.
+		maxConns = 1
+	}
+	var db *sql.DB
+	switch cfg.Pool {
+	case "database-sql":
+		db = sql.OpenDB(connector)
+		db.SetMaxOpenConns(maxConns)
+		db.SetMaxIdleConns(maxConns)
+		closers = append(closers, func() { _ = db.Close() })
+	default:
+		m, err := metrics.New(metrics.Options{})
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		p, err := pool.New(connector, pool.Config{
+			Name:                      "zipkin",
+			MaxConns:                  maxConns,
+			InitializationFailTimeout: cfg.ConnectTimeout,
+			ConnectTimeout:            cfg.ConnectTimeout,
+			Events:                    m,
+			Logger:                    log,
+		})
+		if err != nil {
+			closeAll()
+			return nil, explain(err, cfg, mcfg)
+		}
+		closers = append(closers, func() { _ = p.Close() })
+		if err := m.Register(p); err != nil {
+			closeAll()
+			return nil, err
+		}
+		if err := reg.Register(m); err != nil {
+			closeAll()
+			return nil, err
+		}
+		db = p.OpenDB()
+		closers = append(closers, func() { _ = db.Close() })
+	}
+
+	sctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout+30*time.Second)
+	defer cancel()
+	if initSchema {
+		if err := mysqlstore.CreateSchema(sctx, db); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("%v: check that user %q may CREATE TABLE in %q", explain(err, cfg, mcfg), mcfg.User, mcfg.DBName)
+		}
+	}
+	var keys []string
+	keys = append(keys, cfg.AutocompleteKeys...)
+	store, err := mysqlstore.Open(sctx, db, mysqlstore.Options{
+		DisableStrictTraceID: !cfg.StrictTraceID,
+		DisableSearch:        !cfg.SearchEnabled,
+		AutocompleteKeys:     keys,
+		Logger:               log,
+	})
+	if err != nil {
+		closeAll()
+		if errors.Is(err, mysqlstore.ErrNoSchema) {
+			return nil, fmt.Errorf("the Zipkin tables are missing in database %q at %s: run once with -init-schema (or load Zipkin's mysql.sql)", mcfg.DBName, mcfg.Addr)
+		}
+		return nil, explain(err, cfg, mcfg)
+	}
+	name := "MySQLStorage{" + mcfg.Addr + "/" + mcfg.DBName + "}"
+	if cfg.Embedded {
+		name = "MySQLStorage{embedded " + mcfg.Addr + "}"
+	}
+	return &openedStorage{store: store, mysql: store, name: name, user: mcfg.User, close: closeAll}, nil
+}
+
+// driverLogger is go-sql-driver/mysql's logger: its messages become
+// warnings of the command's structured log, or are dropped while quiet.
+type driverLogger struct {
+	log   *slog.Logger
+	quiet atomic.Bool
+}
+
+func (l *driverLogger) Print(v ...any) {
+	if !l.quiet.Load() {
+		l.log.Warn("mysql driver: " + strings.TrimSpace(fmt.Sprint(v...)))
+	}
+}
+
+// probe opens and closes one connection, retrying errors that may pass
+// (refused, timeouts, too many connections) until -connect-timeout, and
+// failing at once on those that will not (access denied, unknown database,
+// TLS).
+func probe(ctx context.Context, connector driver.Connector, cfg *config, mcfg *mysql.Config) error {
+	deadline := time.Now().Add(cfg.ConnectTimeout)
+	for {
+		pctx, cancel := context.WithDeadline(ctx, deadline)
+		conn, err := connector.Connect(pctx)
+		cancel()
+		if err == nil {
+			return conn.Close()
+		}
+		if permanent(err) || time.Now().Add(500*time.Millisecond).After(deadline) || ctx.Err() != nil {
+			return explain(err, cfg, mcfg)
+		}
+		select {
+		case <-time.After(500 * time.Millisecond):
+		case <-ctx.Done():
+		}
+	}
+}
+
+func permanent(err error) bool {
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 1044, 1045, 1049, 1251, 1698:
+			return true
+		}
+	}
+	var ce *tls.CertificateVerificationError
+	var ue x509.UnknownAuthorityError
+	var he x509.HostnameError
+	return errors.Is(err, mysql.ErrNoTLS) || errors.As(err, &ce) || errors.As(err, &ue) || errors.As(err, &he)
+}
+
+// explain turns a connection error into one line saying what to do.
+func explain(err error, cfg *config, mcfg *mysql.Config) error {
+	where := mcfg.Addr
+	var me *mysql.MySQLError
+	var ce *tls.CertificateVerificationError
+	var ue x509.UnknownAuthorityError
+	var he x509.HostnameError
+	switch {
+	case errors.As(err, &me) && (me.Number == 1045 || me.Number == 1698):
+		return fmt.Errorf("MySQL at %s refused user %q (%v): check MYSQL_USER/MYSQL_PASS or the credentials in %s", where, mcfg.User, me, cfg.DSNSource)
+	case errors.As(err, &me) && me.Number == 1049:
+		return fmt.Errorf("database %q does not exist at %s: create it (CREATE DATABASE %s) and run with -init-schema, or set MYSQL_DB", mcfg.DBName, where, mcfg.DBName)
+	case errors.As(err, &me) && me.Number == 1044:
+		return fmt.Errorf("user %q may not use database %q at %s (%v): GRANT it access", mcfg.User, mcfg.DBName, where, me)
+	case errors.Is(err, mysql.ErrNoTLS):
+		return fmt.Errorf("TLS was requested (MYSQL_USE_SSL or tls= in %s) but the server at %s does not support TLS: enable TLS on the server, or turn TLS off", cfg.DSNSource, where)
+	case errors.As(err, &ce), errors.As(err, &ue), errors.As(err, &he):
+		return fmt.Errorf("the TLS certificate of the server at %s is not trusted (%v): install its CA in the system's roots, or use -dsn with tls=skip-verify to encrypt without verifying", where, err)
+	case errors.As(err, &me):
+		return fmt.Errorf("MySQL at %s: %v", where, me)
+	}
+	if cfg.Embedded {
+		return fmt.Errorf("the embedded server failed: %v", err)
+	}
+	return fmt.Errorf("cannot reach MySQL at %s within %s (%v): start the server, fix the address (MYSQL_HOST/MYSQL_TCP_PORT, MYSQL_JDBC_URL or -dsn), or raise -connect-timeout", where, cfg.ConnectTimeout, err)
+}
+
+func redactor(secret string) func(string) string {
+	if secret == "" {
+		return func(s string) string { return s }
+	}
+	return func(s string) string { return strings.ReplaceAll(s, secret, "****") }
+}

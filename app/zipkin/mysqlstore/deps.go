@@ -1,0 +1,226 @@
+package mysqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/sqlpool/sqlpool/app/zipkin/model"
+	"github.com/sqlpool/sqlpool/stmtname"
+)
+
+const dayMillis = 86_400_000
+
+// GetDependencies returns the service graph of the window [endTs-lookback,
+// endTs] (epoch milliseconds), each parent→child pair once with its call
+// and error counts summed.
+//
+// It reads zipkin_dependencies (written by Zipkin's zipkin-dependencies job
+// or any aggregator), summing the rows of every UTC day the window touches,
+// from the day of endTs-lookback to the day of endTs inclusive. When that
+// table is missing or has no row for those days, the links are computed on
+// the fly from the spans of every trace with a span in the window, with
+// Zipkin's DependencyLinker rules (the whole trace is used, including spans
+// outside the window). This per-window fallback differs from Zipkin, which
+// decides once per process whether the table has any row at all.
+//
+// endTs <= 0 and lookback <= 0 are *model.QueryError "endTs <= 0" and
+// "lookback <= 0".
+func (s *Store) GetDependencies(ctx context.Context, endTs, lookback int64) ([]model.DependencyLink, error) {
+	if endTs <= 0 {
+		return nil, &model.QueryError{Msg: "endTs <= 0"}
+	}
+	if lookback <= 0 {
+		return nil, &model.QueryError{Msg: "lookback <= 0"}
+	}
+	if s.feat.dependencies {
+		links, err := s.selectDependencies(ctx, endTs, lookback)
+		if err != nil || len(links) > 0 {
+			return links, err
+		}
+	}
+	return s.linkDependencies(ctx, endTs, lookback)
+}
+
+// epochDay formats the UTC day of an epoch-millisecond instant as a DATE.
+func epochDay(ms int64) string {
+	day := ms - ((ms%dayMillis)+dayMillis)%dayMillis
+	return time.UnixMilli(day).UTC().Format(time.DateOnly)
+}
+
+func (s *Store) selectDependencies(ctx context.Context, endTs, lookback int64) ([]model.DependencyLink, error) {
+	q := sqlDependencies
+	if !s.feat.errorCount {
+		q = sqlDependenciesNoErrors
+	}
+	rows, err := s.db.QueryContext(stmtname.With(ctx, stmtSelectDependencies), q,
+		epochDay(endTs-lookback), epochDay(endTs))
+	if err != nil {
+		return nil, fmt.Errorf("mysqlstore: select dependencies: %w", err)
+	}
+	defer rows.Close()
+	var links []model.DependencyLink
+	for rows.Next() {
+		var l model.DependencyLink
+		var calls, errs sql.NullInt64
+		if err := rows.Scan(&l.Parent, &l.Child, &calls, &errs); err != nil {
+			return nil, fmt.Errorf("mysqlstore: select dependencies: %w", err)
+		}
+		l.CallCount, l.ErrorCount = calls.Int64, errs.Int64
+		links = append(links, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("mysqlstore: select dependencies: %w", err)
+	}
+	return mergeLinks(links), nil
+}
+
+// depSpan collects the service names a span's annotation rows carry, per
+// key, as Zipkin's DependencyLinkV2SpanIterator does.
+type depSpan struct {
+	id, parent                     model.ID
+	lc, ca, cs, ma, mr, ms, sa, sr string
+	isError                        bool
+}
+
+// span turns the collected names into the minimal v2 span the linker
+// needs: a server (sr; remote ca), a client-ish span (sa; local ca or lc,
+// kind CLIENT only with cs), a server known from cs alone, a consumer (mr)
+// or a producer (ms), each with the broker (ma) as remote.
+func (d *depSpan) span(trace model.TraceID) model.Span {
+	ca := d.ca
+	if ca == "" { // the client address is more authoritative than cs
+		ca = d.cs
+	}
+	if d.sa != "" && d.sa == ca { // Finagle names both sides of a socket alike
+		ca = ""
+	}
+	sp := model.Span{TraceID: trace, ID: d.id, ParentID: d.parent}
+	if d.isError {
+		sp.Tags = map[string]string{"error": ""}
+	}
+	switch {
+	case d.sr != "":
+		sp.Kind, sp.LocalEndpoint, sp.RemoteEndpoint = model.KindServer, ep(d.sr), ep(ca)
+	case d.sa != "":
+		local := ca
+		if local == "" { // no kind: the local name is "lc", the remote "sa"
+			local = d.lc
+		}
+		if d.cs != "" {
+			sp.Kind = model.KindClient
+		}
+		sp.LocalEndpoint, sp.RemoteEndpoint = ep(local), ep(d.sa)
+	case d.cs != "":
+		sp.Kind, sp.LocalEndpoint = model.KindServer, ep(ca)
+	case d.mr != "":
+		sp.Kind, sp.LocalEndpoint, sp.RemoteEndpoint = model.KindConsumer, ep(d.mr), ep(d.ma)
+	case d.ms != "":
+		sp.Kind, sp.LocalEndpoint, sp.RemoteEndpoint = model.KindProducer, ep(d.ms), ep(d.ma)
+	}
+	if sp.ParentID == sp.ID {
+		sp.ParentID = 0
+	}
+	return sp
+}
+
+func ep(service string) *model.Endpoint {
+	if service == "" {
+		return nil
+	}
+	return &model.Endpoint{ServiceName: service}
+}
+
+// linkDependencies computes links on the fly: it streams the dependency
+// rows of every trace with a span in the window, ordered by trace and span,
+// and feeds each trace to the linker as soon as it is complete.
+func (s *Store) linkDependencies(ctx context.Context, endTs, lookback int64) ([]model.DependencyLink, error) {
+	q := sqlDependencySpans
+	if !s.feat.traceIDHigh {
+		q = sqlDependencySpansNoHigh
+	}
+	begin := max((endTs-lookback)*1000, 0)
+	args := append(dependencyKeys[:len(dependencyKeys):len(dependencyKeys)], begin, endTs*1000)
+	rows, err := s.db.QueryContext(stmtname.With(ctx, stmtSelectDependencySpan), q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("mysqlstore: select dependency spans: %w", err)
+	}
+	defer rows.Close()
+
+	var (
+		linker  dependencyLinker
+		trace   model.TraceID
+		spans   []model.Span
+		cur     *depSpan
+		started bool
+	)
+	flushSpan := func() {
+		if cur != nil {
+			spans = append(spans, cur.span(trace))
+			cur = nil
+		}
+	}
+	flushTrace := func() {
+		flushSpan()
+		linker.putTrace(spans)
+		spans = spans[:0]
+	}
+	for rows.Next() {
+		var (
+			hi, lo, id int64
+			parent     sql.NullInt64
+			key, svc   sql.NullString
+			aType      sql.NullInt64
+		)
+		if err := rows.Scan(&hi, &lo, &parent, &id, &key, &aType, &svc); err != nil {
+			return nil, fmt.Errorf("mysqlstore: select dependency spans: %w", err)
+		}
+		// Traces are grouped on the low 64 bits only, so that 64- and
+		// 128-bit halves of one trace are one trace (never counted twice).
+		if !started || uint64(lo) != trace.Low {
+			if started {
+				flushTrace()
+			}
+			started = true
+			trace = model.TraceID{High: uint64(hi), Low: uint64(lo)}
+		}
+		if cur == nil || uint64(id) != uint64(cur.id) {
+			flushSpan()
+			cur = &depSpan{id: model.ID(uint64(id)), parent: model.ID(uint64(parent.Int64))}
+		}
+		if !key.Valid || svc.String == "" {
+			continue // neither client nor server
+		}
+		switch key.String {
+		case "lc":
+			cur.lc = svc.String
+		case "ca":
+			cur.ca = svc.String
+		case "cs":
+			cur.cs = svc.String
+		case "ma":
+			cur.ma = svc.String
+		case "mr":
+			cur.mr = svc.String
+		case "ms":
+			cur.ms = svc.String
+		case "sa":
+			cur.sa = svc.String
+		case "sr":
+			cur.sr = svc.String
+		case "error":
+			// A span is in error when it has the tag, not an annotation.
+			if aType.Int64 == aTypeString {
+				cur.isError = true
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("mysqlstore: select dependency spans: %w", err)
+	}
+	if started {
+		flushTrace()
+	}
+	return linker.links, nil
+}

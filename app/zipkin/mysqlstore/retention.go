@@ -1,0 +1,336 @@
+package mysqlstore
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/sqlpool/sqlpool/retry"
+	"github.com/sqlpool/sqlpool/stmtname"
+)
+
+// Statement names of the retention component for the SQL timers.
+const (
+	stmtRetentionSelect = "retention select zipkin_spans"
+	stmtRetentionLock   = "retention lock zipkin_spans"
+	stmtRetentionSpans  = "retention delete zipkin_spans"
+	stmtRetentionAnns   = "retention delete zipkin_annotations"
+
+	stmtRetentionServiceSpans = "retention delete zipkin_service_spans"
+)
+
+// RetentionOptions configure a Retention. MaxAge is required.
+type RetentionOptions struct {
+	// MaxAge is how old a span may get: spans whose start_ts (Span.timestamp)
+	// is older than now − MaxAge are deleted with their annotations. Spans
+	// without a timestamp are never deleted. Must be positive.
+	MaxAge time.Duration
+	// Interval is the wait between passes; a pass deletes batches until no
+	// span older than the cutoff is left. Zero value: one minute, or
+	// MaxAge/10 when that is shorter.
+	Interval time.Duration
+	// BatchSpans is how many spans one transaction deletes, at most. Small
+	// batches keep row locks short while ingest goes on. Zero value: 500.
+	BatchSpans int
+	// Pause is the wait between batches of a pass. Zero value: as long as
+	// the previous batch took, so that retention uses the database at most
+	// half of the time. Negative: no pause.
+	Pause time.Duration
+	// Now is the clock. Zero value: time.Now.
+	Now func() time.Time
+}
+
+// RetentionStats are a Retention's counters since it was created.
+type RetentionStats struct {
+	Passes             int64 // passes finished
+	Batches            int64 // transactions committed
+	SpansDeleted       int64 // zipkin_spans rows deleted
+	AnnotationsDeleted int64 // zipkin_annotations rows deleted
+	IndexRowsDeleted   int64 // rows of the zipkin_service_spans addition deleted
+	Retries            int64 // transactions run again after a deadlock (1213), lock wait timeout (1205) or lost connection
+	Errors             int64 // batches that failed after their retries (the pass stops; the next one tries again)
+}
+
+// Retention deletes spans older than a maximum age, with their annotations,
+// in small transactions while ingest goes on. Create one with
+// Store.NewRetention and run it with Run or DeleteBefore.
+//
+// Each batch picks the oldest spans with a consistent (non-locking) read of
+// the start_ts index, then in one READ COMMITTED transaction locks those
+// rows by primary key (re-checking start_ts, so a span an upsert made
+// younger meanwhile is kept), deletes them and deletes their annotations.
+// Rows are locked in primary-key order, spans before annotations, as the
+// writers lock them, and READ COMMITTED takes no gap locks: a concurrent
+// write waits at most for one batch, and an annotation is never left
+// without its span (an annotation is written in the same transaction as its
+// span row, which the batch holds locked). Deadlocks and lock wait
+// timeouts that still happen are retried (retry.Tx) and counted.
+type Retention struct {
+	s    *Store
+	opts RetentionOptions
+
+	passes, batches, spans, anns, index, retries, errs atomic.Int64
+}
+
+// NewRetention returns the retention component of s. It returns an error
+// when opts.MaxAge is not positive.
+func (s *Store) NewRetention(opts RetentionOptions) (*Retention, error) {
+	if opts.MaxAge <= 0 {
+		return nil, fmt.Errorf("mysqlstore: retention MaxAge must be positive, got %s", opts.MaxAge)
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = min(time.Minute, opts.MaxAge/10)
+		if opts.Interval <= 0 {
+			opts.Interval = time.Millisecond
+		}
+	}
+	if opts.BatchSpans <= 0 {
+		opts.BatchSpans = 500
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Retention{s: s, opts: opts}, nil
+}
+
+// Stats returns the counters.
+func (r *Retention) Stats() RetentionStats {
+	return RetentionStats{Passes: r.passes.Load(), Batches: r.batches.Load(), SpansDeleted: r.spans.Load(),
+		AnnotationsDeleted: r.anns.Load(), IndexRowsDeleted: r.index.Load(), Retries: r.retries.Load(), Errors: r.errs.Load()}
+}
+
+// Run deletes expired spans every Interval until ctx ends; it returns
+// ctx's error. A pass that fails is logged and counted, and the next pass
+// tries again.
+func (r *Retention) Run(ctx context.Context) error {
+	for {
+		cutoff := r.opts.Now().Add(-r.opts.MaxAge)
+		if _, err := r.DeleteBefore(ctx, cutoff); err != nil && ctx.Err() == nil {
+			r.s.log.WarnContext(ctx, "mysqlstore: retention pass failed; trying again at the next interval",
+				"cutoff", cutoff, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(r.opts.Interval):
+		}
+	}
+}
+
+// retKey is a zipkin_spans primary key.
+type retKey struct{ high, low, id int64 }
+
+// DeleteBefore runs one pass: it deletes, batch by batch, every span whose
+// start_ts is before cutoff, and their annotations, until none is left. It
+// returns how many spans it deleted.
+func (r *Retention) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, error) {
+	cut := cutoff.UnixMicro()
+	if err := r.purgeServiceSpans(ctx, cut); err != nil {
+		r.errs.Add(1)
+		return 0, err
+	}
+	var total int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		keys, err := r.oldest(ctx, cut)
+		if err != nil {
+			r.errs.Add(1)
+			return total, err
+		}
+		if len(keys) == 0 {
+			r.passes.Add(1)
+			return total, nil
+		}
+		t0 := time.Now()
+		n, err := r.deleteBatch(ctx, keys, cut)
+		if err != nil {
+			r.errs.Add(1)
+			return total, err
+		}
+		total += n
+		if len(keys) < r.opts.BatchSpans {
+			r.passes.Add(1)
+			return total, nil
+		}
+		pause := r.opts.Pause
+		if pause == 0 {
+			pause = time.Since(t0)
+		}
+		if pause > 0 {
+			select {
+			case <-ctx.Done():
+				return total, ctx.Err()
+			case <-time.After(pause):
+			}
+		}
+	}
+}
+
+// purgeServiceSpans deletes the rows of the zipkin_service_spans addition
+// older than cut, service by service along its primary key (the old end of
+// each service's range, away from where ingest inserts), BatchSpans rows per
+// statement. It runs before the spans are deleted, so that getTraces never
+// finds a trace ID in it whose spans are gone.
+func (r *Retention) purgeServiceSpans(ctx context.Context, cut int64) error {
+	if !r.s.add.serviceSpans {
+		return nil
+	}
+	q := "SELECT DISTINCT service_name FROM " + tableServiceSpans
+	if r.s.add.names {
+		q = sqlFastServiceNames
+	}
+	services, err := r.s.selectNames(ctx, stmtRetentionSelect, q)
+	if err != nil {
+		return fmt.Errorf("mysqlstore: retention: %w", err)
+	}
+	for _, svc := range services {
+		for {
+			res, err := r.s.db.ExecContext(stmtname.With(ctx, stmtRetentionServiceSpans),
+				"DELETE FROM "+tableServiceSpans+" WHERE service_name = ? AND start_ts < ? LIMIT ?", svc, cut, r.opts.BatchSpans)
+			if err != nil {
+				return fmt.Errorf("mysqlstore: retention: deleting from %s: %w", tableServiceSpans, err)
+			}
+			n, _ := res.RowsAffected()
+			r.index.Add(n)
+			if n < int64(r.opts.BatchSpans) {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// oldest reads up to BatchSpans keys of spans older than cut, oldest
+// first, without locking.
+func (r *Retention) oldest(ctx context.Context, cut int64) ([]retKey, error) {
+	high := "trace_id_high"
+	if !r.s.feat.traceIDHigh {
+		high = "0"
+	}
+	q := "SELECT " + high + ", trace_id, id FROM " + tableSpans + " WHERE start_ts < ? ORDER BY start_ts LIMIT ?"
+	rows, err := r.s.db.QueryContext(stmtname.With(ctx, stmtRetentionSelect), q, cut, r.opts.BatchSpans)
+	if err != nil {
+		return nil, fmt.Errorf("mysqlstore: retention: selecting spans older than the cutoff: %w", err)
+	}
+	defer rows.Close()
+	var keys []retKey
+	for rows.Next() {
+		var k retKey
+		if err := rows.Scan(&k.high, &k.low, &k.id); err != nil {
+			return nil, fmt.Errorf("mysqlstore: retention: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("mysqlstore: retention: %w", err)
+	}
+	return keys, nil
+}
+
+// keyList returns "(a = ? AND b = ? AND c = ?) OR …" for keys and its
+// arguments; cols names the three key columns (the first empty when the
+// schema has no trace_id_high).
+func keyList(cols [3]string, keys []retKey) (string, []any) {
+	var b strings.Builder
+	args := make([]any, 0, 3*len(keys))
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(" OR ")
+		}
+		b.WriteByte('(')
+		if cols[0] != "" {
+			b.WriteString(cols[0])
+			b.WriteString(" = ? AND ")
+			args = append(args, k.high)
+		}
+		b.WriteString(cols[1])
+		b.WriteString(" = ? AND ")
+		b.WriteString(cols[2])
+		b.WriteString(" = ?)")
+		args = append(args, k.low, k.id)
+	}
+	return b.String(), args
+}
+
+// deleteBatch deletes the spans of keys that are still older than cut,
+// and their annotations, in one transaction.
+func (r *Retention) deleteBatch(ctx context.Context, keys []retKey, cut int64) (int64, error) {
+	slices.SortFunc(keys, func(a, b retKey) int {
+		return cmp.Or(cmp.Compare(a.high, b.high), cmp.Compare(a.low, b.low), cmp.Compare(a.id, b.id))
+	})
+	keys = slices.Compact(keys)
+	hi := ""
+	if r.s.feat.traceIDHigh {
+		hi = "trace_id_high"
+	}
+	policy := r.s.opts.Retry
+	policy.Observer = &retry.Hooks{OnRetry: func(retry.Op, int, error, time.Duration) { r.retries.Add(1) }}
+	var spans, anns int64
+	err := retry.Tx(ctx, r.s.db, &sql.TxOptions{Isolation: sql.LevelReadCommitted}, policy, func(ctx context.Context, tx *sql.Tx) error {
+		spans, anns = 0, 0
+		// Lock the rows, in key order, and keep those still expired.
+		where, args := keyList([3]string{hi, "trace_id", "id"}, keys)
+		sel := "0"
+		if hi != "" {
+			sel = hi
+		}
+		rows, err := tx.QueryContext(stmtname.With(ctx, stmtRetentionLock),
+			"SELECT "+sel+", trace_id, id FROM "+tableSpans+" WHERE ("+where+") AND start_ts < ? ORDER BY "+
+				strings.TrimPrefix(hi+", ", ", ")+"trace_id, id FOR UPDATE", append(args, cut)...)
+		if err != nil {
+			return err
+		}
+		var locked []retKey
+		for rows.Next() {
+			var k retKey
+			if err := rows.Scan(&k.high, &k.low, &k.id); err != nil {
+				rows.Close()
+				return err
+			}
+			locked = append(locked, k)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(locked) == 0 {
+			return nil
+		}
+		where, args = keyList([3]string{hi, "trace_id", "id"}, locked)
+		res, err := tx.ExecContext(stmtname.With(ctx, stmtRetentionSpans),
+			"DELETE FROM "+tableSpans+" WHERE "+where, args...)
+		if err != nil {
+			return err
+		}
+		spans, _ = res.RowsAffected()
+		where, args = keyList([3]string{hi, "trace_id", "span_id"}, locked)
+		res, err = tx.ExecContext(stmtname.With(ctx, stmtRetentionAnns),
+			"DELETE FROM "+tableAnnotations+" WHERE "+where, args...)
+		if err != nil {
+			return err
+		}
+		anns, _ = res.RowsAffected()
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, retry.ErrAmbiguousCommit) {
+			// Deleting again is harmless: the next pass finds what is left.
+			return 0, nil
+		}
+		return 0, fmt.Errorf("mysqlstore: retention: deleting %d spans: %w", len(keys), err)
+	}
+	r.batches.Add(1)
+	r.spans.Add(spans)
+	r.anns.Add(anns)
+	return spans, nil
+}

@@ -1,0 +1,146 @@
+// Package mysqlstore is Zipkin's MySQL span store on database/sql: Zipkin's
+// schema (zipkin_spans, zipkin_annotations, zipkin_dependencies), its
+// schema-feature detection, idempotent batch writes and the v2 queries. It
+// runs on any *sql.DB — on sqlpool's (p.OpenDB()) with its statement cache
+// and SQL timers, or on plain database/sql.
+package mysqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/sqlpool/sqlpool/retry"
+	"github.com/sqlpool/sqlpool/app/zipkin/storage"
+)
+
+// Options configure a Store. The zero value is Zipkin's defaults.
+type Options struct {
+	// DisableStrictTraceID turns Zipkin's STRICT_TRACE_ID off: trace IDs
+	// are matched on their low 64 bits only, so 64-bit and 128-bit halves
+	// of one trace are returned together. Default false (strict).
+	DisableStrictTraceID bool
+	// DisableSearch turns Zipkin's SEARCH_ENABLED off: getTraces, names and
+	// autocomplete answer empty; writes and trace-by-ID are unchanged.
+	DisableSearch bool
+	// AutocompleteKeys are the tag keys whose values autocomplete serves
+	// (Zipkin's AUTOCOMPLETE_KEYS). Default none.
+	AutocompleteKeys []string
+
+	// Logger receives the store's log lines (schema-feature warnings, the
+	// ALTER TABLE statements that would upgrade an older schema). Zero
+	// value: slog.Default().
+	Logger *slog.Logger
+	// Retry is the policy of the write transactions (retry.Tx) and of the
+	// schema probes (retry.Do). Zero value: retry's defaults (3 attempts,
+	// backoff from 10 ms, the process-wide budget).
+	Retry retry.Policy
+	// MaxAmbiguousReplays bounds how many times Accept runs a batch again
+	// after its COMMIT had an unknown outcome (retry.ErrAmbiguousCommit).
+	// Replaying is safe because the writes are idempotent. Zero value: 3.
+	// Negative: never replay (the ambiguous error is returned).
+	MaxAmbiguousReplays int
+}
+
+// Store is a Zipkin span store on one *sql.DB. It is safe for concurrent
+// use. Create one with Open.
+type Store struct {
+	db        *sql.DB
+	opts      Options
+	feat      features
+	log       *slog.Logger
+	maxPacket int64     // the server's max_allowed_packet, read once by Open
+	w         *writeSQL // the INSERT statements for the detected features
+	stats     writeCounters
+	add       additions // optional tables (additions.go)
+}
+
+// features is what schema detection found (Zipkin's Has* probes).
+type features struct {
+	traceIDHigh       bool // zipkin_spans/annotations.trace_id_high
+	ipv6              bool // zipkin_annotations.endpoint_ipv6
+	errorCount        bool // zipkin_dependencies.error_count
+	remoteServiceName bool // zipkin_spans.remote_service_name
+	dependencies      bool // zipkin_dependencies exists
+}
+
+// Open returns a Store on db after detecting which of Zipkin's schema
+// features the database has (once; restart to see an ALTER TABLE) and
+// reading max_allowed_packet. It returns ErrNoSchema when the Zipkin tables
+// do not exist, and an error when the database cannot be reached.
+func Open(ctx context.Context, db *sql.DB, opts Options) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("mysqlstore: Open needs a *sql.DB, got nil")
+	}
+	s := &Store{db: db, opts: opts, log: opts.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if err := s.detect(ctx); err != nil {
+		return nil, err
+	}
+	s.detectAdditions(ctx)
+	s.w = newWriteSQL(s.feat)
+	return s, nil
+}
+
+// Check reports whether the store can serve requests: it runs Zipkin's
+// health query (one row of zipkin_spans).
+func (s *Store) Check(ctx context.Context) error {
+	return s.runProbe(ctx, probeSpans)
+}
+
+// Features reports the schema features Open detected, by column name.
+type Features struct {
+	TraceIDHigh       bool // zipkin_spans/zipkin_annotations.trace_id_high: 128-bit trace IDs
+	RemoteServiceName bool // zipkin_spans.remote_service_name
+	IPv6              bool // zipkin_annotations.endpoint_ipv6
+	Dependencies      bool // table zipkin_dependencies exists
+	ErrorCount        bool // zipkin_dependencies.error_count
+}
+
+// Features returns what schema detection found.
+func (s *Store) Features() Features {
+	return Features{
+		TraceIDHigh:       s.feat.traceIDHigh,
+		RemoteServiceName: s.feat.remoteServiceName,
+		IPv6:              s.feat.ipv6,
+		Dependencies:      s.feat.dependencies,
+		ErrorCount:        s.feat.errorCount,
+	}
+}
+
+// Stats are the write path's counters since Open.
+type Stats struct {
+	Batches          int64 // Accept calls that stored their spans
+	Spans            int64 // spans in those batches
+	SpanRows         int64 // zipkin_spans rows built from the spans given to Accept (an upsert of an existing row counts)
+	AnnotationRows   int64 // zipkin_annotations rows built likewise (ignored duplicates count)
+	Statements       int64 // INSERT statements run, retries and replays included
+	Failures         int64 // Accept calls that returned an error
+	AmbiguousCommits int64 // commits with an unknown outcome (each replayed or returned)
+	Replays          int64 // batches written again after an ambiguous commit
+	Rejected         int64 // spans refused as invalid (zero trace or span ID, unknown kind)
+	Deadlocks        int64 // write transactions that hit a deadlock (1213); each was retried unless the retries ran out
+	LockWaitTimeouts int64 // write transactions that hit a lock wait timeout (1205), likewise
+}
+
+type writeCounters struct {
+	batches, spans, spanRows, annRows, statements, failures, ambiguous, replays, rejected atomic.Int64
+	deadlocks, lockWaits                                                                  atomic.Int64
+}
+
+// Stats returns the write counters.
+func (s *Store) Stats() Stats {
+	c := &s.stats
+	return Stats{
+		Batches: c.batches.Load(), Spans: c.spans.Load(), SpanRows: c.spanRows.Load(),
+		AnnotationRows: c.annRows.Load(), Statements: c.statements.Load(), Failures: c.failures.Load(),
+		AmbiguousCommits: c.ambiguous.Load(), Replays: c.replays.Load(), Rejected: c.rejected.Load(),
+		Deadlocks: c.deadlocks.Load(), LockWaitTimeouts: c.lockWaits.Load(),
+	}
+}
+
+var _ storage.Storage = (*Store)(nil)
