@@ -116,8 +116,8 @@ func newBed(t *testing.T, n, maxConns int, s cluster.Strategy, prep func(*cluste
 
 func (b *bed) totals() map[string]int {
 	m := map[string]int{}
-	for _, s := range b.p.HostStats() {
-		m[s.Host] = s.Total
+	for _, h := range b.c.Hosts() {
+		m[h.Name] = h.Conns.Total
 	}
 	return m
 }

@@ -93,8 +93,8 @@ func newGaleraBed(t *testing.T, g *mysqltest.Galera, s cluster.Strategy, maxConn
 // perNode returns the pool's open connections per node number.
 func (b *galeraBed) perNode() map[int]int {
 	m := map[int]int{}
-	for _, s := range b.p.HostStats() {
-		m[b.node[s.Host]] = s.Total
+	for _, h := range b.c.Hosts() {
+		m[b.node[h.Name]] = h.Conns.Total
 	}
 	return m
 }

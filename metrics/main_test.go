@@ -10,6 +10,7 @@ import (
 	"github.com/sqlpool/sqlpool/internal/leakcheck"
 
 	"github.com/sqlpool/sqlpool/internal/fakedb"
+	"github.com/sqlpool/sqlpool/internal/testhook"
 	"github.com/sqlpool/sqlpool/metrics"
 	"github.com/sqlpool/sqlpool/pool"
 )
@@ -25,7 +26,7 @@ type discard struct{}
 
 func (discard) Write(b []byte) (int, error) { return len(b), nil }
 
-// testClock is a pool.Clock that tests move by hand; it counts its reads so that a test can
+// testClock is a clock (testhook.Clock) that tests move by hand; it counts its reads so that a test can
 // tell when a waiter has started its clock.
 type testClock struct {
 	mu    sync.Mutex
@@ -77,6 +78,18 @@ func newFakePool(t testing.TB, cfg pool.Config) (*pool.Pool, *fakedb.Connector) 
 		return st.Idle == st.Total && st.Total >= max(p.Config().MinIdleConns, 1)
 	})
 	return p, fc
+}
+
+// metricsClock returns opts with the window clock set to clk.
+func metricsClock(opts metrics.Options, clk testhook.Clock) metrics.Options {
+	testhook.SetMetricsClock(&opts, clk)
+	return opts
+}
+
+// poolClock returns cfg with the pool's clock set to clk.
+func poolClock(cfg pool.Config, clk testhook.Clock) pool.Config {
+	testhook.SetPoolClock(&cfg, clk)
+	return cfg
 }
 
 func newMetrics(t testing.TB, opts metrics.Options) *metrics.Metrics {

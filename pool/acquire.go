@@ -193,8 +193,8 @@ func (p *Pool) dropUnfit(dl *deadline) {
 // before it reuses a connection from its own idle list: through its SessionResetter.
 // go-sql-driver/mysql answers driver.ErrBadConn there when its connection is closed or busy, and
 // (CheckConnLiveness, on by default) when a non-blocking read of the socket finds that the server
-// closed it (KILL, wait_timeout, restart) — no bytes are sent. In mode (b) database/sql calls
-// it through conn.ResetSession instead. Cost: see docs/reliability.md.
+// closed it (KILL, wait_timeout, restart) — no bytes are sent. For a connection database/sql
+// takes from its own idle list, conn.ResetSession asks the driver instead. Cost: see docs/reliability.md.
 func driverLive(ctx context.Context, e *entry) bool {
 	if sr := e.resetter; sr != nil {
 		return sr.ResetSession(ctx) == nil
@@ -221,8 +221,8 @@ func (p *Pool) quickCheck(e *entry, now int64) (reason CloseReason, probe bool) 
 	return "", !(p.trusted(now, alive) && alive >= gone && max(e.borrowedAt, e.createdAt) >= gone)
 }
 
-// usableLent is usable for a connection checked out of database/sql's idle list (mode b): an
-// unfit one is only marked, because database/sql closes it through the proxy.
+// usableLent is usable for a connection checked out of database/sql's idle list
+// (conn.ResetSession): an unfit one is only marked, because database/sql closes it through the proxy.
 func (p *Pool) usableLent(ctx context.Context, e *entry, now int64) bool {
 	if reason := p.check(ctx, e, now, nil); reason != "" {
 		e.evict.Store(true)

@@ -1,6 +1,6 @@
 package pool_test
 
-// Dead-connection detection and recovery (issue 4): fault-injection tests through p.OpenDB().
+// Dead-connection detection and recovery: fault-injection tests through p.OpenDB().
 //
 // Destructive tests (KILL, restart, read_only) each start a private mariadbd with
 // mysqltest.StartMariaDB (about a second); the wait_timeout test uses the shared MariaDB of
@@ -494,8 +494,8 @@ func TestDeadWaitTimeout(t *testing.T) {
 		t.Fatalf("%d of 1000 reads failed after wait_timeout closed the idle connections: %s", len(errs), deadErrSummary(errs))
 	}
 	// Detected either by a probe (outside the bypass window) or, before it, by the driver's
-	// no-traffic liveness check at checkout (conn.ResetSession; since issue 15 the DB from
-	// OpenDB parks connections, so checkouts run it first): either way they were closed.
+	// no-traffic liveness check at checkout (conn.ResetSession: the DB from OpenDB parks
+	// connections, so checkouts run it first): either way they were closed.
 	if after.ProbeFailures-before.ProbeFailures == 0 && after.Closed-before.Closed == 0 {
 		t.Fatal("no probe failed and nothing was closed: the connections closed by wait_timeout were not detected")
 	}
