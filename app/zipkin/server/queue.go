@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
 	"github.com/sqlpool/sqlpool/app/zipkin/storage"
 )
@@ -21,10 +23,14 @@ var (
 )
 
 // message is the spans of one accepted POST and the decoded body size they
-// are accounted for.
+// are accounted for. done, when set, is told when the spans are stored or
+// given up (several parts of one split message share it); dropped, when
+// set, counts the spans of a batch given up instead of the http counter.
 type message struct {
-	spans []model.Span
-	bytes int64
+	spans   []model.Span
+	bytes   int64
+	done    *completion
+	dropped prometheus.Counter
 }
 
 // maxQueueMessages bounds the messages (accepted POSTs) the queue holds, so
@@ -71,6 +77,10 @@ type ingestQueue struct {
 	msgs  atomic.Int64 // accepted, not yet written or given up; ≤ msgCap
 	spans atomic.Int64
 	bytes atomic.Int64
+
+	// room is closed (and replaced) when release frees room or close
+	// begins, waking the offerWait callers that found the queue full.
+	room atomic.Pointer[chan struct{}]
 
 	// ctx ends when the drain deadline of close has passed: writes in
 	// flight are abandoned and whatever is left is counted as failed.
@@ -143,6 +153,46 @@ func (q *ingestQueue) release(msgs, n, b int64) {
 	q.msgs.Add(-msgs)
 	q.spans.Add(-n)
 	q.bytes.Add(-b)
+	q.wake()
+}
+
+// wake closes the room channel, if any waiter made one.
+func (q *ingestQueue) wake() {
+	if c := q.room.Swap(nil); c != nil {
+		close(*c)
+	}
+}
+
+// roomSignal returns a channel closed at the next release or close.
+func (q *ingestQueue) roomSignal() <-chan struct{} {
+	for {
+		if c := q.room.Load(); c != nil {
+			return *c
+		}
+		c := make(chan struct{})
+		if q.room.CompareAndSwap(nil, &c) {
+			return c
+		}
+	}
+}
+
+// offerWait is offer that waits for room, until ctx ends (ctx.Err()), while
+// the queue is full.
+func (q *ingestQueue) offerWait(ctx context.Context, msg message) error {
+	for {
+		// The signal is taken before the attempt, so that a release
+		// between a failed attempt and the wait is not missed.
+		room := q.roomSignal()
+		err := q.offer(msg)
+		if !errors.Is(err, errQueueFull) {
+			return err
+		}
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // offer enqueues msg without blocking. It returns errQueueFull when the
@@ -162,6 +212,9 @@ func (q *ingestQueue) offer(msg message) error {
 	}
 	if !q.reserve(k, n, msg.bytes) {
 		return errQueueFull
+	}
+	if msg.done != nil {
+		msg.done.pending.Store(k)
 	}
 	q.mu.RLock()
 	if q.closed {
@@ -193,6 +246,9 @@ func (q *ingestQueue) split(msg message) []message {
 	if n == 1 || len(msg.spans) == 0 {
 		parts[0] = msg
 		return parts
+	}
+	for i := range parts {
+		parts[i].done, parts[i].dropped = msg.done, msg.dropped
 	}
 	first := owner(msg.spans[0].TraceID.Low, n)
 	same := true
@@ -251,26 +307,38 @@ func (q *ingestQueue) writer(ch chan message) {
 		for i := range batch {
 			spans = append(spans, batch[i].spans...)
 			bytes += batch[i].bytes
-			batch[i] = message{} // let the spans go once written
 		}
-		q.write(spans)
+		err := q.write(spans)
 		clear(spans) // drop references held by the reused buffer
 		q.release(int64(len(batch)), int64(n), bytes)
+		for i := range batch {
+			if err != nil {
+				dropped := batch[i].dropped
+				if dropped == nil {
+					dropped = q.m.spansDropped
+				}
+				dropped.Add(float64(len(batch[i].spans)))
+			}
+			if batch[i].done != nil {
+				batch[i].done.part(err)
+			}
+			batch[i] = message{} // let the spans go once written
+		}
 	}
 }
 
 // write stores one batch, retrying every error with jittered exponential
 // backoff until the retry deadline (counted from the first attempt) or the
 // forced end of a drain. A batch given up is counted and logged with its
-// trace and span IDs.
-func (q *ingestQueue) write(spans []model.Span) {
+// trace and span IDs, and its error returned: ErrAbandoned at the end of a
+// drain, else ErrGivenUp.
+func (q *ingestQueue) write(spans []model.Span) error {
 	start := time.Now()
 	deadline := start.Add(q.cfg.retryDeadline)
 	backoff := q.cfg.backoffBase
 	for attempt := 1; ; attempt++ {
 		if err := q.ctx.Err(); err != nil {
-			q.giveUp(spans, attempt-1, errors.New("the server stopped before the batch could be written (drain deadline passed)"))
-			return
+			return q.giveUp(spans, attempt-1, errors.New("the server stopped before the batch could be written (drain deadline passed)"))
 		}
 		ctx, cancel := context.WithTimeout(q.ctx, q.cfg.attemptTimeout)
 		t0 := time.Now()
@@ -283,14 +351,13 @@ func (q *ingestQueue) write(spans []model.Span) {
 			if attempt > 1 {
 				q.log.Info("stored a batch after retrying", "spans", len(spans), "attempts", attempt, "took", time.Since(start).Round(time.Millisecond))
 			}
-			return
+			return nil
 		}
 		q.m.writes.WithLabelValues("error").Inc()
 		// Full jitter: a random wait in [backoff/2, backoff].
 		wait := backoff/2 + rand.N(backoff/2+1)
 		if q.ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
-			q.giveUp(spans, attempt, err)
-			return
+			return q.giveUp(spans, attempt, err)
 		}
 		if attempt == 1 || attempt%10 == 0 {
 			q.log.Warn("cannot store a batch; retrying", "spans", len(spans), "attempt", attempt,
@@ -305,10 +372,11 @@ func (q *ingestQueue) write(spans []model.Span) {
 }
 
 // giveUp counts and logs a batch that will not be stored, as Zipkin logs
-// "Cannot store spans [traceId/spanId, ...] due to ...".
-func (q *ingestQueue) giveUp(spans []model.Span, attempts int, err error) {
+// "Cannot store spans [traceId/spanId, ...] due to ...", and returns the
+// error its messages' completions are told (the writer counts the spans
+// dropped, each message under its transport).
+func (q *ingestQueue) giveUp(spans []model.Span, attempts int, err error) error {
 	q.m.batchesFailed.Inc()
-	q.m.spansDropped.Add(float64(len(spans)))
 	ids := make([]string, len(spans))
 	var b []byte
 	for i := range spans {
@@ -319,6 +387,11 @@ func (q *ingestQueue) giveUp(spans []model.Span, attempts int, err error) {
 	}
 	q.log.Error("cannot store spans; batch dropped", "spans", ids, "count", len(spans), "attempts", attempts,
 		"err", q.cfg.redact(err.Error()))
+	kind := ErrGivenUp
+	if q.ctx.Err() != nil {
+		kind = ErrAbandoned
+	}
+	return fmt.Errorf("%w: %s", kind, q.cfg.redact(err.Error()))
 }
 
 // close stops accepting (offer returns errClosing), lets the writers drain
@@ -334,6 +407,7 @@ func (q *ingestQueue) close(ctx context.Context) error {
 		}
 	}
 	q.mu.Unlock()
+	q.wake()
 	done := make(chan struct{})
 	go func() { q.wg.Wait(); close(done) }()
 	select {
