@@ -61,7 +61,6 @@ require (
 	github.com/pmezard/go-difflib v1.0.0 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	github.com/rcrowley/go-metrics v0.0.0-20201227073835-cf1acfcdf475 // indirect
 	github.com/shopspring/decimal v1.3.1 // indirect
 	github.com/tetratelabs/wazero v1.8.2 // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
@@ -83,6 +82,7 @@ require (
 
 require (
 	github.com/rabbitmq/amqp091-go v1.16.0
+	github.com/rcrowley/go-metrics v0.0.0-20201227073835-cf1acfcdf475
 	github.com/sqlpool/sqlpool v0.0.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0

@@ -65,6 +65,9 @@ type config struct {
 	// mutex and block profiles on ("" : none).
 	Pprof string
 
+	// Brokers are the Kafka and RabbitMQ collectors (brokers.go).
+	Brokers brokerConfig
+
 	// Warnings are things the user set that do not map (MYSQL_JDBC_URL
 	// properties, variables overridden by -dsn); the command logs them.
 	Warnings []string
@@ -202,6 +205,10 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 			return nil, fmt.Errorf("COLLECTOR_SAMPLE_RATE=%q: use a number from 0 (keep only debug spans) to 1 (keep all)", v)
 		}
 		c.SampleRate = r
+	}
+
+	if c.Brokers, err = parseBrokers(getenv); err != nil {
+		return nil, err
 	}
 
 	if c.Storage == "none" {

@@ -157,6 +157,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return &startError{err.Error()}
 	}
+	stopBrokers, err := startBrokers(cfg.Brokers, srv, log, reg)
+	if err != nil {
+		_ = srv.Close(context.Background())
+		return &startError{redactor(cfg.Brokers.rabbitSecret())(redact(err.Error()))}
+	}
+	defer func() { _ = stopBrokers(context.Background()) }()
 
 	hs := &http.Server{
 		Handler:           srv.Handler(),
@@ -187,6 +193,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	dctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
 	defer cancel()
 	_ = hs.Shutdown(dctx)
+	// The message-queue collectors stop first: they wait for what they
+	// queued to be stored, and acknowledge it, while the writers still run.
+	if err := stopBrokers(dctx); err != nil {
+		log.Warn("message-queue collectors stopped with messages unacknowledged (the broker delivers them again)", "err", err)
+	}
 	if err := srv.Close(dctx); err != nil {
 		log.Error("drain incomplete", "err", err)
 		return err
