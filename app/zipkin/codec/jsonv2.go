@@ -282,7 +282,10 @@ func (d *jsonDecoder) keepEndpoint(e *model.Endpoint) *model.Endpoint {
 		return nil
 	}
 	if len(d.epSlab) == cap(d.epSlab) {
-		d.epSlab = make([]model.Endpoint, 0, 32)
+		// Slabs grow from 2 to 32 endpoints, so that a message of one
+		// span (a Kafka record, a RabbitMQ message) does not keep a
+		// 32-endpoint slab alive in the ingest queue.
+		d.epSlab = make([]model.Endpoint, 0, min(32, max(2, 2*cap(d.epSlab))))
 	}
 	d.epSlab = append(d.epSlab, *e)
 	return &d.epSlab[len(d.epSlab)-1]
@@ -392,7 +395,7 @@ func (d *jsonDecoder) takeAnnotations() []model.Annotation {
 		return nil
 	}
 	if cap(d.annSlab)-len(d.annSlab) < n {
-		d.annSlab = make([]model.Annotation, 0, max(n, 128))
+		d.annSlab = make([]model.Annotation, 0, max(n, min(128, 2*cap(d.annSlab)))) // grows as the endpoint slabs do
 	}
 	start := len(d.annSlab)
 	d.annSlab = append(d.annSlab, d.anns...)

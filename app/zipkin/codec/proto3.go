@@ -341,7 +341,10 @@ func (d *pbDecoder) endpoint(path string, m []byte) *model.Endpoint {
 		return nil
 	}
 	if len(d.epSlab) == cap(d.epSlab) {
-		d.epSlab = make([]model.Endpoint, 0, 32)
+		// Slabs grow from 2 to 32 endpoints, so that a message of one
+		// span (a Kafka record, a RabbitMQ message) does not keep a
+		// 32-endpoint slab alive in the ingest queue.
+		d.epSlab = make([]model.Endpoint, 0, min(32, max(2, 2*cap(d.epSlab))))
 	}
 	d.epSlab = append(d.epSlab, e)
 	return &d.epSlab[len(d.epSlab)-1]
