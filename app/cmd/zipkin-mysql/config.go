@@ -21,6 +21,13 @@ const (
 	defaultConnectTimeout = 10 * time.Second
 	defaultDrainTimeout   = 30 * time.Second
 	defaultMaxConns       = 10 // Zipkin's MYSQL_MAX_CONNECTIONS
+	defaultIdleTimeout    = 30 * time.Second
+
+	// maxHeaderBytes bounds the request line and headers of one request
+	// (net/http answers 431 above it): 16 KiB, against net/http's 1 MiB,
+	// so that many concurrent requests with huge headers cannot take the
+	// memory of the process. Tracers send a few hundred bytes.
+	maxHeaderBytes = 16 << 10
 )
 
 // config is the command's configuration after flags and Zipkin's
@@ -43,6 +50,7 @@ type config struct {
 	InitSchema     bool
 	ConnectTimeout time.Duration
 	DrainTimeout   time.Duration
+	IdleTimeout    time.Duration // keep-alive connections idle this long are closed
 	MaxConns       int
 	Writers        int // 0: chosen from MaxConns (1 on the embedded server)
 
@@ -107,6 +115,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	fs.BoolVar(&c.InitSchema, "init-schema", false, "create Zipkin's tables when they do not exist (always done on the embedded server)")
 	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", defaultConnectTimeout, "how long start-up tries to reach the database")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", defaultDrainTimeout, "on SIGTERM, how long queued spans may take to be written before they are dropped")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", defaultIdleTimeout, "close keep-alive HTTP connections idle this long")
 	fs.IntVar(&c.Writers, "writers", 0, "storage writer goroutines (default: MYSQL_MAX_CONNECTIONS/2, 1 to 4; 1 on the embedded server)")
 	fs.IntVar(&c.QueueSpans, "queue-spans", 0, "ingest queue bound in spans (default 20000)")
 	fs.Int64Var(&c.QueueBytes, "queue-bytes", 0, "ingest queue bound in decoded body bytes (default 64 MiB)")
@@ -140,6 +149,9 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	}
 	if c.DrainTimeout <= 0 {
 		return nil, fmt.Errorf("-drain-timeout=%s: use a positive duration such as 30s", c.DrainTimeout)
+	}
+	if c.IdleTimeout <= 0 {
+		return nil, fmt.Errorf("-idle-timeout=%s: use a positive duration such as 30s", c.IdleTimeout)
 	}
 	if c.Retention < 0 || c.RetentionInterval < 0 {
 		return nil, errors.New("-retention and -retention-interval must not be negative (0 means off / the default)")

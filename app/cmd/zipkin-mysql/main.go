@@ -161,6 +161,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	hs := &http.Server{
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(h, slog.LevelWarn),
 	}
 	serveErr := make(chan error, 1)

@@ -117,15 +117,22 @@ type Config struct {
 	// either above it is a 413. Zero value: 10 MiB (Armeria's default,
 	// which Zipkin uses).
 	MaxBodyBytes int64
-	// MaxConcurrentPosts bounds the POSTs being read and decoded at once, so
-	// that memory stays bounded under a flood; a POST that finds no slot
-	// within a second is answered 503. Zero value: 4 × GOMAXPROCS, at
-	// least 8.
+	// MaxConcurrentPosts bounds the POSTs being gunzipped and decoded at
+	// once, so that memory and CPU stay bounded under a flood. A POST takes
+	// a slot only once its whole body has arrived, so a client that stalls
+	// while sending holds none; a POST that finds no slot within a second
+	// is answered 503. Zero value: 4 × GOMAXPROCS, at least 8.
 	MaxConcurrentPosts int
-	// BodyReadTimeout bounds how long a POST may take to send its body once
-	// it holds a decoding slot (MaxConcurrentPosts); a body still incomplete
-	// then is answered 408 and the slot is freed, so that stalled clients
-	// cannot hold every slot. Zero value: 30 s.
+	// MaxReceivingBytes bounds the body bytes held for POSTs that are
+	// still arriving or waiting for a decoding slot, across all requests.
+	// A request holds at most twice what it has sent (plus 512 bytes), not
+	// what its Content-Length announces; a POST that would take the total
+	// above the bound is answered 503 with Retry-After. Zero value:
+	// MaxConcurrentPosts × MaxBodyBytes.
+	MaxReceivingBytes int64
+	// BodyReadTimeout bounds how long a POST may take to send its body; a
+	// body still incomplete then is answered 408 and the connection is
+	// closed. Zero value: 30 s.
 	BodyReadTimeout time.Duration
 	// RetryDeadline is how long a writer retries a failing batch, from its
 	// first attempt, before giving it up. It is separate from (and not
@@ -159,6 +166,7 @@ type resolvedIngest struct {
 	writers, batchSpans, maxSpans int
 	maxBytes, maxBody             int64
 	maxPosts                      int
+	maxReceiving                  int64
 	bodyTimeout                   time.Duration
 	retryDeadline, attemptTimeout time.Duration
 	backoffBase, backoffMax       time.Duration
@@ -169,16 +177,19 @@ type resolvedIngest struct {
 // Server is a Zipkin HTTP server. Create one with New; serve Handler; call
 // Close after the HTTP server has stopped accepting requests.
 type Server struct {
-	cfg     Config
-	ingest  resolvedIngest
-	store   storage.Storage
-	log     *slog.Logger
-	m       *collectorMetrics
-	q       *ingestQueue
-	posts   chan struct{} // semaphore of POSTs being read and decoded
-	sampler sampler
-	gather  prometheus.Gatherer
-	handler http.Handler
+	cfg    Config
+	ingest resolvedIngest
+	store  storage.Storage
+	log    *slog.Logger
+	m      *collectorMetrics
+	q      *ingestQueue
+	posts  chan struct{} // semaphore of POSTs being decoded
+	// receiving is the body bytes reserved by POSTs being received or
+	// waiting for a decoding slot; at most ingest.maxReceiving.
+	receiving atomic.Int64
+	sampler   sampler
+	gather    prometheus.Gatherer
+	handler   http.Handler
 
 	// manyNames is set when the last /services returned more than three
 	// names: name endpoints then send Cache-Control, as Zipkin does.
@@ -199,7 +210,7 @@ func New(cfg Config) (*Server, error) {
 		v    int64
 	}{
 		{"Writers", int64(cfg.Writers)}, {"BatchSpans", int64(cfg.BatchSpans)}, {"MaxQueueSpans", int64(cfg.MaxQueueSpans)},
-		{"MaxQueueBytes", cfg.MaxQueueBytes}, {"MaxBodyBytes", cfg.MaxBodyBytes}, {"MaxConcurrentPosts", int64(cfg.MaxConcurrentPosts)},
+		{"MaxQueueBytes", cfg.MaxQueueBytes}, {"MaxBodyBytes", cfg.MaxBodyBytes}, {"MaxConcurrentPosts", int64(cfg.MaxConcurrentPosts)}, {"MaxReceivingBytes", cfg.MaxReceivingBytes},
 		{"BodyReadTimeout", int64(cfg.BodyReadTimeout)}, {"RetryDeadline", int64(cfg.RetryDeadline)}, {"AttemptTimeout", int64(cfg.AttemptTimeout)},
 		{"RetryAfter", int64(cfg.RetryAfter)}, {"QueryTimeout", int64(cfg.QueryTimeout)}, {"DefaultLookback", cfg.DefaultLookback},
 	} {
@@ -238,6 +249,7 @@ func New(cfg Config) (*Server, error) {
 		redact:         redactor(cfg.Redact),
 	}
 	in.attemptTimeout = min(in.attemptTimeout, in.retryDeadline)
+	in.maxReceiving = or64(cfg.MaxReceivingBytes, int64(in.maxPosts)*in.maxBody)
 	in.maxBytes = max(in.maxBytes, in.maxBody)
 
 	s := &Server{
