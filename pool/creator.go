@@ -88,7 +88,7 @@ func (p *Pool) creator() {
 }
 
 // waitingBackoff caps the creator's backoff while acquires wait for a connection.
-const waitingBackoff = 250 * time.Millisecond
+const waitingBackoff = 100 * time.Millisecond
 
 // backoffSleep waits d, in steps of waitingBackoff, and stops after a step that ends with
 // acquires waiting; it reports false when the pool closed.

@@ -34,11 +34,11 @@ func TestCreatorBackoffWhileAcquiresWait(t *testing.T) {
 	rate := float64(dialsDown) / down.Seconds()
 	t.Logf("database down %v with an acquire waiting: %d dials (%.1f/s); connection %v after it was back",
 		down, dialsDown, rate, took.Round(time.Millisecond))
-	// 10, 20, 40, 80, 160 ms, then every 250 ms: about 16 in 3 s.
-	if dialsDown > 25 {
+	// 10, 20, 40, 80 ms, then every 100 ms: about 30 in 3 s.
+	if dialsDown > 45 {
 		t.Errorf("%d dials in %v: the creator hammers a database that is down", dialsDown, down)
 	}
-	if dialsDown < 8 {
+	if dialsDown < 15 {
 		t.Errorf("%d dials in %v with an acquire waiting: want one every %v at least", dialsDown, down, waitingBackoff)
 	}
 	if took > time.Second {

@@ -245,8 +245,12 @@ func New(cfg Config) (*Server, error) {
 		attemptTimeout: orDur(cfg.AttemptTimeout, DefaultAttemptTimeout),
 		retryAfter:     orDur(cfg.RetryAfter, DefaultRetryAfter),
 		backoffBase:    100 * time.Millisecond,
-		backoffMax:     5 * time.Second,
-		redact:         redactor(cfg.Redact),
+		// A writer's wait between attempts is at most 250 ms, so
+		// that a batch caught in a database restart is written within
+		// that of the database's return. It does not hammer a database
+		// that is down: an attempt then waits in the pool's acquire.
+		backoffMax: 250 * time.Millisecond,
+		redact:     redactor(cfg.Redact),
 	}
 	in.attemptTimeout = min(in.attemptTimeout, in.retryDeadline)
 	in.maxReceiving = or64(cfg.MaxReceivingBytes, int64(in.maxPosts)*in.maxBody)
