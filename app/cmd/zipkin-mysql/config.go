@@ -62,7 +62,12 @@ type config struct {
 
 	QueueSpans int
 	QueueBytes int64
-	LogFormat  string // "text" or "json"
+
+	// SpoolDir is the directory of the durable spool ("": none);
+	// SpoolMaxBytes its bound (0: 1 GiB).
+	SpoolDir      string
+	SpoolMaxBytes int64
+	LogFormat     string // "text" or "json"
 
 	// Retention is the age past which spans are deleted (0: keep
 	// everything); RetentionInterval the wait between deletion passes
@@ -119,6 +124,8 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	fs.IntVar(&c.Writers, "writers", 0, "storage writer goroutines (default: MYSQL_MAX_CONNECTIONS/2, 1 to 4; 1 on the embedded server)")
 	fs.IntVar(&c.QueueSpans, "queue-spans", 0, "ingest queue bound in spans (default 20000)")
 	fs.Int64Var(&c.QueueBytes, "queue-bytes", 0, "ingest queue bound in decoded body bytes (default 64 MiB)")
+	fs.StringVar(&c.SpoolDir, "spool-dir", "", "directory of a durable spool: a POST is answered 202 only once its spans are on disk there, and they survive crashes and restarts until stored (default: none)")
+	fs.Int64Var(&c.SpoolMaxBytes, "spool-max-bytes", 0, "bound of the spool on disk, in bytes (default 1 GiB); a full spool answers 503")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	fs.DurationVar(&c.Retention, "retention", 0, "delete spans (and their annotations) older than this, e.g. 168h, in small batches while ingest goes on (default: keep everything)")
 	fs.DurationVar(&c.RetentionInterval, "retention-interval", 0, "wait between retention passes (default: 1m, or -retention/10 when shorter)")
@@ -156,8 +163,8 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	if c.Retention < 0 || c.RetentionInterval < 0 {
 		return nil, errors.New("-retention and -retention-interval must not be negative (0 means off / the default)")
 	}
-	if c.Writers < 0 || c.QueueSpans < 0 || c.QueueBytes < 0 {
-		return nil, errors.New("-writers, -queue-spans and -queue-bytes must not be negative (0 is the default)")
+	if c.Writers < 0 || c.QueueSpans < 0 || c.QueueBytes < 0 || c.SpoolMaxBytes < 0 {
+		return nil, errors.New("-writers, -queue-spans, -queue-bytes and -spool-max-bytes must not be negative (0 is the default)")
 	}
 
 	// Listen address.

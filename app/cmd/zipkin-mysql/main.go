@@ -145,6 +145,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		AttemptTimeout:  attemptTimeout,
 		MaxQueueSpans:   cfg.QueueSpans,
 		MaxQueueBytes:   cfg.QueueBytes,
+		SpoolDir:        cfg.SpoolDir,
+		SpoolMaxBytes:   cfg.SpoolMaxBytes,
 		Redact:          []string{cfg.Password()},
 		Info: map[string]any{
 			"storage":          cfg.Storage,
@@ -158,6 +160,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			"searchEnabled":    cfg.SearchEnabled,
 			"autocompleteKeys": append([]string{}, cfg.AutocompleteKeys...), // [] when none, not null
 			"sampleRate":       cfg.SampleRate,
+			"spool":            cfg.SpoolDir != "",
 		},
 		// The trace viewer at /zipkin/; / redirects there.
 		UI: ui.Handler(),
@@ -200,6 +203,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err := srv.Close(dctx); err != nil {
 		log.Error("drain incomplete", "err", err)
 		return err
+	}
+	if cfg.SpoolDir != "" {
+		log.Info("stopped; every accepted span was written or stays in the spool", "spool_dir", cfg.SpoolDir)
+		return nil
 	}
 	log.Info("stopped; every accepted span was written")
 	return nil

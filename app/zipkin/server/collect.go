@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
+	"github.com/sqlpool/sqlpool/app/zipkin/spool"
 )
 
 // endpointKind is which collector endpoint a POST came to.
@@ -100,14 +101,34 @@ func (s *Server) postSpans(ep endpointKind) http.HandlerFunc {
 				" spans in one request; this server queues at most "+strconv.Itoa(s.ingest.maxSpans)+": send smaller batches")
 			return
 		}
-		switch err := s.q.offer(message{spans: kept, bytes: int64(len(body))}); {
+		var persist func() (uint64, error)
+		if s.spool != nil {
+			persist = func() (uint64, error) {
+				rec := make([]byte, 2, 2+len(body))
+				rec[0] = byte(ep)
+				if strings.Contains(strings.ToLower(r.Header.Get("Content-Type")), "protobuf") {
+					rec[1] = 1
+				}
+				return s.spool.Append(append(rec, body...))
+			}
+		}
+		switch err := s.q.offerDurable(message{spans: kept, bytes: int64(len(body))}, persist); {
+		case errors.Is(err, spool.ErrFull):
+			s.m.spansDropped.Add(float64(len(kept)))
+			s.unavailable(w, "The span spool is full; retry later")
+			return
 		case errors.Is(err, errQueueFull):
 			s.m.spansDropped.Add(float64(len(kept)))
 			s.unavailable(w, "The span queue is full; retry later")
 			return
-		case err != nil:
+		case errors.Is(err, errClosing), errors.Is(err, spool.ErrClosed):
 			s.m.spansDropped.Add(float64(len(kept)))
 			s.unavailable(w, "The server is shutting down; send the spans to another instance or retry later")
+			return
+		case err != nil:
+			s.m.spansDropped.Add(float64(len(kept)))
+			s.log.Error("cannot write a request to the spool", "err", err)
+			s.unavailable(w, "Cannot write the spans to the spool; retry later")
 			return
 		}
 		w.WriteHeader(http.StatusAccepted)

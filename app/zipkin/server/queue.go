@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
+	"github.com/sqlpool/sqlpool/app/zipkin/spool"
 	"github.com/sqlpool/sqlpool/app/zipkin/storage"
 )
 
@@ -25,6 +26,16 @@ var (
 type message struct {
 	spans []model.Span
 	bytes int64
+	// rec is the spool record of the request, shared by the parts of a
+	// split message; nil without a spool.
+	rec *spoolRef
+}
+
+// spoolRef is a spool record whose spans are queued: once every part of
+// it is stored (or given up), the record is done.
+type spoolRef struct {
+	seq   uint64
+	parts atomic.Int32
 }
 
 // maxQueueMessages bounds the messages (accepted POSTs) the queue holds, so
@@ -72,14 +83,21 @@ type ingestQueue struct {
 	spans atomic.Int64
 	bytes atomic.Int64
 
+	// spool, when set, holds every queued request until it is stored
+	// (Config.SpoolDir); leftInSpool counts the spans a drain deadline
+	// left there.
+	spool       *spool.Spool
+	leftInSpool atomic.Int64
+
 	// ctx ends when the drain deadline of close has passed: writes in
-	// flight are abandoned and whatever is left is counted as failed.
+	// flight are abandoned and whatever is left is counted as failed (or,
+	// with a spool, left in it).
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
-func newIngestQueue(cfg resolvedIngest, store storage.SpanConsumer, log *slog.Logger, m *collectorMetrics) *ingestQueue {
+func newIngestQueue(cfg resolvedIngest, store storage.SpanConsumer, log *slog.Logger, m *collectorMetrics, sp *spool.Spool) *ingestQueue {
 	ctx, cancel := context.WithCancel(context.Background())
 	q := &ingestQueue{
 		cfg:    cfg,
@@ -88,6 +106,7 @@ func newIngestQueue(cfg resolvedIngest, store storage.SpanConsumer, log *slog.Lo
 		m:      m,
 		ch:     make([]chan message, cfg.writers),
 		msgCap: min(cfg.maxSpans, maxQueueMessages),
+		spool:  sp,
 		ctx:    ctx,
 		cancel: cancel,
 	}
@@ -148,7 +167,13 @@ func (q *ingestQueue) release(msgs, n, b int64) {
 // offer enqueues msg without blocking. It returns errQueueFull when the
 // bounds leave no room and errClosing once close has begun; nil means the
 // writers own msg.
-func (q *ingestQueue) offer(msg message) error {
+func (q *ingestQueue) offer(msg message) error { return q.offerDurable(msg, nil) }
+
+// offerDurable is offer that, with persist set, calls it once the room is
+// reserved and before the message is queued: persist writes the request
+// to the spool and returns its record number. An error from persist
+// gives the room back and is returned.
+func (q *ingestQueue) offerDurable(msg message, persist func() (uint64, error)) error {
 	n := int64(len(msg.spans))
 	if n == 0 {
 		return nil // nothing to store (the handler answers such a POST before it gets here)
@@ -162,6 +187,20 @@ func (q *ingestQueue) offer(msg message) error {
 	}
 	if !q.reserve(k, n, msg.bytes) {
 		return errQueueFull
+	}
+	if persist != nil {
+		seq, err := persist()
+		if err != nil {
+			q.release(k, n, msg.bytes)
+			return err
+		}
+		msg.rec = &spoolRef{seq: seq}
+	}
+	if msg.rec != nil {
+		msg.rec.parts.Store(int32(k))
+		for i := range parts {
+			parts[i].rec = msg.rec
+		}
 	}
 	q.mu.RLock()
 	if q.closed {
@@ -251,9 +290,17 @@ func (q *ingestQueue) writer(ch chan message) {
 		for i := range batch {
 			spans = append(spans, batch[i].spans...)
 			bytes += batch[i].bytes
+		}
+		if q.write(spans) {
+			for i := range batch {
+				if r := batch[i].rec; r != nil && r.parts.Add(-1) == 0 {
+					q.spool.Done(r.seq)
+				}
+			}
+		}
+		for i := range batch {
 			batch[i] = message{} // let the spans go once written
 		}
-		q.write(spans)
 		clear(spans) // drop references held by the reused buffer
 		q.release(int64(len(batch)), int64(n), bytes)
 	}
@@ -262,15 +309,21 @@ func (q *ingestQueue) writer(ch chan message) {
 // write stores one batch, retrying every error with jittered exponential
 // backoff until the retry deadline (counted from the first attempt) or the
 // forced end of a drain. A batch given up is counted and logged with its
-// trace and span IDs.
-func (q *ingestQueue) write(spans []model.Span) {
+// trace and span IDs. It reports whether the batch is finished with
+// (stored or given up); false means the drain deadline passed with a
+// spool, which keeps the batch's records for the next start.
+func (q *ingestQueue) write(spans []model.Span) bool {
 	start := time.Now()
 	deadline := start.Add(q.cfg.retryDeadline)
 	backoff := q.cfg.backoffBase
 	for attempt := 1; ; attempt++ {
 		if err := q.ctx.Err(); err != nil {
+			if q.spool != nil {
+				q.leftInSpool.Add(int64(len(spans)))
+				return false
+			}
 			q.giveUp(spans, attempt-1, errors.New("the server stopped before the batch could be written (drain deadline passed)"))
-			return
+			return true
 		}
 		ctx, cancel := context.WithTimeout(q.ctx, q.cfg.attemptTimeout)
 		t0 := time.Now()
@@ -283,14 +336,18 @@ func (q *ingestQueue) write(spans []model.Span) {
 			if attempt > 1 {
 				q.log.Info("stored a batch after retrying", "spans", len(spans), "attempts", attempt, "took", time.Since(start).Round(time.Millisecond))
 			}
-			return
+			return true
 		}
 		q.m.writes.WithLabelValues("error").Inc()
 		// Full jitter: a random wait in [backoff/2, backoff].
 		wait := backoff/2 + rand.N(backoff/2+1)
+		if q.ctx.Err() != nil && q.spool != nil {
+			q.leftInSpool.Add(int64(len(spans)))
+			return false
+		}
 		if q.ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
 			q.giveUp(spans, attempt, err)
-			return
+			return true
 		}
 		if attempt == 1 || attempt%10 == 0 {
 			q.log.Warn("cannot store a batch; retrying", "spans", len(spans), "attempt", attempt,
@@ -345,5 +402,10 @@ func (q *ingestQueue) close(ctx context.Context) error {
 	left := q.spans.Load()
 	q.cancel()
 	<-done
+	if q.spool != nil {
+		q.log.Warn("drain deadline passed; the spans not yet stored stay in the spool for the next start",
+			"spans", q.leftInSpool.Load())
+		return nil
+	}
 	return fmt.Errorf("drain deadline passed with %d spans not yet stored; they were dropped (see the error log for their IDs)", left)
 }
