@@ -126,6 +126,7 @@ type Spool struct {
 	pending  map[uint64]pendingRec // records not yet done
 	low      uint64                // no record below low is pending
 	closed   bool
+	broken   error // set when the log cannot be written safely any more
 	stats    Stats
 	reserved int64 // bytes of records queued for the flusher
 
@@ -303,15 +304,19 @@ func (s *Spool) segPath(first uint64) string {
 
 // startSegment seals the active segment (if any) and creates a new one
 // starting at s.next. Called with mu held (or before the flusher starts).
+// When the new segment cannot be created, the active one stays active.
 func (s *Spool) startSegment() error {
-	if n := len(s.segs); n > 0 && s.segs[n-1].f != nil {
-		_ = s.segs[n-1].f.Close()
-		s.segs[n-1].f = nil
-	}
 	seg := &segment{first: s.next, path: s.segPath(s.next)}
+	if n := len(s.segs); n > 0 && s.segs[n-1].first == seg.first {
+		return nil // the active segment has no record yet: it starts at s.next already
+	}
 	f, err := os.OpenFile(seg.path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
 	if err != nil {
 		return fmt.Errorf("spool: %w", err)
+	}
+	if n := len(s.segs); n > 0 && s.segs[n-1].f != nil {
+		_ = s.segs[n-1].f.Close()
+		s.segs[n-1].f = nil
 	}
 	seg.f = f
 	if !s.opts.NoSync {
@@ -339,6 +344,12 @@ func (s *Spool) Append(payload []byte) (uint64, error) {
 		s.mu.Unlock()
 		s.sendMu.RUnlock()
 		return 0, ErrClosed
+	}
+	if s.broken != nil {
+		err := s.broken
+		s.mu.Unlock()
+		s.sendMu.RUnlock()
+		return 0, err
 	}
 	if s.bytes+s.reserved+size > s.opts.MaxBytes {
 		s.mu.Unlock()
@@ -400,13 +411,19 @@ func (s *Spool) flusher() {
 		}
 		s.reserved -= size
 		if err != nil {
-			// What was written may be partly on disk: a later Open cuts it
-			// as a corrupt tail if so. Start a new segment so that later
-			// records do not follow a torn one.
+			// What was written may be partly on disk (a full disk): cut the
+			// segment back to its last whole record, so that later records
+			// never follow a torn one; if that fails, go on in a new
+			// segment, and if that fails too, refuse appends from now on.
 			err = fmt.Errorf("spool: write: %w", err)
-			s.bytes += size // counted until that segment is trimmed
-			seg.size += size
-			_ = s.startSegment()
+			if terr := seg.f.Truncate(seg.size); terr != nil {
+				seg.size += size // counted until the segment is trimmed
+				s.bytes += size
+				if serr := s.startSegment(); serr != nil {
+					s.broken = fmt.Errorf("spool: after a failed write (%v) neither cutting it (%v) nor a new segment (%v) worked", err, terr, serr)
+					s.log.Error(s.broken.Error())
+				}
+			}
 		} else {
 			for _, r := range group {
 				r.seq = s.next
