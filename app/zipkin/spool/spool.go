@@ -34,7 +34,9 @@
 // # Trimming and bounds
 //
 // Done marks a record stored. A segment that is no longer written to and
-// whose records are all done is deleted. The bytes of all segments are
+// whose records are all done is deleted; the segment being written to is
+// closed and a new one started when all its records are done and it holds
+// a sixteenth of Options.SegmentBytes or the log is over half its bound. The bytes of all segments are
 // bounded by Options.MaxBytes: an Append that would go past it returns
 // ErrFull at once (the server answers 503 with Retry-After).
 //
@@ -132,6 +134,7 @@ type Spool struct {
 
 	sendMu  sync.RWMutex // held for reading around a send on queue, for writing by Close
 	queue   chan *appendReq
+	rotate  chan struct{} // asks the flusher to start a new segment (the active one is all done)
 	flushWG sync.WaitGroup
 }
 
@@ -202,7 +205,7 @@ func Open(opts Options, replay func(Record)) (*Spool, error) {
 		return nil, fmt.Errorf("spool: lock %s: %w", opts.Dir, err)
 	}
 	s := &Spool{opts: opts, log: lg, lock: lock, pending: map[uint64]pendingRec{}, next: 1, low: 1,
-		queue: make(chan *appendReq, 4096)}
+		queue: make(chan *appendReq, 4096), rotate: make(chan struct{}, 1)}
 	if err := s.load(replay); err != nil {
 		s.closeFiles()
 		return nil, err
@@ -371,7 +374,24 @@ func (s *Spool) flusher() {
 	defer s.flushWG.Done()
 	var buf []byte
 	var group []*appendReq
-	for r := range s.queue {
+	for {
+		var r *appendReq
+		select {
+		case <-s.rotate:
+			s.mu.Lock()
+			if seg := s.segs[len(s.segs)-1]; seg.records > 0 && seg.done == seg.records {
+				if err := s.startSegment(); err != nil {
+					s.log.Warn("spool: cannot start a new segment; the stored one stays until the next", "err", err)
+				}
+			}
+			s.mu.Unlock()
+			continue
+		case rr, ok := <-s.queue:
+			if !ok {
+				return
+			}
+			r = rr
+		}
 		group = append(group[:0], r)
 	more:
 		for len(group) < 4096 {
@@ -470,6 +490,16 @@ func (s *Spool) Done(seq uint64) {
 	}
 	if p.seg.done == p.seg.records {
 		s.trimLocked()
+		// The active segment is all done: once it holds a sixteenth of a
+		// segment, or the log is over half its bound, have the flusher start
+		// a new one, so that this one can go (else a log smaller than a
+		// segment would never be trimmed).
+		if p.seg == s.segs[len(s.segs)-1] && (p.seg.size >= s.opts.SegmentBytes/16 || s.bytes > s.opts.MaxBytes/2) {
+			select {
+			case s.rotate <- struct{}{}:
+			default:
+			}
+		}
 	}
 }
 

@@ -329,3 +329,35 @@ func TestCrashSIGKILL(t *testing.T) {
 		s.Close()
 	}
 }
+
+// A log whose bound is smaller than a segment is still trimmed: once the
+// active segment's records are all done it is replaced and deleted, and
+// the room comes back.
+func TestTrimBelowSegmentSize(t *testing.T) {
+	s, _ := open(t, Options{Dir: t.TempDir(), MaxBytes: 1000})
+	defer s.Close()
+	var seqs []uint64
+	for {
+		seq, err := s.Append(make([]byte, 84))
+		if err != nil {
+			if !errors.Is(err, ErrFull) {
+				t.Fatal(err)
+			}
+			break
+		}
+		seqs = append(seqs, seq)
+	}
+	for _, seq := range seqs {
+		s.Done(seq)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.Stats().Bytes != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("all %d records done, the log still holds %d bytes", len(seqs), s.Stats().Bytes)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := s.Append(make([]byte, 84)); err != nil {
+		t.Fatalf("append after the trim: %v", err)
+	}
+}
