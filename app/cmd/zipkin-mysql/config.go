@@ -35,7 +35,7 @@ const (
 type config struct {
 	Listen string // address to listen on
 
-	Storage string // "mysql" or "none"
+	Storage string // "mysql", "memory" or "none"
 	Pool    string // "sqlpool" or "database-sql"
 
 	// Embedded is true when no MySQL server is configured: the command
@@ -96,6 +96,8 @@ func (c *config) Addr() string {
 	switch {
 	case c.Storage == "none":
 		return "none"
+	case c.Storage == "memory":
+		return "memory"
 	case c.Embedded:
 		return "embedded"
 	}
@@ -115,7 +117,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	fs.SetOutput(usage)
 	listen := fs.String("listen", "", "address to listen on, e.g. :9411 or 127.0.0.1:0 (default: :QUERY_PORT, else :9411)")
 	dsn := fs.String("dsn", "", "go-sql-driver/mysql DSN, e.g. 'zipkin:secret@tcp(db:3306)/zipkin'; overrides MYSQL_JDBC_URL and MYSQL_*")
-	fs.StringVar(&c.Storage, "storage", "mysql", "mysql (embedded server when no MySQL is configured) or none (accept and drop, for load comparisons)")
+	fs.StringVar(&c.Storage, "storage", "mysql", "mysql (embedded server when no MySQL is configured), memory (in-process store, like Zipkin's STORAGE_TYPE=mem: for trying out, lost on exit) or none (accept and drop, for load comparisons)")
 	fs.StringVar(&c.Pool, "pool", "sqlpool", "connection pool: sqlpool, or database-sql (plain database/sql with the same connection limit)")
 	fs.BoolVar(&c.InitSchema, "init-schema", false, "create Zipkin's tables when they do not exist (always done on the embedded server)")
 	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", defaultConnectTimeout, "how long start-up tries to reach the database")
@@ -137,9 +139,9 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 		return nil, fmt.Errorf("unexpected argument %q: flags only (see -h)", fs.Arg(0))
 	}
 	switch c.Storage {
-	case "mysql", "none":
+	case "mysql", "memory", "none":
 	default:
-		return nil, fmt.Errorf("-storage=%s: use mysql or none", c.Storage)
+		return nil, fmt.Errorf("-storage=%s: use mysql, memory or none", c.Storage)
 	}
 	switch c.Pool {
 	case "sqlpool", "database-sql":
@@ -223,7 +225,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 		c.SampleRate = r
 	}
 
-	if c.Storage == "none" {
+	if c.Storage == "none" || c.Storage == "memory" {
 		return c, nil
 	}
 

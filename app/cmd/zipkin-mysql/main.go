@@ -37,6 +37,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sqlpool/sqlpool/app/embedded"
+	"github.com/sqlpool/sqlpool/app/zipkin/memstore"
 	"github.com/sqlpool/sqlpool/app/zipkin/mysqlstore"
 	"github.com/sqlpool/sqlpool/app/zipkin/server"
 	"github.com/sqlpool/sqlpool/app/zipkin/storage"
@@ -287,6 +288,14 @@ type openedStorage struct {
 func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *prometheus.Registry) (*openedStorage, error) {
 	if cfg.Storage == "none" {
 		return &openedStorage{store: storage.Noop{}, name: "NoopStorage", close: func() {}}, nil
+	}
+	if cfg.Storage == "memory" {
+		st := memstore.New(memstore.Options{
+			DisableStrictTraceID: !cfg.StrictTraceID,
+			DisableSearch:        !cfg.SearchEnabled,
+			AutocompleteKeys:     append([]string(nil), cfg.AutocompleteKeys...),
+		})
+		return &openedStorage{store: st, name: "InMemoryStorage", close: func() {}}, nil
 	}
 	var closers []func()
 	closeAll := func() {
