@@ -3,7 +3,9 @@
 // data. Reads answer as zipkin/mysqlstore does: a trace's fragments are
 // merged with Zipkin's Trace.merge rules (so a span sent twice is returned
 // once) and dependency links are computed with Zipkin's DependencyLinker
-// rules. Every operation costs time in proportion to what it touches, not
+// rules. One difference remains: the client and server halves of a shared
+// span keep their own names, as in Zipkin's in-memory storage, where
+// Zipkin's MySQL schema has one row, and so one name, per span ID. Every operation costs time in proportion to what it touches, not
 // to what is stored (writes), or one pass over the traces (searches).
 package memstore
 
