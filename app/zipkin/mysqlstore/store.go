@@ -12,8 +12,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 
-	"github.com/sqlpool/sqlpool/retry"
 	"github.com/sqlpool/sqlpool/app/zipkin/storage"
+	"github.com/sqlpool/sqlpool/retry"
 )
 
 // Options configure a Store. The zero value is Zipkin's defaults.

@@ -5,8 +5,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/sqlpool/sqlpool/app/zipkin/ui"
 	"github.com/sqlpool/sqlpool/app/internal/uitest"
+	"github.com/sqlpool/sqlpool/app/zipkin/ui"
 )
 
 // TestBrowser runs the viewer in headless Chromium against a fake /api/v2
