@@ -9,7 +9,8 @@
 //   - An externally configured MariaDB, named by the MYSQL_TEST_DSN and
 //     MYSQL_TEST_DSN_UNPRIVILEGED environment variables (DSN, IsMariaDB,
 //     UnprivilegedDSN, RequireMariaDB). .ci/run starts one and sets them.
-//   - A private mariadbd per test (StartMariaDB), which a test may stop,
+//   - A private mariadbd (StartMariaDB for one test, StartMariaDBServer for
+//     commands such as internal/cmd/mariadb-up), which its owner may stop,
 //     start and restart.
 //
 // Proxy is a TCP proxy that counts bytes and MySQL packets in each direction
