@@ -402,7 +402,7 @@ func (m *MariaDB) waitReady() error {
 	deadline := time.Now().Add(MariaDBReadyTimeout)
 	cfg := m.config(MariaDBUser, MariaDBPassword)
 	cfg.Timeout = 2 * time.Second
-	cfg.Logger = mysql.Logger(nopLogger{})
+	cfg.Logger = QuietLogger{} // a server that is still starting is expected here
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return err
@@ -562,9 +562,3 @@ func freePort() (int, error) {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
-
-// nopLogger discards go-sql-driver/mysql's log output while waiting for a
-// server that is still starting.
-type nopLogger struct{}
-
-func (nopLogger) Print(...any) {}
