@@ -22,6 +22,9 @@ var exportLine = regexp.MustCompile(`^export ([A-Z_]+)='([^']*)'$`)
 // TestUpAndStop starts a server the way `eval "$(scripts/mariadb-up)"` does,
 // checks both users, and stops it with -stop.
 func TestUpAndStop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts a private mariadbd")
+	}
 	if why := mysqltest.MariaDBMissing(); why != "" {
 		if mysqltest.MariaDBRequired() {
 			t.Fatal(why)
