@@ -2,7 +2,7 @@
 # Runs the benchmarks against a private MariaDB started for the run by scripts/mariadb-up
 # (127.0.0.1 only, random port, temporary directory) and stops it afterwards.
 #
-#   bench/mariadb.sh [jmh flags...]        go run ./bench/cmd/jmh -dsn DSN [jmh flags...]
+#   bench/mariadb.sh [jmh flags...]        go run ./app/bench/cmd/jmh -dsn DSN [jmh flags...]
 #   bench/mariadb.sh -- CMD [ARGS...]      CMD with SQLPOOL_BENCH_DSN=DSN in its environment,
 #                                          e.g. bench/mariadb.sh -- go test -run x -bench . ./bench/
 #

@@ -21,13 +21,13 @@ import (
 // $(date +%s)000000 filled in.
 func readmeCurl(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(b)
-	if !strings.Contains(text, "\ngo run ./cmd/zipkin-mysql\n") {
-		t.Fatal("README's run block does not have `go run ./cmd/zipkin-mysql`")
+	if !strings.Contains(text, "\ngo run ./app/cmd/zipkin-mysql\n") {
+		t.Fatal("README's run block does not have `go run ./app/cmd/zipkin-mysql`")
 	}
 	i := strings.Index(text, "curl -s -X POST localhost:9411/api/v2/spans")
 	if i < 0 {

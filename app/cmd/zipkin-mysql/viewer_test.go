@@ -31,7 +31,7 @@ func TestViewerOnServer(t *testing.T) {
 		p := startBinary(t, nil, "-listen", "127.0.0.1:0")
 		var opts uitest.Options
 		if *updateScreenshots {
-			opts.ScreenshotDir = "../../docs/img"
+			opts.ScreenshotDir = "../../../docs/img"
 		}
 		uitest.RunBrowserChecksWith(t, p.url, nil, opts)
 		p.stop(t)
