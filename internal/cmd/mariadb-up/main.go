@@ -94,8 +94,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "export MARIADB_UP_DIR=%s\n", shellQuote(m.Dir()))
 	fmt.Fprintf(stdout, "export MARIADB_UP_ERROR_LOG=%s\n", shellQuote(m.ErrorLogPath()))
 	fmt.Fprintf(stdout, "# stop it: scripts/mariadb-up -stop %s\n", shellQuote(m.Dir()))
-	fmt.Fprintf(stderr, "mariadb-up: mariadbd (pid %d) ready on %s in %.1fs, files in %s\n",
-		m.PID(), m.Addr(), time.Since(start).Seconds(), m.Dir())
+	fmt.Fprintf(stderr, "mariadb-up: mariadbd (pid %d) ready on %s in %.1fs, files in %s\n"+
+		"mariadb-up: stop it with: scripts/mariadb-up -stop  (after eval; or -stop %s)\n",
+		m.PID(), m.Addr(), time.Since(start).Seconds(), m.Dir(), shellQuote(m.Dir()))
 	return 0
 }
 
