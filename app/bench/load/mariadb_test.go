@@ -17,6 +17,9 @@ func TestStartMariaDB(t *testing.T) {
 		t.Skip("-short: starts a private mariadbd")
 	}
 	if why := mysqltest.MariaDBMissing(); why != "" {
+		if mysqltest.MariaDBRequired() {
+			t.Fatalf("%s=1: %s", mysqltest.EnvRequireMariaDB, why)
+		}
 		t.Skip(why)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -27,7 +27,7 @@ func TestUpAndStop(t *testing.T) {
 	}
 	if why := mysqltest.MariaDBMissing(); why != "" {
 		if mysqltest.MariaDBRequired() {
-			t.Fatal(why)
+			t.Fatalf("%s=1: %s", mysqltest.EnvRequireMariaDB, why)
 		}
 		t.Skip(why)
 	}
