@@ -344,10 +344,11 @@ func (c *conn) CheckNamedValue(nv *driver.NamedValue) error {
 	return driver.ErrSkip
 }
 
-// ResetSession is called by database/sql before it reuses a connection from its own idle list
-// (mode b). It runs the pool's acquire checks and returns driver.ErrBadConn for a connection
-// that is marked, expired, dead or owned by a closed pool; database/sql then closes it and
-// tries another.
+// ResetSession is called by database/sql before it reuses a connection from its own idle list.
+// With IsValid it is the hot path of a DB from p.OpenDB(): a borrow that finds a free
+// connection there goes through these two and never through the store. It runs the pool's
+// acquire checks and returns driver.ErrBadConn for a connection that is marked, expired, dead
+// or owned by a closed pool; database/sql then closes it and tries another.
 func (c *conn) ResetSession(ctx context.Context) error {
 	p, e := c.p, c.e
 	if !e.state.CompareAndSwap(stateLent, stateInUse) {
@@ -375,8 +376,9 @@ func (c *conn) ResetSession(ctx context.Context) error {
 }
 
 // IsValid is called by database/sql when a borrower is done with the connection, before it
-// parks it (mode b) or closes it (mode a). It runs the release plan, keeps ownership, and
-// returns false when the connection cannot be reused; database/sql then closes it.
+// parks it in its idle list or closes it; with ResetSession it is the hot path of a DB from
+// p.OpenDB(). It runs the release plan, keeps ownership, and returns false when the connection
+// cannot be reused; database/sql then closes it.
 func (c *conn) IsValid() bool {
 	p, e := c.p, c.e
 	if e.state.Load() != stateInUse {
