@@ -11,8 +11,9 @@ import (
 //
 // The idle connections are a LIFO stack: the most recently returned connection is handed out
 // first, so a hot subset stays warm and the rest can age out (IdleTimeout). The waiters are a
-// FIFO queue by arrival. One mutex guards both; it is held for a few instructions (no I/O,
-// allocation or syscall), except in takeIf, which housekeeping and evictions call.
+// FIFO queue by arrival. One mutex guards both; it is held for a few instructions (no I/O or
+// syscall; put's append allocates only while the stack grows to its largest size), except in
+// takeIf, which housekeeping and evictions call.
 //
 // With p.OpenDB() most borrows never reach the store: database/sql keeps returned connections
 // in its own idle list and hands them out again after conn.ResetSession, and takes them back
@@ -54,8 +55,8 @@ type store struct {
 // waiter is one goroutine waiting for a connection.
 type waiter struct {
 	// ch receives a connection handed off to this waiter, or nil to say "a connection was
-	// pushed on the stack for you, or the pool closed: look again". Buffered (1), and written only by
-	// the goroutine that unlinked the waiter, under store.mu.
+	// pushed on the stack for you, or the pool closed: look again". Buffered (1), and written
+	// only by the goroutine that unlinked the waiter, under store.mu.
 	ch         chan *entry
 	prev, next *waiter
 	queued     bool
