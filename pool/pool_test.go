@@ -1148,7 +1148,7 @@ func TestBargedWaiterGetsDirectHandOff(t *testing.T) {
 	}
 	// w wakes, finds nothing idle, and goes back to the head of the queue, marked.
 	s.mu.Lock()
-	if s.scan() != nil {
+	if s.popLocked() != nil {
 		t.Fatal("nothing should be idle")
 	}
 	w.barged = true
