@@ -173,7 +173,7 @@ type Connector struct {
 	log   *slog.Logger
 
 	mu       sync.Mutex
-	p        *pool.Pool
+	p        pool.HostPool // the attached pool's, or nil
 	poolName string
 	attached bool
 	detached bool
@@ -422,7 +422,7 @@ func (c *Connector) allDownErrorLocked() *AllHostsDownError {
 
 // AttachPool implements pool.HostConnector: pool.New calls it. It starts the monitor goroutine,
 // which checks suspected hosts, probes down ones and rebalances; the pool's Close stops it.
-func (c *Connector) AttachPool(p *pool.Pool) error {
+func (c *Connector) AttachPool(p pool.HostPool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.attached {
@@ -430,7 +430,7 @@ func (c *Connector) AttachPool(p *pool.Pool) error {
 	}
 	c.attached = true
 	c.p = p
-	c.poolName = p.Config().Name
+	c.poolName = p.Name()
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(1)
 	go c.monitor()

@@ -24,6 +24,9 @@ import (
 // cluster serves every subtest; each leaves it with three Synced nodes. Figures go to the test
 // log (go test -v -run TestGalera ./cluster/); docs/cluster.md quotes them.
 func TestGalera(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: Galera: starts a 3-node cluster (15-30 s) and kills and restarts nodes")
+	}
 	g := mysqltest.StartGalera(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -93,8 +96,8 @@ func newGaleraBed(t *testing.T, g *mysqltest.Galera, s cluster.Strategy, maxConn
 // perNode returns the pool's open connections per node number.
 func (b *galeraBed) perNode() map[int]int {
 	m := map[int]int{}
-	for _, s := range b.p.HostStats() {
-		m[b.node[s.Host]] = s.Total
+	for _, h := range b.c.Hosts() {
+		m[b.node[h.Name]] = h.Conns.Total
 	}
 	return m
 }

@@ -39,7 +39,7 @@ func benchPool(b *testing.B, c driver.Connector, conns int, on bool) (*pool.Pool
 	return p, m
 }
 
-// cycleStatement is one borrow, SELECT 1, scan and release through database/sql (mode a).
+// cycleStatement is one borrow, SELECT 1, scan and release through database/sql.
 func cycleStatement(b *testing.B, db *sql.DB) {
 	ctx := context.Background()
 	c, err := db.Conn(ctx)

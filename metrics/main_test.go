@@ -10,6 +10,8 @@ import (
 	"github.com/sqlpool/sqlpool/internal/leakcheck"
 
 	"github.com/sqlpool/sqlpool/internal/fakedb"
+	"github.com/sqlpool/sqlpool/internal/testhook"
+	"github.com/sqlpool/sqlpool/internal/testutil"
 	"github.com/sqlpool/sqlpool/metrics"
 	"github.com/sqlpool/sqlpool/pool"
 )
@@ -25,7 +27,7 @@ type discard struct{}
 
 func (discard) Write(b []byte) (int, error) { return len(b), nil }
 
-// testClock is a pool.Clock that tests move by hand; it counts its reads so that a test can
+// testClock is a clock (testhook.Clock) that tests move by hand; it counts its reads so that a test can
 // tell when a waiter has started its clock.
 type testClock struct {
 	mu    sync.Mutex
@@ -49,13 +51,7 @@ func (c *testClock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d)
 // eventually polls cond for up to 10 s.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, what, cond)
 }
 
 // newFakePool returns a pool over fakedb with cfg, closed at the end of the test, once its
@@ -77,6 +73,18 @@ func newFakePool(t testing.TB, cfg pool.Config) (*pool.Pool, *fakedb.Connector) 
 		return st.Idle == st.Total && st.Total >= max(p.Config().MinIdleConns, 1)
 	})
 	return p, fc
+}
+
+// metricsClock returns opts with the window clock set to clk.
+func metricsClock(opts metrics.Options, clk testhook.Clock) metrics.Options {
+	testhook.SetMetricsClock(&opts, clk)
+	return opts
+}
+
+// poolClock returns cfg with the pool's clock set to clk.
+func poolClock(cfg pool.Config, clk testhook.Clock) pool.Config {
+	testhook.SetPoolClock(&cfg, clk)
+	return cfg
 }
 
 func newMetrics(t testing.TB, opts metrics.Options) *metrics.Metrics {

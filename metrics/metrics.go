@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sqlpool/sqlpool/internal/testhook"
 	"github.com/sqlpool/sqlpool/pool"
 )
 
@@ -54,9 +55,14 @@ type Options struct {
 	// "pool", "reason", "result", "statement", "class" or "op".
 	ConstLabels prometheus.Labels
 
-	// Clock rotates the _max windows; tests inject one. Zero value: the system clock. It is
-	// read only when metrics are read (scrapes, snapshots), never on the pool's hot path.
-	Clock pool.Clock
+	// clock rotates the _max windows; set only by the module's tests, through
+	// internal/testhook. nil: the system clock. It is read only when metrics are read (scrapes,
+	// snapshots), never on the pool's hot path.
+	clock testhook.Clock
+}
+
+func init() {
+	testhook.SetMetricsClock = func(opts any, c testhook.Clock) { opts.(*Options).clock = c }
 }
 
 type systemClock struct{}
@@ -73,7 +79,7 @@ func (systemClock) Now() time.Time { return time.Now() }
 // handles live in a copy-on-write map read with one atomic load, and statement names go
 // through a bounded lock-free cache (see StatementDone).
 type Metrics struct {
-	clock    pool.Clock
+	clock    testhook.Clock
 	window   time.Duration
 	maxNames int
 	registry *prometheus.Registry
@@ -129,7 +135,7 @@ func New(opts Options) (*Metrics, error) {
 			return nil, fmt.Errorf("metrics: ConstLabels must not contain %q", l)
 		}
 	}
-	m := &Metrics{clock: opts.Clock, window: opts.MaxWindow, maxNames: opts.MaxStatementNames}
+	m := &Metrics{clock: opts.clock, window: opts.MaxWindow, maxNames: opts.MaxStatementNames}
 	if m.clock == nil {
 		m.clock = systemClock{}
 	}

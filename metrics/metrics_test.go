@@ -60,14 +60,13 @@ func hist(labels string, sum float64, count int, buckets ...any) []string {
 // and checks every value exactly.
 func TestScriptedSequence(t *testing.T) {
 	clk := newTestClock()
-	m := newMetrics(t, metrics.Options{
-		Clock:            clk,
+	m := newMetrics(t, metricsClock(metrics.Options{
 		AcquireBuckets:   []float64{0.5, 1.5, 5},
 		UsageBuckets:     []float64{0.5, 1.5, 5},
 		CreationBuckets:  []float64{0.5},
 		StatementBuckets: []float64{0.5},
-	})
-	p, fc := newFakePool(t, pool.Config{Name: "main", MaxConns: 1, Clock: clk, Events: m, AcquireTimeout: 250 * time.Millisecond})
+	}, clk))
+	p, fc := newFakePool(t, poolClock(pool.Config{Name: "main", MaxConns: 1, Events: m, AcquireTimeout: 250 * time.Millisecond}, clk))
 	m.MustRegister(p)
 	clk.Advance(time.Second) // pool time 0 is stored as 1 ns ("not set" is 0): start later
 	reg := m.Registry()
@@ -407,7 +406,7 @@ func TestRetryObserver(t *testing.T) {
 // dropped at the third, so a value recorded in the last 80 s is always reported.
 func TestMaxWindow(t *testing.T) {
 	clk := newTestClock()
-	m := newMetrics(t, metrics.Options{Clock: clk})
+	m := newMetrics(t, metricsClock(metrics.Options{}, clk))
 	maxOf := func() float64 {
 		return m.Snapshot().Pools[0].Usage.MaxSeconds
 	}
@@ -493,7 +492,7 @@ func TestErrorClass(t *testing.T) {
 }
 
 // TestCloseReasonThroughDatabaseSQL: a connection evicted while borrowed through database/sql
-// (mode a) is closed with reason evicted, as it is through Connect — not fatal_error, although
+// is closed with reason evicted, as it is through Connect — not fatal_error, although
 // database/sql calls IsValid (which refuses it) before Close.
 func TestCloseReasonThroughDatabaseSQL(t *testing.T) {
 	m := newMetrics(t, metrics.Options{})

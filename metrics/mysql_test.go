@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -16,8 +17,8 @@ import (
 )
 
 // TestStatementsOnServer runs statements against mysqltest.DSN (the embedded server, or
-// MariaDB in CI) through a pool in both database/sql modes and checks their names, counts and
-// error classes as the server reports them.
+// MariaDB in CI) through a pool, with database/sql in front both ways (p.OpenDB() and
+// sql.OpenDB(p)), and checks their names, counts and error classes as the server reports them.
 func TestStatementsOnServer(t *testing.T) {
 	cfg, err := mysql.ParseDSN(mysqltest.DSN(t))
 	if err != nil {
@@ -27,8 +28,8 @@ func TestStatementsOnServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mode := range []string{"a", "b"} {
-		t.Run("mode="+mode, func(t *testing.T) {
+	for _, way := range []string{"OpenDB", "sql.OpenDB"} {
+		t.Run(way, func(t *testing.T) {
 			m := newMetrics(t, metrics.Options{})
 			p, err := pool.New(connector, pool.Config{Name: "srv", MaxConns: 2, Events: m, Logger: quiet})
 			if err != nil {
@@ -36,11 +37,12 @@ func TestStatementsOnServer(t *testing.T) {
 			}
 			defer p.Close()
 			m.MustRegister(p)
-			var opts []pool.DBOption
-			if mode == "b" {
-				opts = append(opts, pool.KeepIdleInDB())
+			var db *sql.DB
+			if way == "OpenDB" {
+				db = p.OpenDB()
+			} else {
+				db = sql.OpenDB(p) // closing it closes the pool; the deferred p.Close does nothing
 			}
-			db := p.OpenDB(opts...)
 			defer db.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()

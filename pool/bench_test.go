@@ -73,10 +73,10 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	}
 }
 
-// BenchmarkDBConn is db.Conn+Close through database/sql in both modes and plain database/sql
-// (MaxOpen = MaxIdle = 32) over the same fake driver.
+// BenchmarkDBConn is db.Conn+Close through p.OpenDB() and plain database/sql (MaxOpen =
+// MaxIdle = 32) over the same fake driver.
 func BenchmarkDBConn(b *testing.B) {
-	for _, kind := range []string{"sqlpool", "sqlpool-fast", "database-sql"} {
+	for _, kind := range []string{"sqlpool", "database-sql"} {
 		for _, g := range benchGoroutines {
 			b.Run(fmt.Sprintf("%s/g=%d", kind, g), func(b *testing.B) {
 				db := benchDB(b, kind, 32)
@@ -100,7 +100,7 @@ func BenchmarkDBConn(b *testing.B) {
 // BenchmarkDBConnSaturated is db.Conn+Close from 64 goroutines on 8 connections over the fake
 // driver: bench's cycleConnection at 64 goroutines without a server. Borrowers are CPU-bound,
 // so holders are preempted with a connection in hand and most borrows wait; through OpenDB
-// each wait costs database/sql a new driverConn (docs/benchmarks.md, issue 15).
+// each wait costs database/sql a new driverConn (docs/benchmarks.md).
 func BenchmarkDBConnSaturated(b *testing.B) {
 	for _, kind := range []string{"sqlpool", "database-sql"} {
 		b.Run(kind, func(b *testing.B) {
@@ -133,10 +133,6 @@ func benchDB(b *testing.B, kind string, size int) *sql.DB {
 		p, _ := newPool(b, Config{MaxConns: size})
 		eventually(b, "pool filled", func() bool { return p.Stats().Idle == size })
 		db = p.OpenDB()
-	case "sqlpool-fast":
-		p, _ := newPool(b, Config{MaxConns: size})
-		eventually(b, "pool filled", func() bool { return p.Stats().Idle == size })
-		db = p.OpenDB(KeepIdleInDB())
 	}
 	b.Cleanup(func() { _ = db.Close() })
 	return db

@@ -16,19 +16,19 @@ import (
 // tens of seconds. How a refresher that falls behind is kept from extending the window: see
 // trusted.
 //
-// With an injected Config.Clock (tests) the hot path reads that clock exactly, and tick is 0.
+// With a test clock (Config.testClock) the hot path reads that clock exactly, and tick is 0.
 
 type clock struct {
-	exact  bool         // Config.Clock was given: read it on every call
+	exact  bool         // Config.testClock was given: read it on every call
 	coarse atomic.Int64 // pool time at the last tick (coarse mode)
 	tick   time.Duration
-	source Clock
+	source timeSource
 	epoch  time.Time
 }
 
 func (c *clock) init(cfg *Config, injected bool) {
-	c.source = cfg.Clock
-	c.epoch = cfg.Clock.Now()
+	c.source = cfg.testClock
+	c.epoch = cfg.testClock.Now()
 	c.exact = injected
 	if !injected {
 		w := cfg.AliveBypassWindow

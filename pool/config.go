@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/sqlpool/sqlpool/internal/testhook"
 )
 
 // Defaults and floors, named after the HikariCP settings they mirror.
@@ -26,14 +28,13 @@ const (
 	DefaultMaxLifetime = 30 * time.Minute
 	// DefaultInitializationFailTimeout is InitializationFailTimeout when the field is zero.
 	DefaultInitializationFailTimeout = time.Millisecond
-	// DefaultHousekeepingPeriod is HousekeepingPeriod when the field is zero.
-	DefaultHousekeepingPeriod = 30 * time.Second
 	// DefaultStatementCacheSize is StatementCacheSize when the field is zero.
 	DefaultStatementCacheSize = 64
 	// DefaultCloseTimeout is CloseTimeout when the field is zero.
 	DefaultCloseTimeout = 10 * time.Second
 
-	// TimeoutFloor is the smallest AcquireTimeout and ValidationTimeout accepted.
+	// TimeoutFloor is the smallest ValidationTimeout accepted, and the least ConnectTimeout a
+	// short AcquireTimeout gives by default (HikariCP's timeout floor).
 	TimeoutFloor = 250 * time.Millisecond
 	// MinIdleTimeout is the smallest IdleTimeout accepted.
 	MinIdleTimeout = 10 * time.Second
@@ -43,6 +44,16 @@ const (
 	MinKeepaliveTime = 30 * time.Second
 	// MinLeakDetectionThreshold is the smallest LeakDetectionThreshold accepted.
 	MinLeakDetectionThreshold = 2 * time.Second
+)
+
+const (
+	// housekeepingPeriod is how often the housekeeper retires idle and expired connections,
+	// pings for keepalive and refills to MinIdleConns, when Config.housekeepingPeriod is zero.
+	housekeepingPeriod = 30 * time.Second
+	// minDerivedTimeout is the least ValidationTimeout, and the least cap on the creator's
+	// backoff, that a short AcquireTimeout gives (half of TimeoutFloor, what the shortest
+	// AcquireTimeout HikariCP accepts gives).
+	minDerivedTimeout = TimeoutFloor / 2
 )
 
 // Config configures a Pool. The zero value of every field means "the default" and a negative
@@ -59,8 +70,8 @@ type Config struct {
 	MaxConns int
 
 	// MinIdleConns is how many idle connections the pool tries to keep ready. Zero value:
-	// MaxConns (a fixed-size pool, as HikariCP recommends). Negative: no minimum. Values above
-	// MaxConns are lowered to MaxConns.
+	// MaxConns (a fixed-size pool, as HikariCP recommends; IdleTimeout then never applies).
+	// Negative: no minimum. Values above MaxConns are lowered to MaxConns.
 	MinIdleConns int
 
 	// MaxWaiters bounds how many goroutines may wait for a connection at once; one more fails at
@@ -68,28 +79,37 @@ type Config struct {
 	// that finds no idle connection fails at once).
 	MaxWaiters int
 
-	// AcquireTimeout bounds how long Connect waits for a connection; the caller's ctx may end it
-	// sooner. Zero value: 30 s. Negative: only the ctx bounds the wait. Values below 250 ms are
-	// raised to 30 s (HikariCP's rule).
+	// AcquireTimeout bounds how long an acquire (Connect) waits for a connection, counted from
+	// when it first has to wait or probe; the caller's ctx may end it sooner. Zero value: 30 s.
+	// Negative: only the ctx bounds the wait. Any positive value is used as given (HikariCP
+	// would raise one below 250 ms to 30 s); a short one also shortens the defaults of
+	// ConnectTimeout and ValidationTimeout, down to 250 ms and 125 ms, and the creator's
+	// backoff between failed dials, to half of it but at least 125 ms.
 	AcquireTimeout time.Duration
 
 	// ConnectTimeout bounds each dial by the creator, including ConnectionInit and the session
-	// baseline query. Zero value: AcquireTimeout (or 30 s when AcquireTimeout is off).
-	// Negative: no bound beyond the pool's lifetime.
+	// baseline query. Zero value: AcquireTimeout, but at least 250 ms (TimeoutFloor); 30 s when
+	// AcquireTimeout is off. Negative: no bound beyond the pool's lifetime.
 	ConnectTimeout time.Duration
 
-	// ValidationTimeout bounds one liveness probe or one release plan. Zero value: 5 s, or half
-	// of AcquireTimeout when that is shorter. Values below 250 ms are raised to 5 s; values not
-	// below an enabled AcquireTimeout are lowered to half of it. Negative: an error.
+	// ValidationTimeout bounds one liveness probe (on acquire, also by the acquire's
+	// AcquireTimeout deadline; on keepalive) or one release plan. Zero value: 5 s, or half of an
+	// enabled AcquireTimeout when that is shorter, but at least 125 ms. Values below 250 ms
+	// (TimeoutFloor) are raised to 5 s, and values not below an enabled AcquireTimeout are
+	// lowered to half of it (at least 125 ms), each with a warning. Negative: an error.
 	ValidationTimeout time.Duration
 
 	// AliveBypassWindow is how recently a connection must have been returned for Connect to hand
 	// it out without probing it. Zero value: 500 ms. Negative: probe on every acquire.
 	AliveBypassWindow time.Duration
 
-	// IdleTimeout retires idle connections above MinIdleConns that have been idle this long. It
-	// applies only when MinIdleConns < MaxConns. Zero value: 10 min. Negative: never. Values
-	// below 10 s are raised to 10 min; values within 1 s of MaxLifetime turn it off.
+	// IdleTimeout closes connections that have been idle this long while more than
+	// MinIdleConns are idle, checked every 30 s by the housekeeper. It applies only when
+	// MinIdleConns < MaxConns: with the default MinIdleConns (MaxConns, a fixed-size pool) it
+	// never closes anything, and idle connections live until MaxLifetime; set MinIdleConns lower
+	// (or negative) for it to apply. Zero value: 10 min. Negative: never. When it applies,
+	// values below 10 s are raised to 10 min, and values within 1 s of MaxLifetime, or above it,
+	// turn it off.
 	IdleTimeout time.Duration
 
 	// MaxLifetime is the longest a physical connection lives; each connection gets a lifetime
@@ -99,8 +119,9 @@ type Config struct {
 	MaxLifetime time.Duration
 
 	// KeepaliveTime pings idle connections this long after their last use (minus a random
-	// 0–10 %) so that middleboxes and wait_timeout do not drop them. Zero value and negative:
-	// off. Values below 30 s, or not below MaxLifetime, turn it off.
+	// 0–10 %) so that middleboxes and wait_timeout do not drop them; the housekeeper looks for
+	// connections due every 30 s. Zero value and negative: off. Values below 30 s, or not below
+	// MaxLifetime, turn it off.
 	KeepaliveTime time.Duration
 
 	// LeakDetectionThreshold logs one warning, with the borrower's stack, for a connection held
@@ -114,11 +135,6 @@ type Config struct {
 	// pool starts at once and fills in the background (HikariCP's "skip the check"). A failure of
 	// ConnectionInit fails New at once without further attempts.
 	InitializationFailTimeout time.Duration
-
-	// HousekeepingPeriod is how often the housekeeper retires idle and expired connections,
-	// pings for keepalive and refills to MinIdleConns. Zero value: 30 s. Lower it only in tests.
-	// Negative: an error.
-	HousekeepingPeriod time.Duration
 
 	// CloseTimeout bounds how long Close waits for connections still in use. Zero value: 10 s.
 	// Negative: Close does not wait.
@@ -149,15 +165,26 @@ type Config struct {
 	// Logger receives the pool's structured log lines. Zero value: slog.Default().
 	Logger *slog.Logger
 
-	// Clock is the pool's source of time, for tests of lifecycle rules. Zero value: the system
-	// clock. Timers and sleeps use real time either way; tests drive housekeeping themselves.
-	Clock Clock
+	// Settings for the module's own tests, set through internal/testhook (or directly by this
+	// package's tests).
+	//
+	// testClock is the pool's source of time, for tests of lifecycle rules; nil: the system
+	// clock. It is read exactly on every call (no coarse clock, see clock.go). Timers and sleeps
+	// use real time either way, and the housekeeper then runs only every housekeepingPeriod:
+	// tests drive housekeeping themselves.
+	testClock timeSource
+	// housekeepingPeriod is how often the housekeeper runs; zero: 30 s; negative: an error.
+	housekeepingPeriod time.Duration
 }
 
-// Clock tells the time. The pool reads it on every acquire and release, so an implementation
-// must be cheap and safe for concurrent use.
-type Clock interface {
+// timeSource tells the time. The pool reads it on every acquire and release, so an
+// implementation must be cheap and safe for concurrent use.
+type timeSource interface {
 	Now() time.Time
+}
+
+func init() {
+	testhook.SetPoolClock = func(cfg any, c testhook.Clock) { cfg.(*Config).testClock = c }
 }
 
 type systemClock struct{}
@@ -173,8 +200,8 @@ func (cfg Config) resolved() (Config, error) {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if c.Clock == nil {
-		c.Clock = systemClock{}
+	if c.testClock == nil {
+		c.testClock = systemClock{}
 	}
 	if c.Name == "" {
 		c.Name = fmt.Sprintf("pool-%d", poolSeq.Add(1))
@@ -205,13 +232,10 @@ func (cfg Config) resolved() (Config, error) {
 		c.AcquireTimeout = DefaultAcquireTimeout
 	case c.AcquireTimeout < 0:
 		c.AcquireTimeout = -1
-	case c.AcquireTimeout < TimeoutFloor:
-		warn("AcquireTimeout", c.AcquireTimeout, DefaultAcquireTimeout, "below the 250ms floor")
-		c.AcquireTimeout = DefaultAcquireTimeout
 	}
 	if c.ConnectTimeout == 0 {
-		c.ConnectTimeout = c.AcquireTimeout
-		if c.ConnectTimeout < 0 {
+		c.ConnectTimeout = max(c.AcquireTimeout, TimeoutFloor)
+		if c.AcquireTimeout < 0 {
 			c.ConnectTimeout = DefaultAcquireTimeout
 		}
 	} else if c.ConnectTimeout < 0 {
@@ -227,8 +251,7 @@ func (cfg Config) resolved() (Config, error) {
 		warn("ValidationTimeout", c.ValidationTimeout, DefaultValidationTimeout, "below the 250ms floor")
 		c.ValidationTimeout = DefaultValidationTimeout
 	}
-	if c.AcquireTimeout > 0 && c.ValidationTimeout >= c.AcquireTimeout {
-		v := c.AcquireTimeout / 2
+	if v := max(c.AcquireTimeout/2, minDerivedTimeout); c.AcquireTimeout > 0 && c.ValidationTimeout >= c.AcquireTimeout {
 		if cfg.ValidationTimeout != 0 {
 			warn("ValidationTimeout", c.ValidationTimeout, v, "not below AcquireTimeout")
 		}
@@ -299,10 +322,10 @@ func (cfg Config) resolved() (Config, error) {
 	}
 
 	switch {
-	case c.HousekeepingPeriod < 0:
-		return c, fmt.Errorf("sqlpool: Config.HousekeepingPeriod is %v; it must be positive (zero means %v)", c.HousekeepingPeriod, DefaultHousekeepingPeriod)
-	case c.HousekeepingPeriod == 0:
-		c.HousekeepingPeriod = DefaultHousekeepingPeriod
+	case c.housekeepingPeriod < 0:
+		return c, fmt.Errorf("sqlpool: Config.housekeepingPeriod is %v; it must be positive (zero means %v)", c.housekeepingPeriod, housekeepingPeriod)
+	case c.housekeepingPeriod == 0:
+		c.housekeepingPeriod = housekeepingPeriod
 	}
 	switch {
 	case c.StatementCacheSize == 0:

@@ -14,7 +14,9 @@ import (
 // prepares), BeginTx applies database/sql's own rules for non-default options, Ping returns nil,
 // CheckNamedValue returns driver.ErrSkip (database/sql's default converter). So behaviour and
 // round trips are those of the wrapped driver whatever subset it implements. SessionResetter
-// and Validator are the pool's own hooks for mode (b); they call the driver's when it has them.
+// and Validator are the pool's own hooks on database/sql's idle list: ResetSession checks a
+// connection database/sql takes from it, IsValid cleans one being returned (see the package
+// doc); they call the driver's when it has them.
 // database/sql only keeps a connection after a cancelled transaction when both are present, and
 // they always are here: the release plan then rolls back whatever was left open.
 type conn struct {
@@ -134,8 +136,9 @@ func truncate(q string, n int) string {
 	return q[:n] + "…"
 }
 
-// Close returns the connection to the pool (mode a), or hands it back to the pool for good when
-// database/sql drops a connection from its own idle list (mode b).
+// Close returns the connection to the pool. database/sql calls it when it drops a connection:
+// one IsValid refused or routed to a waiter, one its idle list has no room for, one it closes
+// while parked (SetMaxIdleConns, DB.Close, the pool bringing parked connections back).
 func (c *conn) Close() error {
 	if c.closed {
 		return nil
@@ -344,10 +347,11 @@ func (c *conn) CheckNamedValue(nv *driver.NamedValue) error {
 	return driver.ErrSkip
 }
 
-// ResetSession is called by database/sql before it reuses a connection from its own idle list
-// (mode b). It runs the pool's acquire checks and returns driver.ErrBadConn for a connection
-// that is marked, expired, dead or owned by a closed pool; database/sql then closes it and
-// tries another.
+// ResetSession is called by database/sql before it reuses a connection from its own idle list.
+// With IsValid it is the hot path of a DB from p.OpenDB(): a borrow that finds a free
+// connection there goes through these two and never through the store. It runs the pool's
+// acquire checks and returns driver.ErrBadConn for a connection that is marked, expired, dead
+// or owned by a closed pool; database/sql then closes it and tries another.
 func (c *conn) ResetSession(ctx context.Context) error {
 	p, e := c.p, c.e
 	if !e.state.CompareAndSwap(stateLent, stateInUse) {
@@ -375,8 +379,11 @@ func (c *conn) ResetSession(ctx context.Context) error {
 }
 
 // IsValid is called by database/sql when a borrower is done with the connection, before it
-// parks it (mode b) or closes it (mode a). It runs the release plan, keeps ownership, and
-// returns false when the connection cannot be reused; database/sql then closes it.
+// parks it in its idle list; with ResetSession it is the hot path of a DB from p.OpenDB(). It
+// runs the release plan and keeps ownership (the connection is parked in state lent, counted
+// idle); it returns false when the connection cannot be reused, or when a goroutine waits in
+// the pool (or it is closing), and database/sql then closes it, which gives it to the pool
+// (Close).
 func (c *conn) IsValid() bool {
 	p, e := c.p, c.e
 	if e.state.Load() != stateInUse {

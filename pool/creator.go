@@ -10,7 +10,8 @@ import (
 
 // creator is the pool's one dialling goroutine: borrowers never dial. It creates connections
 // while the pool is below MaxConns and either below MinIdleConns idle or has more waiters than
-// idle connections, and backs off (10 ms doubling, capped at min(5 s, AcquireTimeout/2)) after
+// idle connections, and backs off (10 ms doubling, capped at 5 s, or at half of AcquireTimeout
+// when that is shorter but not below 125 ms, so that a waiter sees another dial) after
 // a failed dial, and likewise after a connection it opened failed its first probe before it was
 // ever handed out (dials succeed but pings fail: without the backoff the acquire loop would
 // dial, probe and close as fast as the server answers). While acquires wait, a backoff ends
@@ -22,7 +23,7 @@ func (p *Pool) creator() {
 	backoff := time.Duration(0)
 	maxBackoff := 5 * time.Second
 	if at := p.cfg.AcquireTimeout; at > 0 {
-		maxBackoff = min(maxBackoff, at/2)
+		maxBackoff = min(maxBackoff, max(at/2, minDerivedTimeout))
 	}
 	grow := func() { backoff = min(max(backoff*2, 10*time.Millisecond), maxBackoff) }
 	dialFailed := false

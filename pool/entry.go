@@ -11,7 +11,7 @@ import (
 const (
 	stateIdle     int32 = iota // on the idle stack
 	stateInUse                 // handed out by Connect, or checked out of database/sql's idle list
-	stateLent                  // mode (b): parked in database/sql's idle list; counts as idle
+	stateLent                  // parked in a database/sql idle list; counts as idle
 	stateReserved              // taken off the stack by the housekeeper or Close
 	stateRemoved               // closed or being closed
 )
@@ -49,8 +49,8 @@ type entry struct {
 	borrowedAt int64
 	usageStart int64
 
-	// handouts counts the times the connection was handed to a borrower (Connect, or a mode
-	// (b) checkout); summed by Stats, folded into Pool.handouts when the entry is closed. Per
+	// handouts counts the times the connection was handed to a borrower (Connect, or a
+	// checkout from a database/sql idle list); summed by Stats, folded into Pool.handouts when the entry is closed. Per
 	// entry, so that no cache line is shared between borrowers.
 	handouts atomic.Uint64
 

@@ -41,7 +41,10 @@ func ExampleNew() {
 		return
 	}
 	defer p.Close()
-	db := p.OpenDB() // mode (a): every borrow and return goes through the pool
+	// database/sql in front: a borrow takes a connection from database/sql's idle list,
+	// which the pool checks (ResetSession) and cleans on return (IsValid); only when that list
+	// is empty does database/sql acquire one from the pool (Connect).
+	db := p.OpenDB()
 	defer db.Close()
 
 	var n int
@@ -51,26 +54,6 @@ func ExampleNew() {
 	}
 	fmt.Println(n)
 	// Output: 2
-}
-
-func ExampleKeepIdleInDB() {
-	connector, stop := embedded()
-	defer stop()
-	p, err := pool.New(connector, pool.Config{MaxConns: 2, Logger: quietLog})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	defer p.Close()
-	db := p.OpenDB(pool.KeepIdleInDB()) // deprecated no-op: OpenDB keeps idle connections in database/sql anyway
-	defer db.Close()
-	if err := db.PingContext(context.Background()); err != nil {
-		fmt.Println(err)
-		return
-	}
-	s := p.Stats()
-	fmt.Printf("active=%d (a connection parked in database/sql counts as idle)\n", s.Active)
-	// Output: active=0 (a connection parked in database/sql counts as idle)
 }
 
 func ExamplePool_Stats() {

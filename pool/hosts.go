@@ -16,16 +16,17 @@ import (
 // HostConnector is a driver.Connector over several database hosts, such as package cluster's
 // Connector. When New is given one, the pool records which host each connection reached, keeps
 // "the server went away" per host instead of for the whole pool, reports such errors to the
-// connector, and offers per-host Stats, eviction and a fail-fast state to it. One HostConnector
-// serves one pool.
+// connector, and gives it a HostPool: per-host figures, eviction and a fail-fast state. One
+// HostConnector serves one pool.
 type HostConnector interface {
 	driver.Connector
 	// ConnectHost opens a connection, as Connect does, and names the host it reached. The
 	// name is a label for Stats, metrics and logs; keep the set of names small and fixed.
 	ConnectHost(ctx context.Context) (conn driver.Conn, host string, err error)
-	// AttachPool is called once by New, before the pool opens its first connection. An error
-	// fails New (for example, a connector already attached to another pool).
-	AttachPool(p *Pool) error
+	// AttachPool is called once by New, before the pool opens its first connection, with the
+	// pool's HostPool; the connector keeps it for as long as it serves the pool. An error fails
+	// New (for example, a connector already attached to another pool).
+	AttachPool(p HostPool) error
 	// HostGone is called when a connection to host returned an error that says the server went
 	// away, failed over or is not ready (validate.ServerGone), on the goroutine of the failed
 	// call: it must return quickly. By then the pool has already made that host's connections
@@ -35,6 +36,37 @@ type HostConnector interface {
 	// New fails after AttachPool), so that the connector can stop its own goroutines.
 	DetachPool()
 }
+
+// HostPool is the pool as its HostConnector sees it: what only a connector over several hosts
+// needs from the pool, kept off Pool's own methods. Its methods are safe for concurrent use.
+type HostPool interface {
+	// Name returns the pool's name (Config.Name).
+	Name() string
+	// HostStats returns per-host figures, sorted by host name; empty until a connection to a
+	// host was opened. Like Pool.Stats it takes the pool's registry lock briefly.
+	HostStats() []HostStats
+	// EvictHost closes up to n connections to host (n < 0: all of them) and returns how many it
+	// closed or marked: idle ones first, oldest first, closed now; then, if n is not reached,
+	// connections in use (or parked in database/sql) are marked and closed when they are
+	// returned or checked out. The creator replaces them through the connector, which decides
+	// where the replacements go. Closes are reported with CloseEvicted. It does nothing for an
+	// unknown host or n == 0.
+	EvictHost(host string, n int) int
+	// SetUnavailable puts the pool in a fail-fast state (err != nil) or takes it out of it
+	// (nil). While in it, an acquire that finds no idle connection fails at once with an error
+	// that wraps err (and matches ErrUnavailable) instead of waiting, and the goroutines
+	// already waiting are woken to fail the same way. Idle connections are still handed out.
+	// Package cluster uses it when every host is down.
+	SetUnavailable(err error)
+}
+
+// hostPool is the HostPool of a pool.
+type hostPool struct{ p *Pool }
+
+func (h hostPool) Name() string                     { return h.p.cfg.Name }
+func (h hostPool) HostStats() []HostStats           { return h.p.hostStats() }
+func (h hostPool) EvictHost(host string, n int) int { return h.p.evictHost(host, n) }
+func (h hostPool) SetUnavailable(err error)         { h.p.setUnavailable(err) }
 
 // hostState is what the pool keeps per host. Entries point at it; the map of them only grows.
 type hostState struct {
@@ -98,7 +130,7 @@ func (p *Pool) host(name string) *hostState {
 // attachHosts lets a HostConnector attach itself; called by New before the first dial.
 func (p *Pool) attachHosts() error {
 	if hc := p.hostConnector(); hc != nil {
-		if err := hc.AttachPool(p); err != nil {
+		if err := hc.AttachPool(hostPool{p}); err != nil {
 			return fmt.Errorf("sqlpool: %s: New: %w", p.cfg.Name, err)
 		}
 	}
@@ -150,9 +182,8 @@ func (e *entry) hostClosedLocked() {
 	}
 }
 
-// HostStats returns per-host figures, sorted by host name; empty unless the pool's connector
-// is a HostConnector. Like Stats it takes the pool's registry lock briefly.
-func (p *Pool) HostStats() []HostStats {
+// hostStats is HostPool.HostStats.
+func (p *Pool) hostStats() []HostStats {
 	p.regMu.Lock()
 	defer p.regMu.Unlock()
 	if len(p.hosts) == 0 {
@@ -190,25 +221,8 @@ func (p *Pool) HostStats() []HostStats {
 	return out
 }
 
-// SuspectHost makes every connection to host that was last known alive before now be probed on
-// its next acquire, whatever AliveBypassWindow says: the per-host form of what the pool does on
-// its own when a connection reports that the server went away. It does nothing for an unknown
-// host.
-func (p *Pool) SuspectHost(host string) {
-	p.regMu.Lock()
-	h := p.hosts[host]
-	p.regMu.Unlock()
-	if h != nil {
-		h.goneAt.Store(p.nanotime())
-	}
-}
-
-// EvictHost closes up to n connections to host (n < 0: all of them) and returns how many it
-// closed or marked: idle ones first, oldest first, closed now; then, if n is not reached,
-// connections in use (or parked in database/sql) are marked and closed when they are returned
-// or checked out. The creator replaces them through the connector, which decides where the
-// replacements go. Closes are reported with CloseEvicted.
-func (p *Pool) EvictHost(host string, n int) int {
+// evictHost is HostPool.EvictHost.
+func (p *Pool) evictHost(host string, n int) int {
 	if n == 0 {
 		return 0
 	}
@@ -251,12 +265,8 @@ func (p *Pool) EvictHost(host string, n int) int {
 	return count
 }
 
-// SetUnavailable puts the pool in a fail-fast state (err != nil) or takes it out of it (nil).
-// While in it, an acquire that finds no idle connection fails at once with an error that wraps
-// err (and matches ErrUnavailable) instead of waiting, and the goroutines already waiting are
-// woken to fail the same way. Idle connections are still handed out. Package cluster uses it
-// when every host is down.
-func (p *Pool) SetUnavailable(err error) {
+// setUnavailable is HostPool.SetUnavailable.
+func (p *Pool) setUnavailable(err error) {
 	if err == nil {
 		p.unavailable.Store(nil)
 		return
@@ -271,7 +281,7 @@ func (p *Pool) SetUnavailable(err error) {
 }
 
 // ErrUnavailable is matched (errors.Is) by the error an acquire returns while the pool is in the
-// fail-fast state of SetUnavailable.
+// fail-fast state of HostPool.SetUnavailable.
 var ErrUnavailable = errors.New("sqlpool: no connection can be opened")
 
 // unavailableErr returns the fail-fast error, or nil.

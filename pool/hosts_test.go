@@ -20,7 +20,7 @@ type twoHosts struct {
 	onlyA    atomic.Bool // new connections go to "a" only
 	mu       sync.Mutex
 	gone     []string
-	attached *Pool
+	attached HostPool
 	detached bool
 }
 
@@ -41,7 +41,7 @@ func (h *twoHosts) ConnectHost(ctx context.Context) (driver.Conn, string, error)
 	c, err := h.fakes[name].Connect(ctx)
 	return c, name, err
 }
-func (h *twoHosts) AttachPool(p *Pool) error { h.attached = p; return nil }
+func (h *twoHosts) AttachPool(p HostPool) error { h.attached = p; return nil }
 func (h *twoHosts) HostGone(host string, err error) {
 	h.mu.Lock()
 	h.gone = append(h.gone, host)
@@ -49,27 +49,31 @@ func (h *twoHosts) HostGone(host string, err error) {
 }
 func (h *twoHosts) DetachPool() { h.mu.Lock(); h.detached = true; h.mu.Unlock() }
 
-func hostTotals(p *Pool) map[string]HostStats {
+func hostTotals(hp HostPool) map[string]HostStats {
 	m := map[string]HostStats{}
-	for _, s := range p.HostStats() {
+	for _, s := range hp.HostStats() {
 		m[s.Host] = s
 	}
 	return m
 }
 
-// The hooks for package cluster: attach/detach, per-host Stats, per-host server gone, EvictHost
-// and SetUnavailable.
+// The hooks for package cluster: attach/detach, and through the HostPool the connector is given
+// per-host Stats, per-host server gone, EvictHost and SetUnavailable.
 func TestHostHooks(t *testing.T) {
 	hc := newTwoHosts()
 	p, err := New(hc, Config{MaxConns: 4, Logger: quiet, AcquireTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if hc.attached != p {
+	if hp, ok := hc.attached.(hostPool); !ok || hp.p != p {
 		t.Fatal("New did not attach the pool to its HostConnector")
 	}
+	if name := hc.attached.Name(); name != p.Config().Name {
+		t.Fatalf("HostPool.Name() = %q, want the pool's name %q", name, p.Config().Name)
+	}
+	hp := hc.attached
 	eventually(t, "4 connections", func() bool { return p.Stats().Total == 4 })
-	st := hostTotals(p)
+	st := hostTotals(hp)
 	if st["a"].Total != 2 || st["b"].Total != 2 || st["a"].Idle != 2 || st["a"].Created != 2 {
 		t.Fatalf("HostStats %+v, want 2 idle on each host", st)
 	}
@@ -120,17 +124,17 @@ func TestHostHooks(t *testing.T) {
 	hc.onlyA.Store(true)
 	_ = held[0].Close()
 	_ = held[1].Close()
-	if n := p.EvictHost("b", -1); n != 2 {
+	if n := hp.EvictHost("b", -1); n != 2 {
 		t.Fatalf("EvictHost(b) closed or marked %d connections, want 2", n)
 	}
-	st = hostTotals(p)
+	st = hostTotals(hp)
 	if st["b"].Idle != 0 || st["b"].Evicting != st["b"].Total {
 		t.Fatalf("after EvictHost(b): %+v, want no idle and every remaining connection marked", st["b"])
 	}
 	for _, c := range held[2:] {
 		_ = c.Close()
 	}
-	if st := hostTotals(p)["b"]; st.Evicting != 0 {
+	if st := hostTotals(hp)["b"]; st.Evicting != 0 {
 		t.Fatalf("marked connections not closed on release: %+v", st)
 	}
 
@@ -140,7 +144,7 @@ func TestHostHooks(t *testing.T) {
 		held[i] = mustConnect(t, p)
 	}
 	down := errors.New("every host is down")
-	p.SetUnavailable(down)
+	hp.SetUnavailable(down)
 	start := time.Now()
 	_, err = p.Connect(context.Background())
 	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, down) {
@@ -149,7 +153,7 @@ func TestHostHooks(t *testing.T) {
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("Connect while unavailable took %v", d)
 	}
-	p.SetUnavailable(nil)
+	hp.SetUnavailable(nil)
 	_ = held[0].Close()
 	c, err := p.Connect(context.Background())
 	if err != nil {
@@ -175,10 +179,10 @@ func TestHostHooks(t *testing.T) {
 func TestHostHooksSingleHost(t *testing.T) {
 	p, _ := newPool(t, Config{MaxConns: 1})
 	eventually(t, "1 connection", func() bool { return p.Stats().Total == 1 })
-	if hs := p.HostStats(); hs != nil {
+	if hs := p.hostStats(); hs != nil {
 		t.Fatalf("HostStats with a plain connector: %+v, want nil", hs)
 	}
-	if n := p.EvictHost("x", -1); n != 0 {
+	if n := p.evictHost("x", -1); n != 0 {
 		t.Fatalf("EvictHost of an unknown host: %d", n)
 	}
 	c := mustConnect(t, p)

@@ -9,10 +9,10 @@ import (
 )
 
 // housekeeper advances the coarse clock every tick and runs housekeep every
-// HousekeepingPeriod, until the pool closes.
+// Config.housekeepingPeriod (30 s), until the pool closes.
 func (p *Pool) housekeeper() {
 	defer p.wg.Done()
-	period := p.cfg.HousekeepingPeriod
+	period := p.cfg.housekeepingPeriod
 	tick := period
 	if !p.clk.exact {
 		tick = min(p.clk.tick, period)

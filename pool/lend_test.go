@@ -33,7 +33,7 @@ func park(t *testing.T, p *Pool, db *sql.DB, n int) {
 	}
 }
 
-// The race of issue 15: a goroutine queues in the pool while a connection sits parked in a DB.
+// The race of parking: a goroutine queues in the pool while a connection sits parked in a DB.
 // Here the connection is parked in one DB and the waiter comes through Connect (it would be
 // the same through a second DB); without reclaimLent it would wait until its deadline.
 func TestWaiterReclaimsParkedConnection(t *testing.T) {
@@ -93,7 +93,7 @@ func TestReturnRoutedToPoolWaiter(t *testing.T) {
 }
 
 // Through OpenDB, saturated: waiters are served in arrival order, MaxWaiters refuses at once,
-// AcquireTimeout ends a wait — the guarantees KeepIdleInDB used to give up.
+// AcquireTimeout ends a wait, although database/sql keeps the idle connections.
 func TestOpenDBSaturatedIsFIFOAndBounded(t *testing.T) {
 	ctx := context.Background()
 	// AcquireTimeout.
@@ -202,7 +202,7 @@ func TestNoConnectionStranded(t *testing.T) {
 // Housekeeping reaches parked connections: IdleTimeout retires them above MinIdleConns.
 func TestParkedIdleTimeout(t *testing.T) {
 	clk := newFakeClock()
-	p, fc := newPool(t, Config{MaxConns: 4, MinIdleConns: 2, Clock: clk, IdleTimeout: time.Minute})
+	p, fc := newPool(t, Config{MaxConns: 4, MinIdleConns: 2, testClock: clk, IdleTimeout: time.Minute})
 	eventually(t, "MinIdleConns filled", func() bool { return p.Stats().Idle == 2 })
 	db := p.OpenDB()
 	defer db.Close()
@@ -217,7 +217,7 @@ func TestParkedIdleTimeout(t *testing.T) {
 // KeepaliveTime pings a parked connection.
 func TestParkedKeepalive(t *testing.T) {
 	clk := newFakeClock()
-	p, fc := newPool(t, Config{MaxConns: 1, Clock: clk, KeepaliveTime: time.Minute})
+	p, fc := newPool(t, Config{MaxConns: 1, testClock: clk, KeepaliveTime: time.Minute})
 	eventually(t, "pool filled", func() bool { return p.Stats().Idle == 1 })
 	db := p.OpenDB()
 	defer db.Close()
@@ -235,7 +235,7 @@ func TestParkedKeepalive(t *testing.T) {
 // MaxLifetime closes parked connections when they expire, not only at their next checkout.
 func TestParkedMaxLifetime(t *testing.T) {
 	clk := newFakeClock()
-	p, fc := newPool(t, Config{MaxConns: 2, Clock: clk, MaxLifetime: time.Minute})
+	p, fc := newPool(t, Config{MaxConns: 2, testClock: clk, MaxLifetime: time.Minute})
 	eventually(t, "pool filled", func() bool { return p.Stats().Idle == 2 })
 	db := p.OpenDB()
 	defer db.Close()

@@ -80,7 +80,7 @@ func TestAcquireTimeoutWhileFailingThenProbeClears(t *testing.T) {
 func TestAcquiresCountOnlyHandOuts(t *testing.T) {
 	clk := newFakeClock()
 	p, fc := newPool(t, Config{MaxConns: 2, AliveBypassWindow: -1, AcquireTimeout: 300 * time.Millisecond,
-		MaxLifetime: time.Hour, Clock: clk})
+		MaxLifetime: time.Hour, testClock: clk})
 	eventually(t, "the pool filled", func() bool { return p.Stats().Idle == 2 })
 	fc.SetPingError(driver.ErrBadConn)
 	if _, err := p.Connect(context.Background()); !errors.Is(err, ErrAcquireTimeout) {

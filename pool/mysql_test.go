@@ -14,6 +14,7 @@ import (
 	"github.com/sqlpool/sqlpool/internal/leakcheck"
 
 	"github.com/sqlpool/sqlpool/internal/mysqltest"
+	"github.com/sqlpool/sqlpool/internal/testutil"
 	"github.com/sqlpool/sqlpool/pool"
 )
 
@@ -23,25 +24,10 @@ func TestMain(m *testing.M) {
 
 var quietLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 
-// nopDriverLogger silences go-sql-driver/mysql's own log lines ("unexpected EOF" and the like),
-// which the fault tests cause on purpose; tests check the errors themselves.
-type nopDriverLogger struct{}
-
-func (nopDriverLogger) Print(...any) {}
-
 // mysqlConnector returns a go-sql-driver/mysql connector for dsn, without the driver's logging.
 func mysqlConnector(t testing.TB, dsn string) driver.Connector {
 	t.Helper()
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatalf("ParseDSN: %v", err)
-	}
-	cfg.Logger = nopDriverLogger{}
-	c, err := mysql.NewConnector(cfg)
-	if err != nil {
-		t.Fatalf("NewConnector: %v", err)
-	}
-	return c
+	return mysqltest.QuietConnector(t, dsn)
 }
 
 func newMySQLPool(t testing.TB, dsn string, cfg pool.Config) *pool.Pool {
@@ -61,20 +47,18 @@ func newMySQLPool(t testing.TB, dsn string, cfg pool.Config) *pool.Pool {
 	return p
 }
 
-// The database/sql round trip, in the three ways a user can put database/sql in front.
+// The database/sql round trip, in both ways a user can put database/sql in front:
+// p.OpenDB() and sql.OpenDB(p).
 func TestMySQLRoundTrip(t *testing.T) {
 	dsn := mysqltest.DSN(t)
-	for i, mode := range []string{"sql.OpenDB", "OpenDB", "OpenDB(KeepIdleInDB)"} {
-		t.Run(mode, func(t *testing.T) {
+	for i, way := range []string{"sql.OpenDB", "OpenDB"} {
+		t.Run(way, func(t *testing.T) {
 			p := newMySQLPool(t, dsn, pool.Config{MaxConns: 4, MinIdleConns: -1})
 			var db *sql.DB
-			switch mode {
-			case "sql.OpenDB":
+			if way == "sql.OpenDB" {
 				db = sql.OpenDB(p)
-			case "OpenDB":
+			} else {
 				db = p.OpenDB()
-			default:
-				db = p.OpenDB(pool.KeepIdleInDB())
 			}
 			defer db.Close()
 			ctx := context.Background()
@@ -126,13 +110,7 @@ func TestMySQLRoundTrip(t *testing.T) {
 // waitFor polls cond until it holds or 10 s pass; only for background work (the creator).
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, what, cond)
 }
 
 func mustExec(t testing.TB, db *sql.DB, q string, args ...any) {

@@ -1,9 +1,30 @@
 // Package pool is a HikariCP-style connection pool behind database/sql.
 //
-// A *Pool wraps any driver.Connector and is itself one, so sql.OpenDB(p) works; p.OpenDB()
-// returns a *sql.DB that keeps idle connections as plain database/sql does (fast when
-// connections are free) and waits in the pool's FIFO queue when they are not (fair, bounded by
-// AcquireTimeout and MaxWaiters). See docs/ARCHITECTURE.md for the design and the invariants.
+// A *Pool opens physical connections with any driver.Connector (New) and is itself a
+// driver.Connector. database/sql goes in front of it in one of two ways, which differ in where
+// a borrow (db.Conn, db.QueryContext, db.BeginTx, …) is served:
+//
+//   - p.OpenDB() returns a *sql.DB that keeps up to MaxConns of the pool's connections in its
+//     own idle list. A borrow takes a connection from that list when there is one, as plain
+//     database/sql does; the pool sees it only through the driver connection's ResetSession,
+//     where it runs its acquire checks (marked, MaxLifetime, the bypass window and probe, the
+//     driver's liveness check), and sees the return through IsValid, where it runs the release
+//     plan. Only when the list is empty does database/sql call Connect, an acquire from the
+//     pool. While a goroutine waits in the pool, returned connections go to it instead of the
+//     idle list and connections already parked there are brought back, so waiting is first
+//     come, first served, bounded by AcquireTimeout and MaxWaiters. This is the way to use
+//     the pool; see OpenDB.
+//   - sql.OpenDB(p) uses the pool as a plain driver.Connector: every connection database/sql
+//     asks for is an acquire (Connect) and every one it closes is a release. database/sql still
+//     keeps idle connections of its own (two by default): a borrow it serves from them takes
+//     the ResetSession path above, but the pool cannot bring them back for a waiter or for
+//     housekeeping. After db.SetMaxIdleConns(0) it keeps none, and every borrow is an acquire.
+//     Closing that DB closes the pool.
+//
+// Either way a connection parked in database/sql's idle list still belongs to the pool: Stats
+// counts it as idle, and SoftEvict, MaxLifetime and Close mark it so that database/sql's next
+// checkout or drop of it closes it. The DBs from p.OpenDB() also give parked connections back
+// for housekeeping (IdleTimeout, KeepaliveTime) and to waiters.
 //
 // What the pool adds to database/sql: validation on acquire for connections idle longer than
 // AliveBypassWindow, a release that rolls back and resets only what the borrower left behind
@@ -11,6 +32,7 @@
 // waiting bounded by AcquireTimeout and MaxWaiters, one creator goroutine with backoff,
 // MinIdleConns, IdleTimeout, MaxLifetime with jitter, KeepaliveTime, leak detection, SoftEvict,
 // Suspend/Resume and a bounded Close. A clean borrow/return cycle sends nothing to the server.
+// See docs/ARCHITECTURE.md for the design and its invariants.
 package pool
 
 import (
@@ -41,6 +63,9 @@ type Pool struct {
 	all   map[*entry]struct{}
 	total atomic.Int32
 	seq   uint64
+	// closing counts the entries closeEntry has taken out of all and whose driver connection it
+	// has not closed yet: Close waits for them too.
+	closing atomic.Int32
 
 	closed atomic.Bool
 	// housekeeping is set while a housekeeping pass runs, so that passes never overlap.
@@ -101,12 +126,12 @@ type Stats struct {
 	MaxConns int
 	Total    int // physical connections open
 	Active   int // in use by a borrower
-	Idle     int // idle in the pool, or parked idle in database/sql (mode b)
+	Idle     int // idle in the pool, or parked in a database/sql idle list
 	Waiting  int // goroutines waiting in Connect
 
-	// Acquires counts connections handed out: by Connect, or checked out of database/sql's idle
-	// list (mode b). A connection taken from the stack and then closed (failed probe, expired,
-	// evicted) is not counted.
+	// Acquires counts connections handed out: by Connect, or checked out of a database/sql idle
+	// list (ResetSession). A connection taken from the stack and then closed (failed probe,
+	// expired, evicted) is not counted.
 	Acquires      uint64
 	Timeouts      uint64 // acquires that reached their deadline
 	Exhausted     uint64 // acquires refused with ErrPoolExhausted
@@ -150,7 +175,7 @@ func New(c driver.Connector, cfg Config) (*Pool, error) {
 		createCh:  make(chan struct{}, 1),
 		returnedC: make(chan struct{}, 1),
 	}
-	p.clk.init(&p.cfg, cfg.Clock != nil)
+	p.clk.init(&p.cfg, cfg.testClock != nil)
 	p.store.nanotime = p.nanotime
 	p.refreshClock()
 	p.dialCtx, p.dialStop = context.WithCancel(context.Background())
@@ -218,8 +243,16 @@ func (d poolDriver) Open(string) (driver.Conn, error) {
 	return nil, fmt.Errorf("sqlpool: %s: a pool's driver cannot open connections by name; use sql.OpenDB(pool) or pool.OpenDB()", d.p.cfg.Name)
 }
 
-// Connect implements driver.Connector: it acquires a connection (see the package doc) and
-// returns a proxy whose Close gives it back to the pool. It never returns driver.ErrBadConn.
+// Connect implements driver.Connector: it acquires a connection and returns a proxy whose
+// Close gives it back to the pool. database/sql calls it when its own idle list has no
+// connection for a borrow: through sql.OpenDB(p) for every connection it opens, through
+// p.OpenDB() only on a miss (see the package doc). The acquire takes an idle connection from
+// the pool (probing it first when it was idle longer than AliveBypassWindow) or waits for one,
+// first come, first served, until the earlier of ctx's end and AcquireTimeout. It returns
+// ErrClosed after Close; ErrPoolExhausted at once when MaxWaiters goroutines already wait; an
+// *AcquireTimeoutError (matching ErrAcquireTimeout) when AcquireTimeout or ctx's deadline ends
+// the wait; ctx's error, wrapped, when ctx is cancelled; an error matching ErrUnavailable
+// instead of a wait while a HostConnector reports every host down; never driver.ErrBadConn.
 func (p *Pool) Connect(ctx context.Context) (driver.Conn, error) {
 	e, err := p.acquire(ctx)
 	if err != nil {
@@ -303,9 +336,9 @@ func (p *Pool) Resume() {
 // Close closes the pool: new acquires fail with ErrClosed at once, waiters are woken with
 // ErrClosed, idle connections are closed, and Close waits up to CloseTimeout for connections in
 // use, closing each as it comes back. It returns an error naming the connections still out
-// after that; they are closed when returned. Connections parked in a DB's idle list (mode b)
-// are marked and closed when that DB drops or checks them out: close DBs from OpenDB before
-// the pool. Close stops every goroutine the pool started. A second Close returns nil.
+// after that; they are closed when returned. Connections parked in the idle list of a DB from
+// OpenDB are brought back and closed; those parked in a DB from sql.OpenDB(p) are marked and
+// closed when that DB drops or checks them out: close the DBs before the pool. Close stops every goroutine the pool started. A second Close returns nil.
 func (p *Pool) Close() error {
 	if !p.closed.CompareAndSwap(false, true) {
 		return nil
@@ -339,7 +372,7 @@ func (p *Pool) Close() error {
 
 	deadline := time.NewTimer(p.cfg.CloseTimeout)
 	defer deadline.Stop()
-	for p.inUse() > 0 {
+	for p.inUse() > 0 || p.closing.Load() > 0 {
 		select {
 		case <-p.returnedC:
 		case <-deadline.C:
@@ -442,6 +475,7 @@ func (p *Pool) closeEntry(e *entry, reason CloseReason) {
 	delete(p.all, e)
 	if ok {
 		p.store.remove(e)
+		p.closing.Add(1)
 	}
 	p.handouts.Add(e.handouts.Load())
 	p.regMu.Unlock()
@@ -449,6 +483,7 @@ func (p *Pool) closeEntry(e *entry, reason CloseReason) {
 		return
 	}
 	err := e.conn.Close()
+	p.closing.Add(-1)
 	p.total.Add(-1)
 	p.closedN.Add(1)
 	if ev := p.cfg.Events; ev != nil {
@@ -474,38 +509,28 @@ func (p *Pool) lifetime(now int64) (expiresAt, keepaliveGap int64) {
 	return
 }
 
-// DBOption configures the *sql.DB that OpenDB returns.
-type DBOption func(*dbOptions)
-
-type dbOptions struct{}
-
-// KeepIdleInDB used to select a faster mode in which database/sql kept idle connections and
-// waiting happened inside database/sql (random order, no AcquireTimeout or MaxWaiters).
-//
-// Deprecated: OpenDB now does both by default — database/sql keeps idle connections, and
-// waiting happens in the pool, first come, first served — so KeepIdleInDB does nothing.
-func KeepIdleInDB() DBOption { return func(*dbOptions) {} }
-
-// OpenDB returns a *sql.DB over the pool: fast when connections are free and fair when they
-// are not.
+// OpenDB returns a *sql.DB over the pool: database/sql's speed when connections are free, the
+// pool's fairness when they are not.
 //
 // database/sql keeps up to MaxConns idle connections in its own list (SetMaxIdleConns(MaxConns),
-// no MaxOpen), where a borrow costs what it costs in plain database/sql; the pool checks each
-// checkout (ResetSession: marks, lifetime, bypass window and probe, the driver's liveness check)
-// and cleans each return (IsValid: the release plan). While any goroutine waits in the pool,
-// a returned connection is not parked but given to the pool's first waiter, and connections
-// parked before the wait began are brought back; so waiting is first come, first served,
-// bounded by AcquireTimeout and MaxWaiters, as for every other Connect. Housekeeping
-// (IdleTimeout, KeepaliveTime, MaxLifetime, MinIdleConns) and Close reach parked connections
-// by bringing them back the same way. The DB's idle setting belongs to the pool: do not change
-// it with SetMaxIdleConns, or SetMaxOpenConns (database/sql would then wait in its own random
-// order). Closing the returned DB does not close the pool (unlike sql.OpenDB(p), which closes
-// the pool with the DB); close both, DB first. See docs/ARCHITECTURE.md, "One mode".
-func (p *Pool) OpenDB(opts ...DBOption) *sql.DB {
-	var o dbOptions
-	for _, f := range opts {
-		f(&o)
-	}
+// no MaxOpen), and a borrow through the DB takes one from that list when there is one, at what
+// a borrow costs in plain database/sql. The pool checks each such checkout in the driver
+// connection's ResetSession (marked, MaxLifetime, the bypass window and probe, the driver's
+// liveness check; a connection that fails is closed and database/sql tries the next) and cleans
+// each return in IsValid (the release plan). Only a borrow that finds the list empty calls
+// Connect, an acquire from the pool. While any goroutine waits in the pool, a returned
+// connection is not parked but given to the pool's first waiter, and connections parked before
+// the wait began are brought back; so waiting is first come, first served, bounded by
+// AcquireTimeout and MaxWaiters, as for every other Connect. Housekeeping (IdleTimeout,
+// KeepaliveTime, MaxLifetime, MinIdleConns) and Close reach parked connections by bringing them
+// back the same way.
+//
+// The DB's idle setting belongs to the pool: do not change it with SetMaxIdleConns, or call
+// SetMaxOpenConns (database/sql would then queue borrowers itself, in random order and without
+// AcquireTimeout or MaxWaiters; the pool logs a warning). Closing the returned DB does not close
+// the pool (unlike sql.OpenDB(p), which closes the pool with the DB); close both, DB first.
+// See docs/ARCHITECTURE.md.
+func (p *Pool) OpenDB() *sql.DB {
 	db := sql.OpenDB(connector{p})
 	db.SetMaxOpenConns(0)
 	db.SetMaxIdleConns(p.cfg.MaxConns)

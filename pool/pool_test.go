@@ -16,9 +16,10 @@ import (
 	"time"
 
 	"github.com/sqlpool/sqlpool/internal/fakedb"
+	"github.com/sqlpool/sqlpool/internal/testutil"
 )
 
-// fakeClock is a Clock tests move by hand.
+// fakeClock is a clock (Config.testClock) that tests move by hand.
 type fakeClock struct {
 	mu  sync.Mutex
 	now time.Time
@@ -65,13 +66,7 @@ func newPoolOver(t testing.TB, fc *fakedb.Connector, cfg Config) (*Pool, *fakedb
 // creator) that has no event to wait on.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(t, 5*time.Second, what, cond)
 }
 
 func mustConnect(t testing.TB, p *Pool) *conn {
@@ -106,15 +101,23 @@ func TestConfigRules(t *testing.T) {
 				c.ConnectTimeout == 30*time.Second && c.ValidationTimeout == 5*time.Second &&
 				c.AliveBypassWindow == 500*time.Millisecond && c.IdleTimeout == 10*time.Minute &&
 				c.MaxLifetime == 30*time.Minute && c.KeepaliveTime < 0 && c.LeakDetectionThreshold < 0 &&
-				c.InitializationFailTimeout == time.Millisecond && c.HousekeepingPeriod == 30*time.Second &&
-				c.MaxWaiters == 0 && strings.HasPrefix(c.Name, "pool-") && c.Logger != nil && c.Clock != nil
+				c.InitializationFailTimeout == time.Millisecond && c.housekeepingPeriod == 30*time.Second &&
+				c.MaxWaiters == 0 && strings.HasPrefix(c.Name, "pool-") && c.Logger != nil && c.testClock != nil
 		}, ""},
 		{"negative MaxConns is an error", Config{MaxConns: -1}, nil, "MaxConns"},
 		{"negative ValidationTimeout is an error", Config{ValidationTimeout: -1}, nil, "ValidationTimeout"},
-		{"negative HousekeepingPeriod is an error", Config{HousekeepingPeriod: -1}, nil, "HousekeepingPeriod"},
+		{"negative housekeepingPeriod is an error", Config{housekeepingPeriod: -1}, nil, "housekeepingPeriod"},
 		{"MinIdleConns above MaxConns is lowered", Config{MaxConns: 4, MinIdleConns: 9}, func(c Config) bool { return c.MinIdleConns == 4 }, ""},
 		{"negative MinIdleConns means none", Config{MinIdleConns: -1}, func(c Config) bool { return c.MinIdleConns == 0 }, ""},
-		{"AcquireTimeout below floor is reset", Config{AcquireTimeout: 100 * time.Millisecond}, func(c Config) bool { return c.AcquireTimeout == 30*time.Second }, ""},
+		{"AcquireTimeout below 250ms is kept; the derived timeouts have floors", Config{AcquireTimeout: 100 * time.Millisecond}, func(c Config) bool {
+			return c.AcquireTimeout == 100*time.Millisecond && c.ConnectTimeout == 250*time.Millisecond && c.ValidationTimeout == 125*time.Millisecond
+		}, ""},
+		{"AcquireTimeout of 1ns is kept", Config{AcquireTimeout: time.Nanosecond}, func(c Config) bool {
+			return c.AcquireTimeout == time.Nanosecond && c.ConnectTimeout == 250*time.Millisecond && c.ValidationTimeout == 125*time.Millisecond
+		}, ""},
+		{"ValidationTimeout follows a short AcquireTimeout", Config{AcquireTimeout: 300 * time.Millisecond}, func(c Config) bool {
+			return c.ConnectTimeout == 300*time.Millisecond && c.ValidationTimeout == 150*time.Millisecond
+		}, ""},
 		{"negative AcquireTimeout means ctx only", Config{AcquireTimeout: -1}, func(c Config) bool { return c.AcquireTimeout < 0 && c.ConnectTimeout == 30*time.Second }, ""},
 		{"ConnectTimeout follows AcquireTimeout", Config{AcquireTimeout: 2 * time.Second}, func(c Config) bool { return c.ConnectTimeout == 2*time.Second }, ""},
 		{"ValidationTimeout below floor is reset", Config{ValidationTimeout: time.Millisecond}, func(c Config) bool { return c.ValidationTimeout == 5*time.Second }, ""},
@@ -154,6 +157,46 @@ func TestConfigRules(t *testing.T) {
 				t.Fatalf("resolved() = %+v", got)
 			}
 		})
+	}
+}
+
+// An AcquireTimeout below HikariCP's 250 ms floor is honoured: a wait ends after it, not after
+// the 30 s HikariCP would put in its place, and New logs no fix-up for it.
+func TestShortAcquireTimeoutHonoured(t *testing.T) {
+	const short = 50 * time.Millisecond
+	var logs syncBuffer
+	p, _ := newPool(t, Config{MaxConns: 1, AcquireTimeout: short, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if got := p.Config().AcquireTimeout; got != short {
+		t.Fatalf("Config().AcquireTimeout = %v, want %v", got, short)
+	}
+	held := mustConnect(t, p)
+	defer held.Close()
+	start := time.Now()
+	_, err := p.Connect(context.Background())
+	elapsed := time.Since(start)
+	var te *AcquireTimeoutError
+	if !errors.As(err, &te) || te.CtxDeadline {
+		t.Fatalf("Connect with the only connection held = %v; want an *AcquireTimeoutError from AcquireTimeout", err)
+	}
+	if te.Waited < short || elapsed > 10*time.Second {
+		t.Fatalf("the wait ended after %v (Waited %v); want %v", elapsed, te.Waited, short)
+	}
+	if strings.Contains(logs.String(), "field=AcquireTimeout") {
+		t.Fatalf("New fixed up the AcquireTimeout: %s", logs.String())
+	}
+}
+
+// A short AcquireTimeout does not turn the creator's backoff into a dial storm: the cap on its
+// backoff (half of AcquireTimeout) does not go below 125 ms.
+func TestShortAcquireTimeoutBackoffFloor(t *testing.T) {
+	fc := fakedb.New()
+	fc.SetDialError(errors.New("connection refused"))
+	newPoolOver(t, fc, Config{MaxConns: 1, AcquireTimeout: time.Millisecond, InitializationFailTimeout: -1})
+	// The window is what is measured: 10+20+40+80 ms, then 125 ms apart, is 8 dials in 600 ms;
+	// a cap of half the AcquireTimeout (0.5 ms) would be hundreds.
+	time.Sleep(600 * time.Millisecond)
+	if n := fc.Dials.Load(); n < 2 || n > 20 {
+		t.Fatalf("%d dials in 600 ms against a refusing server; want the backoff (8 or so)", n)
 	}
 }
 
@@ -417,7 +460,7 @@ func TestFatalErrorHookVetoes(t *testing.T) {
 
 func TestBypassWindowAndValidation(t *testing.T) {
 	clk := newFakeClock()
-	p, fc := newPool(t, Config{MaxConns: 1, Clock: clk})
+	p, fc := newPool(t, Config{MaxConns: 1, testClock: clk})
 	c := mustConnect(t, p)
 	_ = c.Close()
 	pings := fc.Pings.Load()
@@ -442,7 +485,7 @@ func TestBypassWindowAndValidation(t *testing.T) {
 
 func TestDeadConnectionReplacedWithinDeadline(t *testing.T) {
 	clk := newFakeClock()
-	p, fc := newPool(t, Config{MaxConns: 2, Clock: clk, AcquireTimeout: 2 * time.Second})
+	p, fc := newPool(t, Config{MaxConns: 2, testClock: clk, AcquireTimeout: 2 * time.Second})
 	eventually(t, "two idle connections", func() bool { return p.Stats().Idle == 2 })
 	// Both idle connections are now dead and past the bypass window; new ones are fresh.
 	fc.SetPingError(driver.ErrBadConn)
@@ -462,7 +505,7 @@ func TestDeadConnectionReplacedWithinDeadline(t *testing.T) {
 
 func TestValidationTimeoutBoundsProbe(t *testing.T) {
 	clk := newFakeClock()
-	p, fc := newPool(t, Config{MaxConns: 1, Clock: clk, AcquireTimeout: time.Second, ValidationTimeout: 300 * time.Millisecond})
+	p, fc := newPool(t, Config{MaxConns: 1, testClock: clk, AcquireTimeout: time.Second, ValidationTimeout: 300 * time.Millisecond})
 	eventually(t, "one idle connection", func() bool { return p.Stats().Idle == 1 })
 	fc.SetPingBlock(true)
 	fc.SetDialError(errors.New("connection refused"))
@@ -583,7 +626,7 @@ func TestSoftEvict(t *testing.T) {
 
 func TestMinIdleFillAndIdleTimeout(t *testing.T) {
 	clk := newFakeClock()
-	p, fc := newPool(t, Config{MaxConns: 4, MinIdleConns: 2, Clock: clk, IdleTimeout: time.Minute})
+	p, fc := newPool(t, Config{MaxConns: 4, MinIdleConns: 2, testClock: clk, IdleTimeout: time.Minute})
 	eventually(t, "MinIdleConns filled", func() bool { return p.Stats().Idle == 2 })
 	// Borrow four, so the pool grows to MaxConns, then return them.
 	var cs []*conn
@@ -610,7 +653,7 @@ func TestMinIdleFillAndIdleTimeout(t *testing.T) {
 
 func TestMaxLifetimeWithJitter(t *testing.T) {
 	clk := newFakeClock()
-	p, fc := newPool(t, Config{MaxConns: 2, Clock: clk, MaxLifetime: time.Minute})
+	p, fc := newPool(t, Config{MaxConns: 2, testClock: clk, MaxLifetime: time.Minute})
 	eventually(t, "pool filled", func() bool { return p.Stats().Idle == 2 })
 	held := mustConnect(t, p)
 	for _, e := range p.snapshot() {
@@ -637,7 +680,7 @@ func TestMaxLifetimeWithJitter(t *testing.T) {
 
 func TestKeepalive(t *testing.T) {
 	clk := newFakeClock()
-	p, fc := newPool(t, Config{MaxConns: 1, Clock: clk, KeepaliveTime: time.Minute})
+	p, fc := newPool(t, Config{MaxConns: 1, testClock: clk, KeepaliveTime: time.Minute})
 	eventually(t, "pool filled", func() bool { return p.Stats().Idle == 1 })
 	clk.Advance(30 * time.Second)
 	p.housekeep()
@@ -678,17 +721,8 @@ func TestLeakDetection(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+// syncBuffer collects log output safely.
+type syncBuffer = testutil.Buffer
 
 func TestInitializationFailTimeout(t *testing.T) {
 	fc := fakedb.New()
@@ -763,18 +797,16 @@ func TestUnwrapReachesDriverConnAndForcesReset(t *testing.T) {
 	}
 }
 
-func TestDBRoundTripModes(t *testing.T) {
-	for _, mode := range []string{"sql.OpenDB", "OpenDB", "OpenDB(KeepIdleInDB)"} {
-		t.Run(mode, func(t *testing.T) {
+// The database/sql round trip through both ways in: p.OpenDB() and sql.OpenDB(p).
+func TestDBRoundTrip(t *testing.T) {
+	for _, way := range []string{"sql.OpenDB", "OpenDB"} {
+		t.Run(way, func(t *testing.T) {
 			p, fc := newPool(t, Config{MaxConns: 2})
 			var db *sql.DB
-			switch mode {
-			case "sql.OpenDB":
+			if way == "sql.OpenDB" {
 				db = sql.OpenDB(p)
-			case "OpenDB":
+			} else {
 				db = p.OpenDB()
-			default:
-				db = p.OpenDB(KeepIdleInDB())
 			}
 			ctx := context.Background()
 			for i := 0; i < 20; i++ {
@@ -799,7 +831,7 @@ func TestDBRoundTripModes(t *testing.T) {
 			if err := db.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if mode == "sql.OpenDB" {
+			if way == "sql.OpenDB" {
 				if !p.closed.Load() {
 					t.Fatal("closing sql.OpenDB(p) did not close the pool")
 				}
@@ -814,10 +846,11 @@ func TestDBRoundTripModes(t *testing.T) {
 	}
 }
 
-// In mode (b), a connection parked in database/sql that the pool marks is not used again.
-func TestKeepIdleInDBHonoursEviction(t *testing.T) {
+// A connection parked in the idle list of a DB from OpenDB that the pool marks is not used
+// again: ResetSession refuses it, and database/sql closes it and takes a new one.
+func TestParkedConnHonoursEviction(t *testing.T) {
 	p, fc := newPool(t, Config{MaxConns: 1})
-	db := p.OpenDB(KeepIdleInDB())
+	db := p.OpenDB()
 	defer db.Close()
 	ctx := context.Background()
 	if err := db.PingContext(ctx); err != nil {
@@ -1043,7 +1076,7 @@ func (r *recorder) take() []string {
 func TestEventsFollowAScriptedSequence(t *testing.T) {
 	clk := newFakeClock()
 	rec := &recorder{}
-	p, fc := newPool(t, Config{MaxConns: 1, Clock: clk, Events: rec, AcquireTimeout: 250 * time.Millisecond})
+	p, fc := newPool(t, Config{MaxConns: 1, testClock: clk, Events: rec, AcquireTimeout: 250 * time.Millisecond})
 	eventually(t, "the first connection", func() bool { return p.Stats().Idle == 1 })
 	want := func(step string, w ...string) {
 		t.Helper()
@@ -1115,7 +1148,7 @@ func TestBargedWaiterGetsDirectHandOff(t *testing.T) {
 	}
 	// w wakes, finds nothing idle, and goes back to the head of the queue, marked.
 	s.mu.Lock()
-	if s.scan() != nil {
+	if s.popLocked() != nil {
 		t.Fatal("nothing should be idle")
 	}
 	w.barged = true

@@ -81,102 +81,95 @@ func TestReleaseLeavesNothingBehind(t *testing.T) {
 			wantErr: 1205, // the statement is rolled back, the transaction stays open
 		},
 	}
-	modes := []struct {
-		name string
-		opts []pool.DBOption
-	}{{"OpenDB", nil}, {"OpenDB(KeepIdleInDB)", []pool.DBOption{pool.KeepIdleInDB()}}}
-
-	for _, mode := range modes {
-		for _, tc := range cases {
-			t.Run(mode.name+"/"+tc.name, func(t *testing.T) {
-				for _, q := range []string{"DELETE FROM sess_t"} {
-					if _, err := observer.ExecContext(ctx, q); err != nil {
-						t.Fatal(err)
-					}
-				}
-				p := newMySQLPool(t, withParams(t, dsn, map[string]string{"innodb_lock_wait_timeout": "1"}),
-					pool.Config{MaxConns: 1})
-				db := p.OpenDB(mode.opts...)
-				defer db.Close()
-
-				c, err := db.Conn(ctx)
-				if err != nil {
+	for _, tc := range cases {
+		t.Run("OpenDB/"+tc.name, func(t *testing.T) {
+			for _, q := range []string{"DELETE FROM sess_t"} {
+				if _, err := observer.ExecContext(ctx, q); err != nil {
 					t.Fatal(err)
 				}
-				baseline := readSession(t, ctx, c)
+			}
+			p := newMySQLPool(t, withParams(t, dsn, map[string]string{"innodb_lock_wait_timeout": "1"}),
+				pool.Config{MaxConns: 1})
+			db := p.OpenDB()
+			defer db.Close()
 
-				var holder *sql.Conn
-				if len(tc.before) > 0 {
-					if holder, err = observer.Conn(ctx); err != nil {
-						t.Fatal(err)
-					}
-					defer holder.Close()
-					for _, q := range tc.before {
-						if _, err := holder.ExecContext(ctx, q); err != nil {
-							t.Fatalf("observer %s: %v", q, err)
-						}
-					}
-				}
-				sawErr := false
-				for _, q := range tc.stmts {
-					_, err := c.ExecContext(ctx, q)
-					var me *mysql.MySQLError
-					switch {
-					case err == nil:
-					case tc.wantErr != 0 && errors.As(err, &me) && me.Number == tc.wantErr:
-						sawErr = true
-					default:
-						t.Fatalf("%s: %v", q, err)
-					}
-				}
-				if tc.wantErr != 0 && !sawErr {
-					t.Fatalf("no statement failed with %d", tc.wantErr)
-				}
-				if err := c.Close(); err != nil {
+			c, err := db.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			baseline := readSession(t, ctx, c)
+
+			var holder *sql.Conn
+			if len(tc.before) > 0 {
+				if holder, err = observer.Conn(ctx); err != nil {
 					t.Fatal(err)
 				}
-				if holder != nil {
-					if _, err := holder.ExecContext(ctx, "ROLLBACK"); err != nil {
-						t.Fatal(err)
+				defer holder.Close()
+				for _, q := range tc.before {
+					if _, err := holder.ExecContext(ctx, q); err != nil {
+						t.Fatalf("observer %s: %v", q, err)
 					}
 				}
-
-				// The observer sees no row and no lock.
-				var n int
-				if err := observer.QueryRowContext(ctx, "SELECT COUNT(*) FROM sess_t WHERE id IN (1, 2, 6, 7)").Scan(&n); err != nil {
+			}
+			sawErr := false
+			for _, q := range tc.stmts {
+				_, err := c.ExecContext(ctx, q)
+				var me *mysql.MySQLError
+				switch {
+				case err == nil:
+				case tc.wantErr != 0 && errors.As(err, &me) && me.Number == tc.wantErr:
+					sawErr = true
+				default:
+					t.Fatalf("%s: %v", q, err)
+				}
+			}
+			if tc.wantErr != 0 && !sawErr {
+				t.Fatalf("no statement failed with %d", tc.wantErr)
+			}
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if holder != nil {
+				if _, err := holder.ExecContext(ctx, "ROLLBACK"); err != nil {
 					t.Fatal(err)
 				}
-				if n != 0 {
-					t.Errorf("observer sees %d rows the borrower did not commit", n)
-				}
-				if _, err := observer.ExecContext(ctx, "INSERT INTO sess_t VALUES (99)"); err != nil {
-					t.Errorf("observer cannot write the table after the return (lock left behind?): %v", err)
-				}
-				var free int
-				if err := observer.QueryRowContext(ctx, "SELECT IS_FREE_LOCK('sqlpool_sess_lock')").Scan(&free); err != nil || free != 1 {
-					t.Errorf("user lock still held after the return: IS_FREE_LOCK=%d, %v", free, err)
-				}
+			}
 
-				// The next borrower gets the same physical connection, reset to the baseline.
-				c2, err := db.Conn(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer c2.Close()
-				got := readSession(t, ctx, c2)
-				if got != baseline {
-					t.Errorf("next borrower sees %+v; want the baseline %+v", got, baseline)
-				}
-				var x int
-				err = c2.QueryRowContext(ctx, "SELECT COUNT(*) FROM sess_tmp").Scan(&x)
-				if err == nil {
-					t.Errorf("the next borrower sees the temporary table sess_tmp")
-				}
-				if s := p.Stats(); s.Closed != 0 {
-					t.Errorf("the connection was discarded (%+v); every case here has a reset plan", s)
-				}
-			})
-		}
+			// The observer sees no row and no lock.
+			var n int
+			if err := observer.QueryRowContext(ctx, "SELECT COUNT(*) FROM sess_t WHERE id IN (1, 2, 6, 7)").Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n != 0 {
+				t.Errorf("observer sees %d rows the borrower did not commit", n)
+			}
+			if _, err := observer.ExecContext(ctx, "INSERT INTO sess_t VALUES (99)"); err != nil {
+				t.Errorf("observer cannot write the table after the return (lock left behind?): %v", err)
+			}
+			var free int
+			if err := observer.QueryRowContext(ctx, "SELECT IS_FREE_LOCK('sqlpool_sess_lock')").Scan(&free); err != nil || free != 1 {
+				t.Errorf("user lock still held after the return: IS_FREE_LOCK=%d, %v", free, err)
+			}
+
+			// The next borrower gets the same physical connection, reset to the baseline.
+			c2, err := db.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c2.Close()
+			got := readSession(t, ctx, c2)
+			if got != baseline {
+				t.Errorf("next borrower sees %+v; want the baseline %+v", got, baseline)
+			}
+			var x int
+			err = c2.QueryRowContext(ctx, "SELECT COUNT(*) FROM sess_tmp").Scan(&x)
+			if err == nil {
+				t.Errorf("the next borrower sees the temporary table sess_tmp")
+			}
+			if s := p.Stats(); s.Closed != 0 {
+				t.Errorf("the connection was discarded (%+v); every case here has a reset plan", s)
+			}
+		})
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 // With the statement cache on, a statement runs against the database the session is in when
 // it runs, not the one it was prepared in: it records the session tracker's generation
 // (txstate.Tracker.Resolution) and, run at another one (after a USE, a SET of sql_mode, a
-// release plan in mode b), swaps its driver statement for the cache's under the current
+// release plan run in IsValid), swaps its driver statement for the cache's under the current
 // database, preparing it there on a miss. Without the cache it behaves as database/sql over
 // the driver: the server statement prepared first is used throughout.
 type stmt struct {

@@ -289,6 +289,9 @@ func TestRunBadFlags(t *testing.T) {
 }
 
 func TestRunUnreachableDSN(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: fault test: waits out a 5 s ping timeout")
+	}
 	// Nothing listens: refused at once.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -432,6 +435,9 @@ func TestRunStubJSON(t *testing.T) {
 }
 
 func TestRunStubTableAndForks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs the harness in forked processes (about 10 s)")
+	}
 	var out, errb bytes.Buffer
 	code := Run([]string{"-stub", "-forks", "2", "-bench", "cycleStatement", "-pools", "sqlpool,database-sql",
 		"-threads", "2", "-warmup", "0", "-iterations", "2", "-iteration-time", "20ms"}, &out, &errb)
@@ -488,7 +494,7 @@ func TestRunEmbeddedTraffic(t *testing.T) {
 			t.Errorf("%s: %v connections dialled during measurement", key, nc)
 		}
 	}
-	for _, p := range []string{PoolSqlpool, PoolSqlpoolFast, PoolDatabaseSQL} {
+	for _, p := range []string{PoolSqlpool, PoolDatabaseSQL} {
 		if b := bytesPer["cycleConnection/"+p]; b != 0 {
 			t.Errorf("cycleConnection/%s: %v bytes/op, want 0", p, b)
 		}
@@ -501,29 +507,23 @@ func TestRunEmbeddedTraffic(t *testing.T) {
 	}
 }
 
-// TestPoolModes pins what the report says about p.OpenDB(): database/sql keeps a returned
-// connection idle (issue 15: one mode), with or without the deprecated KeepIdleInDB.
-func TestPoolModes(t *testing.T) {
+// TestOpenDBKeepsIdle pins what the report says about p.OpenDB(): database/sql keeps a
+// returned connection idle in its own list.
+func TestOpenDBKeepsIdle(t *testing.T) {
 	p, err := pool.New(StubConnector{}, pool.Config{MaxConns: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
 	ctx := context.Background()
-	for _, c := range []struct {
-		name string
-		opts []pool.DBOption
-		idle int
-	}{{"OpenDB()", nil, 1}, {"OpenDB(KeepIdleInDB()), a no-op now", []pool.DBOption{pool.KeepIdleInDB()}, 1}} {
-		db := p.OpenDB(c.opts...)
-		conn, err := db.Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_ = conn.Close()
-		if got := db.Stats().Idle; got != c.idle {
-			t.Errorf("%s: database/sql holds %d idle, want %d", c.name, got, c.idle)
-		}
-		_ = db.Close()
+	db := p.OpenDB()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
+	_ = conn.Close()
+	if got := db.Stats().Idle; got != 1 {
+		t.Errorf("OpenDB(): database/sql holds %d idle, want 1", got)
+	}
+	_ = db.Close()
 }

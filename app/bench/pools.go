@@ -15,12 +15,10 @@ import (
 // The pools compared side by side. Each is a *sql.DB of size connections over the same
 // driver.Connector.
 const (
-	// PoolSqlpool is p.OpenDB(): database/sql keeps idle connections, waiting is FIFO in the
-	// pool (issue 15).
+	// PoolSqlpool is p.OpenDB(): database/sql keeps the pool's idle connections in its own
+	// list (the pool checks each checkout in ResetSession and cleans each return in IsValid),
+	// and a borrow that finds none waits in the pool, first come, first served.
 	PoolSqlpool = "sqlpool"
-	// PoolSqlpoolFast is p.OpenDB(pool.KeepIdleInDB()). KeepIdleInDB is a deprecated no-op
-	// since issue 15, so this is the same DB as sqlpool; kept so that old commands still run.
-	PoolSqlpoolFast = "sqlpool-fast"
 	// PoolDatabaseSQL is plain database/sql, MaxOpen = MaxIdle = size: no validation on
 	// borrow, no cleanup on return.
 	PoolDatabaseSQL = "database-sql"
@@ -31,7 +29,7 @@ const (
 )
 
 // AllPools lists the pools in their report order.
-var AllPools = []string{PoolSqlpool, PoolSqlpoolFast, PoolDatabaseSQL, PoolNaiveSafe}
+var AllPools = []string{PoolSqlpool, PoolDatabaseSQL, PoolNaiveSafe}
 
 // DB is one pool under test.
 type DB struct {
@@ -46,7 +44,7 @@ type DB struct {
 func OpenPool(kind string, c driver.Connector, size int, logTo io.Writer) (*DB, error) {
 	d := &DB{Name: kind}
 	switch kind {
-	case PoolSqlpool, PoolSqlpoolFast:
+	case PoolSqlpool:
 		if logTo == nil {
 			logTo = io.Discard
 		}
@@ -67,11 +65,7 @@ func OpenPool(kind string, c driver.Connector, size int, logTo io.Writer) (*DB, 
 			}
 			time.Sleep(time.Millisecond)
 		}
-		if kind == PoolSqlpoolFast {
-			d.DB = p.OpenDB(pool.KeepIdleInDB())
-		} else {
-			d.DB = p.OpenDB()
-		}
+		d.DB = p.OpenDB()
 	case PoolDatabaseSQL, PoolNaiveSafe:
 		d.DB = sql.OpenDB(c)
 		d.DB.SetMaxOpenConns(size)
@@ -88,7 +82,7 @@ func OpenPool(kind string, c driver.Connector, size int, logTo io.Writer) (*DB, 
 }
 
 // fill borrows size connections at once and returns them, so that database/sql (plain, or in
-// mode b) has them open and idle.
+// front of the pool through p.OpenDB()) has them open and idle in its own list.
 func (d *DB) fill(size int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

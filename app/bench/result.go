@@ -133,7 +133,7 @@ func Merge(target string, forks int, raws []*Raw) *Result {
 		n := c.Conns
 		r.NewConns = &n
 	}
-	if s.Pool == PoolSqlpool || s.Pool == PoolSqlpoolFast {
+	if s.Pool == PoolSqlpool {
 		r.ValidationsPerOp = perOp(int64(val))
 		r.ReleasePlansPerOp = perOp(int64(plans))
 	}

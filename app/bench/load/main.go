@@ -8,9 +8,9 @@
 // measured on the pool, with a query mix alongside. MariaDB, the server and
 // the load generators are pinned to CPUs with taskset.
 //
-//	go run ./bench/load                 # the full run (< 30 min)
-//	go run ./bench/load -quick          # < 5 min
-//	go run ./bench/load -querybench     # 1,000,000 spans, name and trace lookups
+//	go run ./app/bench/load                 # the full run (< 30 min)
+//	go run ./app/bench/load -quick          # < 5 min
+//	go run ./app/bench/load -querybench     # 1,000,000 spans, name and trace lookups
 //
 // Output: tables on stdout and in -out (results.md, results.json).
 // docs/load.md explains the figures.
@@ -207,10 +207,10 @@ func setup(ctx context.Context, o *options) (*env, error) {
 	}
 	e.bin = filepath.Join(e.tmp, "zipkin-mysql")
 	logf("building cmd/zipkin-mysql")
-	build := exec.CommandContext(ctx, "go", "build", "-o", e.bin, "./cmd/zipkin-mysql")
+	build := exec.CommandContext(ctx, "go", "build", "-o", e.bin, "github.com/sqlpool/sqlpool/app/cmd/zipkin-mysql")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build ./cmd/zipkin-mysql: %v\n%s", err, out)
+		return nil, fmt.Errorf("go build ./app/cmd/zipkin-mysql: %v\n%s", err, out)
 	}
 	if e.self, err = os.Executable(); err != nil {
 		return nil, err
@@ -239,7 +239,7 @@ func moduleRoot() (string, error) {
 	}
 	mod := strings.TrimSpace(string(out))
 	if mod == "" || mod == os.DevNull {
-		return "", fmt.Errorf("run this from the sqlpool checkout (go run ./bench/load)")
+		return "", fmt.Errorf("run this from the sqlpool checkout (go run ./app/bench/load)")
 	}
 	return filepath.Dir(mod), nil
 }

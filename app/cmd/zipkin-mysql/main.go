@@ -2,9 +2,9 @@
 // MariaDB, with sqlpool as its connection pool: Zipkin's HTTP API on :9411,
 // Zipkin's MySQL schema, Zipkin's environment variables.
 //
-//	go run ./cmd/zipkin-mysql                          # try it: embedded server, data lost on exit
-//	MYSQL_HOST=db MYSQL_USER=zipkin MYSQL_PASS=… go run ./cmd/zipkin-mysql
-//	go run ./cmd/zipkin-mysql -dsn 'zipkin:…@tcp(db:3306)/zipkin' -init-schema
+//	go run ./app/cmd/zipkin-mysql                          # try it: embedded server, data lost on exit
+//	MYSQL_HOST=db MYSQL_USER=zipkin MYSQL_PASS=… go run ./app/cmd/zipkin-mysql
+//	go run ./app/cmd/zipkin-mysql -dsn 'zipkin:…@tcp(db:3306)/zipkin' -init-schema
 //
 // Without -dsn, MYSQL_JDBC_URL or any MYSQL_HOST, MYSQL_TCP_PORT, MYSQL_DB,
 // MYSQL_USER, MYSQL_PASS, MYSQL_USE_SSL, it starts the in-process

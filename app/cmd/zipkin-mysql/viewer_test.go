@@ -20,6 +20,9 @@ var updateScreenshots = flag.Bool("update", false, "write screenshots of the vie
 // of the MariaDB of MYSQL_TEST_DSN; it skips without one (fails under
 // SQLPOOL_REQUIRE_MARIADB=1).
 func TestViewerOnServer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: Chromium browser test")
+	}
 	if _, err := uitest.ChromiumPath(); err != nil {
 		uitest.RunBrowserChecks(t, "", nil) // skips, or fails under SQLPOOL_REQUIRE_CHROMIUM=1
 		return
@@ -28,7 +31,7 @@ func TestViewerOnServer(t *testing.T) {
 		p := startBinary(t, nil, "-listen", "127.0.0.1:0")
 		var opts uitest.Options
 		if *updateScreenshots {
-			opts.ScreenshotDir = "../../docs/img"
+			opts.ScreenshotDir = "../../../docs/img"
 		}
 		uitest.RunBrowserChecksWith(t, p.url, nil, opts)
 		p.stop(t)

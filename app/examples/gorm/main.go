@@ -4,8 +4,8 @@
 // embedded go-mysql-server used by the tests); pass -dsn to use a real MySQL or MariaDB
 // server instead.
 //
-//	go run ./examples/gorm
-//	go run ./examples/gorm -dsn 'user:pass@tcp(127.0.0.1:3306)/test'
+//	go run ./app/examples/gorm
+//	go run ./app/examples/gorm -dsn 'user:pass@tcp(127.0.0.1:3306)/test'
 package main
 
 import (

@@ -2,8 +2,8 @@
 // go-mysql-server used by the tests), runs a few queries through database/sql and prints the
 // pool's Stats. Pass -dsn to use a real MySQL or MariaDB server instead.
 //
-//	go run ./examples/quickstart
-//	go run ./examples/quickstart -dsn 'user:pass@tcp(127.0.0.1:3306)/test'
+//	go run ./app/examples/quickstart
+//	go run ./app/examples/quickstart -dsn 'user:pass@tcp(127.0.0.1:3306)/test'
 package main
 
 import (

@@ -5,8 +5,8 @@
 // something behind. A clean borrow sends nothing. main_test.go is the unit test; this command
 // runs the same steps and prints what happened.
 //
-//	go run ./examples/sqlmock
-//	go test ./examples/sqlmock
+//	go run ./app/examples/sqlmock
+//	go test ./app/examples/sqlmock
 package main
 
 import (

@@ -36,7 +36,7 @@ func TestTransfer(t *testing.T) {
 	}
 }
 
-// TestExample runs the example as `go run ./examples/sqlmock` does.
+// TestExample runs the example as `go run ./app/examples/sqlmock` does.
 func TestExample(t *testing.T) {
 	if err := run(); err != nil {
 		t.Fatal(err)

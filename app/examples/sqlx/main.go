@@ -3,8 +3,8 @@
 // transactions. It starts an in-process MySQL-protocol server (the embedded go-mysql-server
 // used by the tests); pass -dsn to use a real MySQL or MariaDB server instead.
 //
-//	go run ./examples/sqlx
-//	go run ./examples/sqlx -dsn 'user:pass@tcp(127.0.0.1:3306)/test'
+//	go run ./app/examples/sqlx
+//	go run ./app/examples/sqlx -dsn 'user:pass@tcp(127.0.0.1:3306)/test'
 package main
 
 import (

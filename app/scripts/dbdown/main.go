@@ -6,8 +6,8 @@
 // what an unplugged cable looks like), then restored. It prints every task, the distribution of
 // acquire and query failure times during the outage, and the recovery time after the restore.
 //
-//	go run ./scripts/dbdown                       # embedded server, 60 s
-//	go run ./scripts/dbdown -dsn 'user:pass@tcp(127.0.0.1:3306)/test' -duration 60s -timeout 5s
+//	go run ./app/scripts/dbdown                       # embedded server, 60 s
+//	go run ./app/scripts/dbdown -dsn 'user:pass@tcp(127.0.0.1:3306)/test' -duration 60s -timeout 5s
 //
 // The phases are a quarter of -duration normal, -outage (default half of -duration) blackholed,
 // and the rest restored. Each task runs on a goroutine of its own, as requests to a server do,

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqlpool/sqlpool/pool"
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
 	"github.com/sqlpool/sqlpool/app/zipkin/mysqlstore"
+	"github.com/sqlpool/sqlpool/pool"
 )
 
 // The harness of Zipkin's storage acceptance checklist (reference §5): the

@@ -6,10 +6,10 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
-	"github.com/sqlpool/sqlpool/internal/mysqltest"
-	"github.com/sqlpool/sqlpool/retry"
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
 	"github.com/sqlpool/sqlpool/app/zipkin/mysqlstore"
+	"github.com/sqlpool/sqlpool/internal/mysqltest"
+	"github.com/sqlpool/sqlpool/retry"
 )
 
 // A write that waits on a row lock past innodb_lock_wait_timeout (1205) is

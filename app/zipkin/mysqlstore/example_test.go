@@ -8,9 +8,9 @@ import (
 
 	_ "github.com/go-sql-driver/mysql"
 
-	"github.com/sqlpool/sqlpool/internal/mysqltest"
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
 	"github.com/sqlpool/sqlpool/app/zipkin/mysqlstore"
+	"github.com/sqlpool/sqlpool/internal/mysqltest"
 )
 
 // Create Zipkin's schema, open a store and write a span twice: it is stored once.

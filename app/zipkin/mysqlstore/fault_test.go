@@ -14,11 +14,11 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/sqlpool/sqlpool/app/zipkin/model"
+	"github.com/sqlpool/sqlpool/app/zipkin/mysqlstore"
 	"github.com/sqlpool/sqlpool/internal/mysqltest"
 	"github.com/sqlpool/sqlpool/pool"
 	"github.com/sqlpool/sqlpool/retry"
-	"github.com/sqlpool/sqlpool/app/zipkin/model"
-	"github.com/sqlpool/sqlpool/app/zipkin/mysqlstore"
 )
 
 // Commit faults of faultConnector.

@@ -7,9 +7,9 @@ import (
 	"log"
 	"time"
 
-	"github.com/sqlpool/sqlpool/internal/mysqltest"
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
 	"github.com/sqlpool/sqlpool/app/zipkin/mysqlstore"
+	"github.com/sqlpool/sqlpool/internal/mysqltest"
 )
 
 // Keep a week of spans: a pass deletes older spans with their annotations

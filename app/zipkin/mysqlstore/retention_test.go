@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqlpool/sqlpool/internal/mysqltest"
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
 	"github.com/sqlpool/sqlpool/app/zipkin/mysqlstore"
+	"github.com/sqlpool/sqlpool/internal/mysqltest"
 )
 
 // retentionTrace returns a trace of n spans starting at ts (µs), with a

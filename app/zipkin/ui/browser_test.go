@@ -5,8 +5,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/sqlpool/sqlpool/app/zipkin/ui"
 	"github.com/sqlpool/sqlpool/app/internal/uitest"
+	"github.com/sqlpool/sqlpool/app/zipkin/ui"
 )
 
 // TestBrowser runs the viewer in headless Chromium against a fake /api/v2
@@ -16,6 +16,9 @@ import (
 // in docs/img come from the real server and database, written by
 // cmd/zipkin-mysql's TestViewerOnServer with -update.
 func TestBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: Chromium browser test")
+	}
 	fake := uitest.NewFakeAPI()
 	mux := http.NewServeMux()
 	mux.Handle("/zipkin/", ui.Handler())
