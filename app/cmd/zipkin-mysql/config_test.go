@@ -99,7 +99,7 @@ func TestParseConfigErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"-pool=hikari"}, nil, "-pool=hikari: use sqlpool or database-sql"},
-		{[]string{"-storage=cassandra"}, nil, "use mysql or none"},
+		{[]string{"-storage=cassandra"}, nil, "use mysql, memory or none"},
 		{[]string{"-listen", "9411"}, nil, "is not host:port"},
 		{[]string{"-connect-timeout", "0s"}, nil, "use a positive duration"},
 		{[]string{"-dsn", "nope"}, nil, "-dsn is not a go-sql-driver/mysql DSN"},
