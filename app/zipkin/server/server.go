@@ -177,6 +177,7 @@ type Server struct {
 	q       *ingestQueue
 	posts   chan struct{} // semaphore of POSTs being read and decoded
 	sampler sampler
+	reg     prometheus.Registerer
 	gather  prometheus.Gatherer
 	handler http.Handler
 
@@ -255,6 +256,7 @@ func New(cfg Config) (*Server, error) {
 		r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		reg = r
 	}
+	s.reg = reg
 	s.gather = cfg.Gatherer
 	if s.gather == nil {
 		if g, ok := reg.(prometheus.Gatherer); ok {
