@@ -24,7 +24,9 @@ func str(k, v string) *commonpb.KeyValue {
 	return &commonpb.KeyValue{Key: k, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v}}}
 }
 
-func kv(k string, v *commonpb.AnyValue) *commonpb.KeyValue { return &commonpb.KeyValue{Key: k, Value: v} }
+func kv(k string, v *commonpb.AnyValue) *commonpb.KeyValue {
+	return &commonpb.KeyValue{Key: k, Value: v}
+}
 
 func intV(i int64) *commonpb.AnyValue {
 	return &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: i}}
@@ -105,7 +107,9 @@ func TestToSpans(t *testing.T) {
 		{name: "no start", span: func(s *tracepb.Span) { s.StartTimeUnixNano = 0 }, want: func(w *model.Span) { w.Timestamp, w.Duration = 0, 0 }},
 		{name: "status error", span: func(s *tracepb.Span) {
 			s.Status = &tracepb.Status{Code: tracepb.Status_STATUS_CODE_ERROR, Message: "boom"}
-		}, want: func(w *model.Span) { w.Tags = baseTags(map[string]string{"otel.status_code": "ERROR", "error": "boom"}) }},
+		}, want: func(w *model.Span) {
+			w.Tags = baseTags(map[string]string{"otel.status_code": "ERROR", "error": "boom"})
+		}},
 		{name: "status error, message from exception event", span: func(s *tracepb.Span) {
 			s.Status = &tracepb.Status{Code: tracepb.Status_STATUS_CODE_ERROR}
 			s.Events = []*tracepb.Span_Event{{Name: "exception", TimeUnixNano: s.StartTimeUnixNano,
