@@ -87,7 +87,8 @@ type Result struct {
 //     not empty).
 //   - dropped_attributes_count, dropped_events_count, dropped_links_count →
 //     otel.dropped_*_count when not zero (the span's own counts, as the
-//     specification says).
+//     specification says; the attribute count also counts what
+//     MaxAttributes left out).
 //   - events → annotations at the event time (µs): the event name, or
 //     "name: " + its attributes as a JSON object (keys sorted).
 //   - CLIENT and PRODUCER spans only: remoteEndpoint from the attribute of
@@ -225,9 +226,21 @@ func kind(k tracepb.Span_SpanKind) model.Kind {
 	return model.KindUnset
 }
 
+// MaxAttributes bounds the attributes taken from each of a span's three
+// sources (scope, span, resource): the first MaxAttributes are kept, the
+// others are dropped and added to otel.dropped_attributes_count. Each tag
+// is a row in Zipkin's MySQL schema; OpenTelemetry SDKs keep 128 span
+// attributes by default.
+const MaxAttributes = 256
+
 func tags(sp *tracepb.Span, scope *commonpb.InstrumentationScope, resAttrs []*commonpb.KeyValue) map[string]string {
-	m := make(map[string]string, len(sp.GetAttributes())+len(resAttrs)+4)
+	m := make(map[string]string, min(len(sp.GetAttributes()), MaxAttributes)+min(len(resAttrs), MaxAttributes)+4)
+	dropped := uint64(sp.GetDroppedAttributesCount())
 	for _, src := range [][]*commonpb.KeyValue{scope.GetAttributes(), sp.GetAttributes(), resAttrs} {
+		if len(src) > MaxAttributes {
+			dropped += uint64(len(src) - MaxAttributes)
+			src = src[:MaxAttributes]
+		}
 		for _, kv := range src {
 			m[kv.GetKey()] = tagValue(anyValue(kv.GetValue()))
 		}
@@ -255,14 +268,14 @@ func tags(sp *tracepb.Span, scope *commonpb.InstrumentationScope, resAttrs []*co
 	}
 	for _, d := range []struct {
 		key string
-		n   uint32
+		n   uint64
 	}{
-		{TagDroppedAttributes, sp.GetDroppedAttributesCount()},
-		{TagDroppedEvents, sp.GetDroppedEventsCount()},
-		{TagDroppedLinks, sp.GetDroppedLinksCount()},
+		{TagDroppedAttributes, dropped},
+		{TagDroppedEvents, uint64(sp.GetDroppedEventsCount())},
+		{TagDroppedLinks, uint64(sp.GetDroppedLinksCount())},
 	} {
 		if d.n != 0 {
-			m[d.key] = strconv.FormatUint(uint64(d.n), 10)
+			m[d.key] = strconv.FormatUint(d.n, 10)
 		}
 	}
 	if len(m) == 0 {

@@ -1,9 +1,11 @@
 package otlp
 
 import (
+	"fmt"
 	"math"
 	"net/netip"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -157,6 +159,18 @@ func TestToSpans(t *testing.T) {
 			s.DroppedAttributesCount, s.DroppedEventsCount, s.DroppedLinksCount = 1, 2, 3
 		}, want: func(w *model.Span) {
 			w.Tags = baseTags(map[string]string{"otel.dropped_attributes_count": "1", "otel.dropped_events_count": "2", "otel.dropped_links_count": "3"})
+		}},
+		{name: "attributes above MaxAttributes dropped and counted", span: func(s *tracepb.Span) {
+			s.DroppedAttributesCount = 1
+			for i := range MaxAttributes + 5 {
+				s.Attributes = append(s.Attributes, kv(fmt.Sprintf("a%04d", i), intV(int64(i))))
+			}
+		}, want: func(w *model.Span) {
+			extra := map[string]string{"otel.dropped_attributes_count": "6"}
+			for i := range MaxAttributes {
+				extra[fmt.Sprintf("a%04d", i)] = strconv.Itoa(i)
+			}
+			w.Tags = baseTags(extra)
 		}},
 		{name: "links and trace state not kept", span: func(s *tracepb.Span) {
 			s.TraceState = "a=b"
