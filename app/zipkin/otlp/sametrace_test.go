@@ -39,15 +39,18 @@ var expectedDifferences = []string{
 // array attributes, events with attributes) through three exporters at once
 // (the deprecated Zipkin exporter to POST /api/v2/spans, otlptracehttp to
 // /v1/traces, otlptracegrpc to TraceService/Export), each to a server of
-// its own, and compares what every GET endpoint answers.
+// its own (both OTLP exporters gzip their requests), and compares what
+// every GET endpoint answers.
 func TestSameTraceThroughZipkinExporterAndOTLP(t *testing.T) {
 	ez, eh, eg := newEnv(t, server.Config{}), newEnv(t, server.Config{}), newEnv(t, server.Config{})
 	ctx := context.Background()
 	zexp, err := zipkin.New(ez.base + "/api/v2/spans")
 	must(t, err)
-	hexp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(eh.base+"/v1/traces"))
+	hexp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(eh.base+"/v1/traces"),
+		otlptracehttp.WithCompression(otlptracehttp.GzipCompression))
 	must(t, err)
-	gexp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(eg.otlpGRPC), otlptracegrpc.WithInsecure())
+	gexp, err := otlptracegrpc.New(ctx, otlptracegrpc.WithEndpoint(eg.otlpGRPC), otlptracegrpc.WithInsecure(),
+		otlptracegrpc.WithCompressor("gzip"))
 	must(t, err)
 	res := resource.NewSchemaless(attribute.String("service.name", "Checkout"), attribute.String("deployment.environment", "test"),
 		attribute.StringSlice("host.ips", []string{"10.0.0.1", "10.0.0.2"}), attribute.Int("process.pid", 42))
