@@ -78,6 +78,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		return err
 	}
+	ccfg, err := parseCollectorConfig(getenv)
+	if err != nil {
+		return err
+	}
 	var h slog.Handler = slog.NewTextHandler(stderr, nil)
 	if cfg.LogFormat == "json" {
 		h = slog.NewJSONHandler(stderr, nil)
@@ -170,12 +174,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return &startError{err.Error()}
 	}
 
+	cols, err := startCollectors(ccfg, srv, ln.Addr().String(), log)
+	if err != nil {
+		_ = srv.Close(context.Background())
+		return &startError{err.Error()}
+	}
+	defer cols.close()
 	hs := &http.Server{
-		Handler:           srv.Handler(),
+		Handler:           cols.handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       cfg.IdleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(h, slog.LevelWarn),
+	}
+	if cols.h2c { // gRPC (zipkin.proto3.SpanService) on the HTTP port
+		hs.Protocols = new(http.Protocols)
+		hs.Protocols.SetHTTP1(true)
+		hs.Protocols.SetUnencryptedHTTP2(true)
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
@@ -187,7 +202,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stdout, "embedded MySQL-protocol server: for trying out; spans are lost when the process exits")
 	}
 	fmt.Fprintf(stdout, "send a first span:\n  %s\nread it back:\n  curl -s '%s/api/v2/traces?lookback=3600000'\n", firstSpanCurl(url), url)
-	log.Info("listening", "addr", addr, "storage", st.name, "pool", cfg.Pool, "writers", writers)
+	if cols.otlpAddr != "" {
+		fmt.Fprintf(stdout, "OTLP/gRPC listening on %s\n", cols.otlpAddr)
+	}
+	log.Info("listening", "addr", addr, "storage", st.name, "pool", cfg.Pool, "writers", writers,
+		"otlp_http", ccfg.OTLPHTTP, "grpc", ccfg.GRPC, "otlp_grpc", cols.otlpAddr)
 	if ready != nil {
 		ready <- addr
 	}
@@ -201,6 +220,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	dctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
 	defer cancel()
 	_ = hs.Shutdown(dctx)
+	cols.stop(dctx)
 	if err := srv.Close(dctx); err != nil {
 		log.Error("drain incomplete", "err", err)
 		return err

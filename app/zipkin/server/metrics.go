@@ -50,11 +50,19 @@ type collectorMetrics struct {
 	writeSeconds                                prometheus.Histogram
 	batchesFailed                               prometheus.Counter
 
-	all []prometheus.Collector
+	all        []prometheus.Collector // every handle: what the "http" transport registers
+	perMessage []prometheus.Collector // the per-message counters and gauges: what other transports register
 }
 
-func newCollectorMetrics() *collectorMetrics {
-	http := prometheus.Labels{"transport": "http"}
+// newCollectorMetrics returns the handles of the span endpoints of this
+// package (transport="http"), which also count the shared queue's writes.
+func newCollectorMetrics() *collectorMetrics { return newTransportMetrics("http") }
+
+// newTransportMetrics returns the handles of one transport (label
+// transport=name); Server.Transport registers the per-message ones of the
+// other collectors.
+func newTransportMetrics(name string) *collectorMetrics {
+	http := prometheus.Labels{"transport": name}
 	counter := func(name, help string) prometheus.Counter {
 		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: http})
 	}
@@ -78,8 +86,9 @@ func newCollectorMetrics() *collectorMetrics {
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}}),
 		batchesFailed: counter(NameBatchesFailed, "Batches given up after the retry deadline or at the end of a drain; their spans are logged and counted in spans_dropped."),
 	}
-	m.all = []prometheus.Collector{m.messages, m.messagesDropped, m.messagesRejected, m.bytes, m.spans,
-		m.spansDropped, m.spansStored, m.messageSpans, m.messageBytes, m.writes, m.writeSeconds, m.batchesFailed}
+	m.perMessage = []prometheus.Collector{m.messages, m.messagesDropped, m.messagesRejected, m.bytes, m.spans,
+		m.spansDropped, m.messageSpans, m.messageBytes}
+	m.all = append(append([]prometheus.Collector{}, m.perMessage...), m.spansStored, m.writes, m.writeSeconds, m.batchesFailed)
 	m.writes.WithLabelValues("ok")
 	m.writes.WithLabelValues("error")
 	return m

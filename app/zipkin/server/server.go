@@ -202,6 +202,7 @@ type Server struct {
 	// waiting for a decoding slot; at most ingest.maxReceiving.
 	receiving atomic.Int64
 	sampler   sampler
+	reg       prometheus.Registerer
 	gather    prometheus.Gatherer
 	handler   http.Handler
 
@@ -288,6 +289,7 @@ func New(cfg Config) (*Server, error) {
 		r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 		reg = r
 	}
+	s.reg = reg
 	s.gather = cfg.Gatherer
 	if s.gather == nil {
 		if g, ok := reg.(prometheus.Gatherer); ok {
