@@ -6,7 +6,8 @@ import (
 )
 
 // /info lists the autocomplete keys as a JSON list, [] when none are
-// configured (it printed null).
+// configured (it printed null), and names the storage: memory, chosen by
+// default when nothing configures one.
 func TestInfoAutocompleteKeysIsAList(t *testing.T) {
 	for _, tt := range []struct {
 		keys, want string
@@ -22,6 +23,9 @@ func TestInfoAutocompleteKeysIsAList(t *testing.T) {
 		}
 		if got := string(doc.Info["autocompleteKeys"]); got != tt.want {
 			t.Errorf("AUTOCOMPLETE_KEYS=%q: /info autocompleteKeys = %s, want %s", tt.keys, got, tt.want)
+		}
+		if s, src := string(doc.Info["storage"]), string(doc.Info["storageSource"]); s != `"memory"` || src != `"default"` {
+			t.Errorf("/info storage %s from %s, want \"memory\" from \"default\"", s, src)
 		}
 	}
 }
