@@ -14,11 +14,10 @@ import (
 	"time"
 )
 
-// TestEmbeddedKeepsWhatItAccepts is README's default under ordinary load
-// (keepsWhatItAccepts): it runs only with EMBEDDED_LOAD_SPANS set (e.g.
-// 800): on go-mysql-server's in-memory engine (v0.20) it fails today, as
-// reads time out while batches are written (docs/server.md, "Which
-// database").
+// TestEmbeddedKeepsWhatItAccepts is keepsWhatItAccepts on
+// -storage=embedded: it runs only with EMBEDDED_LOAD_SPANS set (e.g. 800):
+// on go-mysql-server's in-memory engine (v0.20) it fails today, as reads
+// time out while batches are written (docs/server.md, "Which storage").
 func TestEmbeddedKeepsWhatItAccepts(t *testing.T) {
 	v := os.Getenv("EMBEDDED_LOAD_SPANS")
 	if v == "" {
@@ -28,7 +27,27 @@ func TestEmbeddedKeepsWhatItAccepts(t *testing.T) {
 	if err != nil || total < 80 {
 		t.Fatalf("EMBEDDED_LOAD_SPANS=%q: want a number of spans ≥ 80", v)
 	}
-	keepsWhatItAccepts(t, total)
+	keepsWhatItAccepts(t, total, "embedded", "-storage", "embedded")
+}
+
+// TestDefaultKeepsWhatItAccepts is README's bar for its default command
+// (no storage flag or variable: the in-memory storage): 100,000 spans
+// posted in batches of 10 spans × 8 tags by 8 clients, every span answered
+// 202 readable afterwards. DEFAULT_LOAD_SPANS changes the count; -short
+// runs 10,000.
+func TestDefaultKeepsWhatItAccepts(t *testing.T) {
+	total := 100_000
+	if testing.Short() {
+		total = 10_000
+	}
+	if v := os.Getenv("DEFAULT_LOAD_SPANS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 80 {
+			t.Fatalf("DEFAULT_LOAD_SPANS=%q: want a number of spans ≥ 80", v)
+		}
+		total = n
+	}
+	keepsWhatItAccepts(t, total, "memory")
 }
 
 // TestMemoryKeepsWhatItAccepts is keepsWhatItAccepts on -storage=memory
@@ -42,17 +61,21 @@ func TestMemoryKeepsWhatItAccepts(t *testing.T) {
 		}
 		total = n
 	}
-	keepsWhatItAccepts(t, total, "-storage", "memory")
+	keepsWhatItAccepts(t, total, "memory", "-storage", "memory")
 }
 
 // keepsWhatItAccepts: 8 clients post traces of 10 spans × 8 tags (total
 // spans in all), retrying a 503 after its Retry-After as tracers do, plus
-// one span with 4,000 tags. Every span answered 202 must be readable
-// afterwards with all its tags, and /health and a GET of the query API
-// must answer 200 while the batches are written.
-func keepsWhatItAccepts(t *testing.T, total int, args ...string) {
+// one span with 4,000 tags, to the command run with args, whose /info must
+// name wantStorage. Every span answered 202 must be readable afterwards
+// with all its tags, and /health and a GET of the query API must answer
+// 200 while the batches are written.
+func keepsWhatItAccepts(t *testing.T, total int, wantStorage string, args ...string) {
 	base, stop := runInProcess(t, envFunc(), args...)
 	defer stop()
+	if code, b := httpGet(t, base+"/info"); code != http.StatusOK || !strings.Contains(string(b), `"storage":"`+wantStorage+`"`) {
+		t.Fatalf("/info: HTTP %d %s, want storage %q", code, b, wantStorage)
+	}
 	service := "load-" + randHex(4)
 	now := time.Now().Add(-time.Minute).UnixMicro()
 	const clients, perPost, tags = 8, 10, 8

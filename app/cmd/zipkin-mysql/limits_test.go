@@ -10,12 +10,18 @@ import (
 	"time"
 )
 
-// On the embedded server (README's default): a dependencies window past
-// year 9999 answers 200 [] as on MariaDB (it was a 500, "Incorrect
-// datetime value: '10000-01-01'"), and the query parameters Zipkin refuses
-// are 400 with Zipkin's messages.
+// On the embedded server (-storage=embedded) and on the default in-memory
+// storage: a dependencies window past year 9999 answers 200 [] as on
+// MariaDB (on the embedded server it was a 500, "Incorrect datetime value:
+// '10000-01-01'"), and the query parameters Zipkin refuses are 400 with
+// Zipkin's messages.
 func TestEmbeddedQueryEdges(t *testing.T) {
-	base, stop := runInProcess(t, envFunc())
+	t.Run("embedded", func(t *testing.T) { queryEdges(t, "-storage=embedded") })
+	t.Run("memory (default)", func(t *testing.T) { queryEdges(t) })
+}
+
+func queryEdges(t *testing.T, args ...string) {
+	base, stop := runInProcess(t, envFunc(), args...)
 	defer stop()
 	for _, c := range []struct {
 		path string

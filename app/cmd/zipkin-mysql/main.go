@@ -2,14 +2,17 @@
 // MariaDB, with sqlpool as its connection pool: Zipkin's HTTP API on :9411,
 // Zipkin's MySQL schema, Zipkin's environment variables.
 //
-//	go run ./app/cmd/zipkin-mysql                          # try it: embedded server, data lost on exit
+//	go run ./app/cmd/zipkin-mysql                          # try it: in memory, data lost on exit
 //	MYSQL_HOST=db MYSQL_USER=zipkin MYSQL_PASS=… go run ./app/cmd/zipkin-mysql
 //	go run ./app/cmd/zipkin-mysql -dsn 'zipkin:…@tcp(db:3306)/zipkin' -init-schema
+//	go run ./app/cmd/zipkin-mysql -storage=embedded        # the MySQL code path on an in-process server
 //
-// Without -dsn, MYSQL_JDBC_URL or any MYSQL_HOST, MYSQL_TCP_PORT, MYSQL_DB,
-// MYSQL_USER, MYSQL_PASS, MYSQL_USE_SSL, it starts the in-process
-// MySQL-protocol test server with the schema created and one writer: for
-// trying out, not for keeping data. docs/server.md has every option.
+// Without -storage, STORAGE_TYPE, -dsn, MYSQL_JDBC_URL or any MYSQL_HOST,
+// MYSQL_TCP_PORT, MYSQL_DB, MYSQL_USER, MYSQL_PASS, MYSQL_USE_SSL, it
+// stores spans in memory, as Zipkin's server does by default
+// (STORAGE_TYPE=mem): the newest MEM_MAX_SPANS spans (500,000 by default),
+// the oldest traces evicted whole past that; for trying out, not for
+// keeping data. docs/server.md has every option.
 package main
 
 import (
@@ -155,6 +158,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Redact:          []string{cfg.Password()},
 		Info: map[string]any{
 			"storage":          cfg.Storage,
+			"storageSource":    cfg.StorageSource,
 			"database":         cfg.Addr(),
 			"user":             st.user,
 			"dsnSource":        cfg.DSNSource,
@@ -198,15 +202,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	addr := ln.Addr().String()
 	url := "http://" + displayAddr(addr)
 	fmt.Fprintf(stdout, "zipkin-mysql listening on %s (storage: %s, pool: %s)\n", url, st.name, cfg.Pool)
-	if cfg.Embedded {
+	switch {
+	case cfg.Embedded:
 		fmt.Fprintln(stdout, "embedded MySQL-protocol server: for trying out; spans are lost when the process exits")
+	case cfg.Storage == "memory":
+		fmt.Fprintf(stdout, "in-memory storage: for trying out; it keeps the newest %d spans (MEM_MAX_SPANS) and evicts the oldest traces past that; spans are lost when the process exits\n", cfg.MemMaxSpans)
 	}
 	fmt.Fprintf(stdout, "send a first span:\n  %s\nread it back:\n  curl -s '%s/api/v2/traces?lookback=3600000'\n", firstSpanCurl(url), url)
 	if cols.otlpAddr != "" {
 		fmt.Fprintf(stdout, "OTLP/gRPC listening on %s\n", cols.otlpAddr)
 	}
-	log.Info("listening", "addr", addr, "storage", st.name, "pool", cfg.Pool, "writers", writers,
-		"otlp_http", ccfg.OTLPHTTP, "grpc", ccfg.GRPC, "otlp_grpc", cols.otlpAddr)
+	collectors := []any{"otlp_http", ccfg.OTLPHTTP, "grpc", ccfg.GRPC, "otlp_grpc", cols.otlpAddr}
+	if cfg.Storage == "memory" {
+		log.Info("listening", append([]any{"addr", addr, "storage", st.name, "storage_source", cfg.StorageSource, "writers", writers,
+			"mem_max_spans", cfg.MemMaxSpans, "when_full", "evicts the oldest traces", "durable", false}, collectors...)...)
+	} else {
+		log.Info("listening", append([]any{"addr", addr, "storage", st.name, "storage_source", cfg.StorageSource, "pool", cfg.Pool, "writers", writers}, collectors...)...)
+	}
 	if ready != nil {
 		ready <- addr
 	}
@@ -296,7 +308,8 @@ func firstSpanCurl(url string) string {
 // openedStorage is the store with what closing it takes.
 type openedStorage struct {
 	store storage.Storage
-	mysql *mysqlstore.Store // nil with -storage=none
+	mysql *mysqlstore.Store // nil unless the storage is mysql or embedded
+	mem   *memstore.Store   // nil unless the storage is memory
 	name  string            // for /health: no password
 	user  string
 	close func()
@@ -310,12 +323,20 @@ func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *promet
 		return &openedStorage{store: storage.Noop{}, name: "NoopStorage", close: func() {}}, nil
 	}
 	if cfg.Storage == "memory" {
+		var warned atomic.Bool
 		st := memstore.New(memstore.Options{
+			MaxSpans:             cfg.MemMaxSpans,
 			DisableStrictTraceID: !cfg.StrictTraceID,
 			DisableSearch:        !cfg.SearchEnabled,
 			AutocompleteKeys:     append([]string(nil), cfg.AutocompleteKeys...),
+			OnEvict: func(traces, spans int) {
+				if !warned.Swap(true) {
+					log.Warn("in-memory storage full: evicting the oldest traces (counted in zipkin_storage_memory_evicted_spans_total); raise MEM_MAX_SPANS or use MySQL to keep more",
+						"mem_max_spans", cfg.MemMaxSpans, "traces", traces, "spans", spans)
+				}
+			},
 		})
-		return &openedStorage{store: st, name: "InMemoryStorage", close: func() {}}, nil
+		return &openedStorage{store: st, mem: st, name: "InMemoryStorage", close: func() {}}, nil
 	}
 	var closers []func()
 	closeAll := func() {

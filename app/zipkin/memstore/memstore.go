@@ -36,6 +36,18 @@ type Options struct {
 	DisableSearch bool
 	// AutocompleteKeys are the tag keys whose values autocomplete serves.
 	AutocompleteKeys []string
+	// OnEvict, when non-nil, is called after an Accept that evicted
+	// traces, with the traces and spans it evicted, outside the store's
+	// lock. Default nil: evictions are only counted (Stats).
+	OnEvict func(traces, spans int)
+}
+
+// Stats are a Store's counters.
+type Stats struct {
+	Spans         int   // spans held now
+	Traces        int   // traces held now (by the low 64 bits of the trace ID)
+	EvictedSpans  int64 // spans evicted since New
+	EvictedTraces int64 // traces evicted since New
 }
 
 // Store is an in-memory span store, safe for concurrent use.
@@ -51,6 +63,8 @@ type Store struct {
 	names    map[string]map[string]bool // service → span names
 	remotes  map[string]map[string]bool // service → remote service names
 	values   map[string]map[string]bool // autocomplete key → values
+
+	evictedSpans, evictedTraces int64
 }
 
 type trace struct {
@@ -98,8 +112,20 @@ func add(m map[string]map[string]bool, k, v string) {
 
 // Accept stores spans (normalised). A fragment sent again replaces the
 // one stored before (same trace, span ID, shared flag, kind and local
-// service).
+// service). Past Options.MaxSpans it evicts the oldest traces (by first
+// arrival) whole, as Zipkin's in-memory storage does past MEM_MAX_SPANS,
+// and reports them to Options.OnEvict.
 func (s *Store) Accept(_ context.Context, spans []model.Span) error {
+	traces, evicted := s.accept(spans)
+	if traces > 0 && s.opts.OnEvict != nil {
+		s.opts.OnEvict(traces, evicted)
+	}
+	return nil
+}
+
+// accept is Accept under the lock; it returns the traces and spans it
+// evicted.
+func (s *Store) accept(spans []model.Span) (evictedTraces, evictedSpans int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := range spans {
@@ -136,9 +162,20 @@ func (s *Store) Accept(_ context.Context, spans []model.Span) error {
 		if t := s.traces[k]; t != nil {
 			s.spans -= len(t.spans)
 			delete(s.traces, k)
+			evictedTraces++
+			evictedSpans += len(t.spans)
 		}
 	}
-	return nil
+	s.evictedTraces += int64(evictedTraces)
+	s.evictedSpans += int64(evictedSpans)
+	return evictedTraces, evictedSpans
+}
+
+// Stats returns the store's size and eviction counters.
+func (s *Store) Stats() Stats {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return Stats{Spans: s.spans, Traces: len(s.traces), EvictedSpans: s.evictedSpans, EvictedTraces: s.evictedTraces}
 }
 
 // byID returns the spans of trace id (all with its low 64 bits when not

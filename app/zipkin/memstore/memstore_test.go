@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"context"
+	"reflect"
 	"testing"
 
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
@@ -99,5 +100,30 @@ func TestEviction(t *testing.T) {
 	}
 	if got, _ := s.GetTrace(ctx, model.TraceID{Low: 5}); len(got) != 3 {
 		t.Error("the newest trace was evicted")
+	}
+}
+
+// Evictions are reported to OnEvict (outside the lock: the callback may
+// read the store) and counted in Stats.
+func TestEvictionIsReported(t *testing.T) {
+	ctx := context.Background()
+	var calls [][2]int
+	var s *Store
+	s = New(Options{MaxSpans: 10, OnEvict: func(traces, spans int) {
+		calls = append(calls, [2]int{traces, spans})
+		_ = s.Stats() // would deadlock under the store's lock
+	}})
+	for i := 1; i <= 5; i++ {
+		var spans []model.Span
+		for k := 1; k <= 3; k++ {
+			spans = append(spans, model.Span{TraceID: model.TraceID{Low: uint64(i)}, ID: model.ID(k), Timestamp: 1})
+		}
+		_ = s.Accept(ctx, spans)
+	}
+	if want := [][2]int{{1, 3}, {1, 3}}; !reflect.DeepEqual(calls, want) {
+		t.Errorf("OnEvict calls %v, want %v", calls, want)
+	}
+	if got, want := s.Stats(), (Stats{Spans: 9, Traces: 3, EvictedSpans: 6, EvictedTraces: 2}); got != want {
+		t.Errorf("Stats %+v, want %+v", got, want)
 	}
 }
