@@ -19,6 +19,7 @@ import (
 
 	"github.com/sqlpool/sqlpool/cluster"
 	"github.com/sqlpool/sqlpool/internal/fakedb"
+	"github.com/sqlpool/sqlpool/internal/testutil"
 	"github.com/sqlpool/sqlpool/pool"
 )
 
@@ -69,13 +70,7 @@ func (l *logCapture) count(prefix string) int {
 // eventually polls cond every 5 ms until it holds or a generous bound passes.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.Eventually(t, 20*time.Second, what, cond)
 }
 
 type bed struct {

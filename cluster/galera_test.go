@@ -24,6 +24,9 @@ import (
 // cluster serves every subtest; each leaves it with three Synced nodes. Figures go to the test
 // log (go test -v -run TestGalera ./cluster/); docs/cluster.md quotes them.
 func TestGalera(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: Galera: starts a 3-node cluster (15-30 s) and kills and restarts nodes")
+	}
 	g := mysqltest.StartGalera(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

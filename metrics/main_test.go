@@ -11,6 +11,7 @@ import (
 
 	"github.com/sqlpool/sqlpool/internal/fakedb"
 	"github.com/sqlpool/sqlpool/internal/testhook"
+	"github.com/sqlpool/sqlpool/internal/testutil"
 	"github.com/sqlpool/sqlpool/metrics"
 	"github.com/sqlpool/sqlpool/pool"
 )
@@ -50,13 +51,7 @@ func (c *testClock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d)
 // eventually polls cond for up to 10 s.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, what, cond)
 }
 
 // newFakePool returns a pool over fakedb with cfg, closed at the end of the test, once its

@@ -9,11 +9,14 @@ import (
 	"github.com/sqlpool/sqlpool/validate"
 )
 
-// This file is the hot path: acquire and release. A clean cycle within the bypass window, with
-// no one waiting, takes no lock and writes nothing shared by all cores: a sync.Pool Get and Put
-// on its own P, a compare-and-swap and a store on the entry's state (see store), reads of the
-// pool's coarse clock (an atomic load) and of read-mostly flags. The exact clock is read only
-// when an acquire has to wait or probe.
+// This file is the pool's acquire and release: Connect (every borrow through sql.OpenDB(p), and
+// a borrow through p.OpenDB() that finds database/sql's idle list empty) and the proxy's Close.
+// It is not the path most borrows through p.OpenDB() take: with a free connection database/sql
+// hands out one from its own idle list after conn.ResetSession and takes it back after
+// conn.IsValid (conn.go), which check and clean the connection without touching the store.
+// A clean cycle here, with no one waiting, takes the store's mutex once to pop and once to
+// push (see store), reads the pool's coarse clock (an atomic load) and read-mostly flags; the
+// exact clock is read only when an acquire has to wait or probe.
 
 // acquire returns a connection in state inUse, or an error: ErrClosed, ErrPoolExhausted, an
 // *AcquireTimeoutError, or the ctx's error wrapped when ctx was cancelled.
@@ -193,8 +196,8 @@ func (p *Pool) dropUnfit(dl *deadline) {
 // before it reuses a connection from its own idle list: through its SessionResetter.
 // go-sql-driver/mysql answers driver.ErrBadConn there when its connection is closed or busy, and
 // (CheckConnLiveness, on by default) when a non-blocking read of the socket finds that the server
-// closed it (KILL, wait_timeout, restart) — no bytes are sent. For a connection database/sql
-// takes from its own idle list, conn.ResetSession asks the driver instead. Cost: see docs/reliability.md.
+// closed it (KILL, wait_timeout, restart) — no bytes are sent. For a connection checked out of
+// database/sql's idle list (p.OpenDB()) conn.ResetSession calls the driver's instead. Cost: see docs/reliability.md.
 func driverLive(ctx context.Context, e *entry) bool {
 	if sr := e.resetter; sr != nil {
 		return sr.ResetSession(ctx) == nil
@@ -289,13 +292,14 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 	s := &p.store
 	w := waiterPool.Get().(*waiter)
 	w.barged = false
-	// Counted as waiting from before the scan below until this function returns, so that every
-	// release meanwhile takes the slow path (see store).
+	// Counted as waiting from before the look at the stack below until this function returns,
+	// so that conn.IsValid routes every return meanwhile to the pool instead of parking it in
+	// database/sql (lend.go).
 	s.waiting.Add(1)
 	defer s.waiting.Add(-1)
 	w.since = dl.begin(p) // before the lock: the exact clock is a VDSO call
 	s.mu.Lock()
-	if e := s.scan(); e != nil {
+	if e := s.popLocked(); e != nil {
 		s.mu.Unlock()
 		waiterPool.Put(w)
 		return e, nil
@@ -353,7 +357,7 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 				return e, nil
 			}
 			s.mu.Lock()
-			if e := s.scan(); e != nil {
+			if e := s.popLocked(); e != nil {
 				s.mu.Unlock()
 				waiterPool.Put(w)
 				return e, nil
@@ -402,7 +406,7 @@ func (p *Pool) giveUp(ctx context.Context, w *waiter, dl *deadline, byCtx bool) 
 			}
 		} else {
 			s.mu.Lock()
-			if s.anyIdle() {
+			if len(s.idle) > 0 {
 				s.wakeLocked()
 			}
 			s.mu.Unlock()

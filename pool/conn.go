@@ -347,10 +347,11 @@ func (c *conn) CheckNamedValue(nv *driver.NamedValue) error {
 	return driver.ErrSkip
 }
 
-// ResetSession is called by database/sql before it reuses a connection from its own idle list:
-// for a DB from p.OpenDB() that is most borrows. It runs the pool's acquire checks and returns driver.ErrBadConn for a connection
-// that is marked, expired, dead or owned by a closed pool; database/sql then closes it and
-// tries another.
+// ResetSession is called by database/sql before it reuses a connection from its own idle list.
+// With IsValid it is the hot path of a DB from p.OpenDB(): a borrow that finds a free
+// connection there goes through these two and never through the store. It runs the pool's
+// acquire checks and returns driver.ErrBadConn for a connection that is marked, expired, dead
+// or owned by a closed pool; database/sql then closes it and tries another.
 func (c *conn) ResetSession(ctx context.Context) error {
 	p, e := c.p, c.e
 	if !e.state.CompareAndSwap(stateLent, stateInUse) {
@@ -378,10 +379,11 @@ func (c *conn) ResetSession(ctx context.Context) error {
 }
 
 // IsValid is called by database/sql when a borrower is done with the connection, before it
-// parks it in its idle list. It runs the release plan and keeps ownership (the connection is
-// parked in state lent, counted idle); it returns false when the connection cannot be reused,
-// or when a goroutine waits in the pool (or it is closing), and database/sql then closes it,
-// which gives it to the pool (Close).
+// parks it in its idle list; with ResetSession it is the hot path of a DB from p.OpenDB(). It
+// runs the release plan and keeps ownership (the connection is parked in state lent, counted
+// idle); it returns false when the connection cannot be reused, or when a goroutine waits in
+// the pool (or it is closing), and database/sql then closes it, which gives it to the pool
+// (Close).
 func (c *conn) IsValid() bool {
 	p, e := c.p, c.e
 	if e.state.Load() != stateInUse {

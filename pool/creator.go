@@ -14,7 +14,10 @@ import (
 // when that is shorter but not below 125 ms, so that a waiter sees another dial) after
 // a failed dial, and likewise after a connection it opened failed its first probe before it was
 // ever handed out (dials succeed but pings fail: without the backoff the acquire loop would
-// dial, probe and close as fast as the server answers).
+// dial, probe and close as fast as the server answers). While acquires wait, a backoff ends
+// after at most waitingBackoff: the first connection after a database comes back is dialled
+// within that of its return, and a database that stays down gets at most 1/waitingBackoff
+// dials a second.
 func (p *Pool) creator() {
 	defer p.wg.Done()
 	backoff := time.Duration(0)
@@ -37,7 +40,7 @@ func (p *Pool) creator() {
 				grow()
 				p.cfg.Logger.Warn("sqlpool: new connections fail their first probe; slowing down",
 					"pool", p.cfg.Name, "error", p.lastError(), "retry_in", backoff)
-				if !p.sleep(backoff) {
+				if !p.backoffSleep(backoff) {
 					return
 				}
 				if !p.shouldCreate() {
@@ -57,7 +60,7 @@ func (p *Pool) creator() {
 				grow()
 				p.cfg.Logger.Warn("sqlpool: cannot open a connection; retrying",
 					"pool", p.cfg.Name, "error", err, "retry_in", backoff)
-				if !p.sleep(backoff) {
+				if !p.backoffSleep(backoff) {
 					return
 				}
 				continue
@@ -83,6 +86,25 @@ func (p *Pool) creator() {
 			}
 		}
 	}
+}
+
+// waitingBackoff caps the creator's backoff while acquires wait for a connection.
+const waitingBackoff = 100 * time.Millisecond
+
+// backoffSleep waits d, in steps of waitingBackoff, and stops after a step that ends with
+// acquires waiting; it reports false when the pool closed.
+func (p *Pool) backoffSleep(d time.Duration) bool {
+	for d > 0 {
+		step := min(d, waitingBackoff)
+		if !p.sleep(step) {
+			return false
+		}
+		d -= step
+		if _, waiting := p.store.counts(); waiting > 0 {
+			return true
+		}
+	}
+	return true
 }
 
 // sleep waits d, or until the pool closes; it reports false when the pool closed.

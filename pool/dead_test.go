@@ -26,6 +26,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sqlpool/sqlpool/internal/mysqltest"
+	"github.com/sqlpool/sqlpool/internal/testutil"
 	"github.com/sqlpool/sqlpool/pool"
 )
 
@@ -155,6 +156,9 @@ func deadKill(t *testing.T, admin *sql.DB, ids []int64) {
 // not asserted. Past the window every acquire probes, so 1,000 reads from 8 goroutines see no
 // error at all, and none of them runs on a killed thread.
 func TestDeadKillAllConnections(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: fault test: kills every connection of a private mariadbd")
+	}
 	m := mysqltest.StartMariaDB(t)
 	const size = 8
 	const window = pool.DefaultAliveBypassWindow
@@ -222,6 +226,9 @@ func TestDeadKillAllConnections(t *testing.T) {
 // the old server is gone; every read that starts after the new server accepts connections
 // succeeds; recovery within 10 s (logged).
 func TestDeadServerRestartUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: fault test: restarts a private mariadbd under load")
+	}
 	m := mysqltest.StartMariaDB(t)
 	const readers = 16
 	var connSeq atomic.Int64
@@ -391,6 +398,9 @@ func TestDeadServerRestartUnderLoad(t *testing.T) {
 // that, a restart shorter than the window hands it out unchecked and its next user gets an
 // error although the server is up again.
 func TestDeadConnReturnedAcrossOutageIsProbed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: fault test: restarts a private mariadbd")
+	}
 	m := mysqltest.StartMariaDB(t)
 	// A long window makes the race deterministic: the restart is well inside it.
 	p := newMySQLPool(t, m.DSN(), pool.Config{Name: "dead-returned", MaxConns: 2, AliveBypassWindow: time.Minute})
@@ -506,6 +516,9 @@ func TestDeadWaitTimeout(t *testing.T) {
 // connection error; goroutines stay bounded; the pool recovers once the network is back. Runs
 // on whatever mysqltest.DSN names, the embedded server included.
 func TestDeadDatabaseDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: fault test: a network outage of several seconds")
+	}
 	dsn := mysqltest.DSN(t)
 	mcfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -676,6 +689,9 @@ func TestDeadCallerDeadlineDuringProbe(t *testing.T) {
 // read_only fails with 1290; that connection is evicted, and the pool's log says why. A
 // borrower's own read-only transaction (1792 on a write) evicts nothing.
 func TestDeadReadOnlyFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: fault test: turns a private mariadbd read-only and back")
+	}
 	m := mysqltest.StartMariaDB(t)
 	m.Exec(t, "CREATE TABLE test.dead_ro (id INT PRIMARY KEY AUTO_INCREMENT, v INT)")
 	var logs deadLog
@@ -776,22 +792,7 @@ func TestDeadReadOnlyFailover(t *testing.T) {
 }
 
 // deadLog collects a pool's log lines (debug level included).
-type deadLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *deadLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *deadLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
+type deadLog struct{ testutil.Buffer }
 
 // line returns the first logged line containing s.
 func (l *deadLog) line(s string) string {

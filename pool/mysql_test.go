@@ -14,6 +14,7 @@ import (
 	"github.com/sqlpool/sqlpool/internal/leakcheck"
 
 	"github.com/sqlpool/sqlpool/internal/mysqltest"
+	"github.com/sqlpool/sqlpool/internal/testutil"
 	"github.com/sqlpool/sqlpool/pool"
 )
 
@@ -23,25 +24,10 @@ func TestMain(m *testing.M) {
 
 var quietLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 
-// nopDriverLogger silences go-sql-driver/mysql's own log lines ("unexpected EOF" and the like),
-// which the fault tests cause on purpose; tests check the errors themselves.
-type nopDriverLogger struct{}
-
-func (nopDriverLogger) Print(...any) {}
-
 // mysqlConnector returns a go-sql-driver/mysql connector for dsn, without the driver's logging.
 func mysqlConnector(t testing.TB, dsn string) driver.Connector {
 	t.Helper()
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatalf("ParseDSN: %v", err)
-	}
-	cfg.Logger = nopDriverLogger{}
-	c, err := mysql.NewConnector(cfg)
-	if err != nil {
-		t.Fatalf("NewConnector: %v", err)
-	}
-	return c
+	return mysqltest.QuietConnector(t, dsn)
 }
 
 func newMySQLPool(t testing.TB, dsn string, cfg pool.Config) *pool.Pool {
@@ -124,13 +110,7 @@ func TestMySQLRoundTrip(t *testing.T) {
 // waitFor polls cond until it holds or 10 s pass; only for background work (the creator).
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(t, 10*time.Second, what, cond)
 }
 
 func mustExec(t testing.TB, db *sql.DB, q string, args ...any) {

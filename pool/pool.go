@@ -63,6 +63,9 @@ type Pool struct {
 	all   map[*entry]struct{}
 	total atomic.Int32
 	seq   uint64
+	// closing counts the entries closeEntry has taken out of all and whose driver connection it
+	// has not closed yet: Close waits for them too.
+	closing atomic.Int32
 
 	closed atomic.Bool
 	// housekeeping is set while a housekeeping pass runs, so that passes never overlap.
@@ -369,7 +372,7 @@ func (p *Pool) Close() error {
 
 	deadline := time.NewTimer(p.cfg.CloseTimeout)
 	defer deadline.Stop()
-	for p.inUse() > 0 {
+	for p.inUse() > 0 || p.closing.Load() > 0 {
 		select {
 		case <-p.returnedC:
 		case <-deadline.C:
@@ -472,6 +475,7 @@ func (p *Pool) closeEntry(e *entry, reason CloseReason) {
 	delete(p.all, e)
 	if ok {
 		p.store.remove(e)
+		p.closing.Add(1)
 	}
 	p.handouts.Add(e.handouts.Load())
 	p.regMu.Unlock()
@@ -479,6 +483,7 @@ func (p *Pool) closeEntry(e *entry, reason CloseReason) {
 		return
 	}
 	err := e.conn.Close()
+	p.closing.Add(-1)
 	p.total.Add(-1)
 	p.closedN.Add(1)
 	if ev := p.cfg.Events; ev != nil {

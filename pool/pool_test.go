@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sqlpool/sqlpool/internal/fakedb"
+	"github.com/sqlpool/sqlpool/internal/testutil"
 )
 
 // fakeClock is a clock (Config.testClock) that tests move by hand.
@@ -65,13 +66,7 @@ func newPoolOver(t testing.TB, fc *fakedb.Connector, cfg Config) (*Pool, *fakedb
 // creator) that has no event to wait on.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.Eventually(t, 5*time.Second, what, cond)
 }
 
 func mustConnect(t testing.TB, p *Pool) *conn {
@@ -726,17 +721,8 @@ func TestLeakDetection(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+// syncBuffer collects log output safely.
+type syncBuffer = testutil.Buffer
 
 func TestInitializationFailTimeout(t *testing.T) {
 	fc := fakedb.New()
@@ -1162,7 +1148,7 @@ func TestBargedWaiterGetsDirectHandOff(t *testing.T) {
 	}
 	// w wakes, finds nothing idle, and goes back to the head of the queue, marked.
 	s.mu.Lock()
-	if s.scan() != nil {
+	if s.popLocked() != nil {
 		t.Fatal("nothing should be idle")
 	}
 	w.barged = true

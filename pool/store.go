@@ -7,83 +7,56 @@ import (
 	"time"
 )
 
-// store holds the idle connections and the goroutines waiting for one (a FIFO queue).
+// store holds the idle connections and the goroutines waiting for one.
 //
-// The idle set is not a list: a connection is idle when its entry's state is stateIdle, and
-// every entry is in the registry snapshot (all). A borrower takes one by compare-and-swap of
-// the state from idle to inUse, so a connection can be taken once only, whoever finds it.
-// Finding one cheaply is the point of the design (HikariCP's ConcurrentBag, with Go's per-P
-// sync.Pool in the place of Java's thread-local lists):
+// The idle connections are a LIFO stack: the most recently returned connection is handed out
+// first, so a hot subset stays warm and the rest can age out (IdleTimeout). The waiters are a
+// FIFO queue by arrival. One mutex guards both; it is held for a few instructions (no I/O or
+// syscall; put's append allocates only while the stack grows to its largest size), except in
+// takeIf, which housekeeping and evictions call.
 //
-//   - Fast path: a release with no one waiting marks the entry idle and puts a hint (the entry
-//     pointer) into hints, a sync.Pool. sync.Pool keeps a private slot and a LIFO chain per P
-//     (the scheduler's processor a goroutine runs on), so the borrower that runs next on the
-//     same P gets the connection released last on that P — LIFO reuse — by touching only its
-//     own P's memory and the entry itself, whose cache line that P wrote last. Nothing shared
-//     by all cores is written: no mutex, no shared counter. Other Ps' chains are stolen from
-//     only when the own P has none (sync.Pool's getSlow).
-//   - A hint is only a hint: the entry may have been taken meanwhile by someone who found it
-//     another way, or closed. The CAS decides; a stale hint is dropped. sync.Pool may also
-//     drop hints (every GC clears it; under -race it drops a quarter of Puts on purpose), so
-//     a borrower that finds no hint scans the registry for an idle entry. Every idle entry is
-//     always found by the scan: hints only make the common case cheap.
-//   - The waiters' queue stays under mu, as before: a release that sees waiting > 0 goes to
-//     the slow path (putSlow) and serves them in arrival order.
+// With p.OpenDB() most borrows never reach the store: database/sql keeps returned connections
+// in its own idle list and hands them out again after conn.ResetSession, and takes them back
+// after conn.IsValid. The store serves Connect (sql.OpenDB(p) and database/sql's misses), the
+// connections the creator opens, the ones IsValid routes to waiters and the ones brought back
+// from database/sql's lists (lend.go).
 //
-// Why not per-P stacks of our own: Go exposes no P id to user code without go:linkname, and
-// sync.Pool is the runtime's per-P structure behind a public API. Why not a lock-free Treiber
-// stack (Vitess smartconnpool): its head is one word every borrower and returner CASes, the
-// very cache line this design avoids sharing, and it needs a 128-bit CAS against ABA.
-//
-// Races that must not strand a connection, and why they cannot:
-//
-//   - A release that sees no waiter vs a borrower that is about to queue: the releaser
-//     publishes (state idle) before it reads waiting again; the borrower increments waiting
-//     before it scans (under mu). Go's atomics are sequentially consistent, so either the
-//     releaser sees the waiter and takes the slow path (which needs mu, so it comes after the
-//     borrower's scan-and-queue, and wakes it), or the borrower's scan sees the idle entry.
-//   - The same with Close: Close sets closed before it scans and reserves the idle entries; a
-//     releaser re-reads closed after publishing and takes its entry back (CAS) to close it.
-//
-// Fairness with barging: a slow-path release marks the connection idle and wakes the first
+// Fairness with barging: a release pushes the connection onto the stack and wakes the first
 // waiter, but does not hand the connection to it. A goroutine that is running right now may
 // take the connection first (barging); puddle#46 measured that a strict hand-off to a parked
 // goroutine costs a third of the throughput, because the connection sits unused until the
-// scheduler runs the waiter. A waiter that wakes and finds nothing idle goes back to its place
-// by arrival, marked barged; the next release hands a connection directly to a barged waiter,
-// so a waiter loses at most one race and the queue stays first come, first served. Once the
-// first waiter has waited handOffAge (1 ms), releases hand connections over directly: the pool
-// is saturated, and fairness, not a microsecond of hand-off, decides the tail.
+// scheduler runs the waiter. A waiter that wakes and finds the stack empty goes back to its
+// place by arrival, marked barged; the next release hands a connection directly to a barged
+// waiter, so a waiter loses at most one race and the queue stays first come, first served.
+// Once the first waiter has waited handOffAge (1 ms), releases hand connections over
+// directly: the pool is saturated, and fairness, not a microsecond of hand-off, decides the
+// tail.
 //
-// mu is held for a few instructions (and a scan of at most MaxConns atomic loads on the slow
-// path): no I/O, allocation or syscall.
+// The registry snapshot (all) lists every registered entry for the counts by state (count)
+// that lend.go, the creator and housekeeping read without a lock.
 type store struct {
 	mu         sync.Mutex
+	idle       []*entry // LIFO: the most recently returned last
 	head, tail *waiter
 	nwait      int    // waiters queued
 	tickets    uint64 // arrival order: the last ticket given to a waiter
 	closed     bool
 	nanotime   func() int64 // the pool's exact clock (Pool.nanotime); nil in unit tests of the store
 
-	_ [64]byte // keep the read-mostly words below off the cache line mu's writers dirty
-
-	// waiting counts goroutines inside wait, from before their first scan until they return:
-	// while it is not zero, releases take the slow path. Written only on the slow path.
+	// waiting counts goroutines inside wait, from before they first look at the stack until
+	// they return. conn.IsValid reads it to route returns to the pool instead of parking
+	// them in database/sql (lend.go).
 	waiting atomic.Int32
-	// isClosed mirrors closed for the lock-free paths.
-	isClosed atomic.Bool
 	// all is the registry snapshot: every entry the pool has registered and not closed,
-	// copied on write (a connection opens or closes), read by scans.
+	// copied on write (a connection opens or closes).
 	all atomic.Pointer[[]*entry]
-	// hints holds *entry values of connections released idle: see above.
-	hints sync.Pool
 }
 
 // waiter is one goroutine waiting for a connection.
 type waiter struct {
 	// ch receives a connection handed off to this waiter, or nil to say "a connection was
-	// made idle for you, or the pool closed: look again". Buffered (1), and written only by
-	// the goroutine that unlinked the waiter, under store.mu.
+	// pushed on the stack for you, or the pool closed: look again". Buffered (1), and written
+	// only by the goroutine that unlinked the waiter, under store.mu.
 	ch         chan *entry
 	prev, next *waiter
 	queued     bool
@@ -98,38 +71,26 @@ type waiter struct {
 
 var waiterPool = sync.Pool{New: func() any { return &waiter{ch: make(chan *entry, 1)} }}
 
-// get takes an idle connection, or returns nil: the last one released on this P if its hint is
-// still good, else any idle one the scan finds.
+// get pops the most recently returned idle connection, or returns nil.
 func (s *store) get() *entry {
-	for {
-		x := s.hints.Get()
-		if x == nil {
-			break
-		}
-		if e := x.(*entry); e.state.CompareAndSwap(stateIdle, stateInUse) {
-			return e
-		}
-		// Stale: taken by a scan, or closed. Drop it and look at the next.
-	}
-	return s.scan()
+	s.mu.Lock()
+	e := s.popLocked()
+	s.mu.Unlock()
+	return e
 }
 
-// scan takes the first idle entry of the registry, or returns nil.
-func (s *store) scan() *entry {
-	all := s.all.Load()
-	if all == nil {
+// popLocked is get with s.mu held.
+func (s *store) popLocked() *entry {
+	n := len(s.idle)
+	if n == 0 {
 		return nil
 	}
-	for _, e := range *all {
-		if e.state.Load() == stateIdle && e.state.CompareAndSwap(stateIdle, stateInUse) {
-			return e
-		}
-	}
-	return nil
+	e := s.idle[n-1]
+	s.idle[n-1] = nil
+	s.idle = s.idle[:n-1]
+	e.state.Store(stateInUse)
+	return e
 }
-
-// anyIdle reports whether some entry is idle.
-func (s *store) anyIdle() bool { return s.count(stateIdle) > 0 }
 
 // count returns how many entries are in state st (a snapshot; entries move meanwhile).
 func (s *store) count(st int32) int {
@@ -172,27 +133,10 @@ func (s *store) remove(e *entry) {
 	s.all.Store(&next)
 }
 
-// put makes e, which the caller owns, idle, or hands it to a waiter that already lost one race.
-// It reports false, and does nothing, when the store is closed; the caller then closes e.
+// put makes e, which the caller owns, idle, or hands it to a waiter that already lost one race
+// or has waited handOffAge. It reports false, and does nothing, when the store is closed; the
+// caller then closes e.
 func (s *store) put(e *entry) bool {
-	if s.waiting.Load() != 0 || s.isClosed.Load() {
-		return s.putSlow(e)
-	}
-	e.state.Store(stateIdle)
-	s.hints.Put(e)
-	// Publish, then look again (see the type's comment): a goroutine that began to wait, or a
-	// Close that began, after the first look may have scanned before e was idle.
-	if s.waiting.Load() != 0 || s.isClosed.Load() {
-		if e.state.CompareAndSwap(stateIdle, stateInUse) {
-			return s.putSlow(e)
-		}
-		// Someone took it already (a scan, or Close): nothing left to do.
-	}
-	return true
-}
-
-// putSlow is put when goroutines wait or the store is closed.
-func (s *store) putSlow(e *entry) bool {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -206,6 +150,7 @@ func (s *store) putSlow(e *entry) bool {
 		return true
 	}
 	e.state.Store(stateIdle)
+	s.idle = append(s.idle, e)
 	s.wakeLocked()
 	s.mu.Unlock()
 	return true
@@ -225,7 +170,7 @@ func (s *store) aged(w *waiter) bool {
 	return s.nanotime != nil && w.since != 0 && s.nanotime()-w.since >= handOffAge
 }
 
-// wakeLocked tells the first waiter, if any, that a connection is idle.
+// wakeLocked tells the first waiter, if any, that a connection is on the stack.
 func (s *store) wakeLocked() {
 	if w := s.head; w != nil {
 		s.unlinkLocked(w)
@@ -284,21 +229,18 @@ func (s *store) unlinkLocked(w *waiter) {
 	s.nwait--
 }
 
-// takeIf takes out of circulation, oldest return first, every idle entry for which pick
-// returns true, marking each reserved, and returns them. pick sees the number of idle entries
-// that would remain. To read an entry's fields safely it reserves every idle entry first and
-// gives back (put) those not picked; a borrower arriving meanwhile waits for them.
+// takeIf takes off the stack, oldest return first, every idle entry for which pick returns
+// true, marking each reserved, and returns them. pick sees the number of idle entries that
+// would remain; it runs under s.mu and must not block.
 func (s *store) takeIf(pick func(e *entry, remaining int) bool) []*entry {
-	all := s.all.Load()
-	if all == nil {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.idle) == 0 {
 		return nil
 	}
-	var cand []*entry
-	for _, e := range *all {
-		if e.state.CompareAndSwap(stateIdle, stateReserved) {
-			cand = append(cand, e)
-		}
-	}
+	// The stack is in return order except for connections put back without a new return
+	// stamp (a keepalive probe): visit by lastReturned.
+	cand := slices.Clone(s.idle)
 	slices.SortStableFunc(cand, func(a, b *entry) int {
 		switch {
 		case a.lastReturned < b.lastReturned:
@@ -312,15 +254,22 @@ func (s *store) takeIf(pick func(e *entry, remaining int) bool) []*entry {
 	remaining := len(cand)
 	for _, e := range cand {
 		if pick(e, remaining) {
+			e.state.Store(stateReserved)
 			taken = append(taken, e)
 			remaining--
 		}
 	}
-	for _, e := range cand {
-		if !slices.Contains(taken, e) && !s.put(e) {
-			taken = append(taken, e) // closed meanwhile: the caller closes it
+	if len(taken) == 0 {
+		return nil
+	}
+	kept := s.idle[:0]
+	for _, e := range s.idle {
+		if e.state.Load() == stateIdle {
+			kept = append(kept, e)
 		}
 	}
+	clear(s.idle[len(kept):])
+	s.idle = kept
 	return taken
 }
 
@@ -328,19 +277,15 @@ func (s *store) takeIf(pick func(e *entry, remaining int) bool) []*entry {
 // which the caller closes.
 func (s *store) close() []*entry {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.closed = true
-	s.isClosed.Store(true)
 	for s.head != nil {
 		s.wakeLocked()
 	}
-	s.mu.Unlock()
-	var idle []*entry
-	if all := s.all.Load(); all != nil {
-		for _, e := range *all {
-			if e.state.CompareAndSwap(stateIdle, stateReserved) {
-				idle = append(idle, e)
-			}
-		}
+	idle := s.idle
+	s.idle = nil
+	for _, e := range idle {
+		e.state.Store(stateReserved)
 	}
 	return idle
 }
@@ -348,7 +293,6 @@ func (s *store) close() []*entry {
 // counts returns the idle and waiting counts.
 func (s *store) counts() (idle, waiting int) {
 	s.mu.Lock()
-	waiting = s.nwait
-	s.mu.Unlock()
-	return s.count(stateIdle), waiting
+	defer s.mu.Unlock()
+	return len(s.idle), s.nwait
 }

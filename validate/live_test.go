@@ -46,6 +46,9 @@ func liveDB(t *testing.T, dsn string) *sql.DB {
 }
 
 func TestServerErrorsOnMariaDB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: fault test: provokes server errors on a private mariadbd")
+	}
 	m := mysqltest.StartMariaDB(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -289,6 +289,9 @@ func TestRunBadFlags(t *testing.T) {
 }
 
 func TestRunUnreachableDSN(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: fault test: waits out a 5 s ping timeout")
+	}
 	// Nothing listens: refused at once.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -432,6 +435,9 @@ func TestRunStubJSON(t *testing.T) {
 }
 
 func TestRunStubTableAndForks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs the harness in forked processes (about 10 s)")
+	}
 	var out, errb bytes.Buffer
 	code := Run([]string{"-stub", "-forks", "2", "-bench", "cycleStatement", "-pools", "sqlpool,database-sql",
 		"-threads", "2", "-warmup", "0", "-iterations", "2", "-iteration-time", "20ms"}, &out, &errb)

@@ -9,6 +9,8 @@ import (
 	"go.uber.org/goleak"
 
 	_ "github.com/go-sql-driver/mysql"
+
+	"github.com/sqlpool/sqlpool/internal/testutil"
 )
 
 func openDB(t *testing.T, dsn string) *sql.DB {
@@ -23,9 +25,7 @@ func openDB(t *testing.T, dsn string) *sql.DB {
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), d)
-	t.Cleanup(cancel)
-	return ctx
+	return testutil.Context(t, d)
 }
 
 func mustExec(t *testing.T, ex interface {

@@ -3,13 +3,16 @@
 //
 // It offers three kinds of server:
 //
-//   - An in-process go-mysql-server with an in-memory database (StartEmbedded,
-//     EmbeddedDSN, NewEmbedded). It needs nothing installed and is the default
-//     for tests.
+//   - A go-mysql-server with an in-memory database, in a child process built
+//     from the application module's cmd/embedded-mysql through go.work
+//     (StartEmbedded, EmbeddedDSN, NewEmbedded). It needs nothing installed
+//     and is the default for tests.
 //   - An externally configured MariaDB, named by the MYSQL_TEST_DSN and
 //     MYSQL_TEST_DSN_UNPRIVILEGED environment variables (DSN, IsMariaDB,
-//     UnprivilegedDSN, RequireMariaDB). .ci/run starts one and sets them.
-//   - A private mariadbd per test (StartMariaDB), which a test may stop,
+//     UnprivilegedDSN, RequireMariaDB). .ci/run starts one with
+//     scripts/mariadb-up and sets them.
+//   - A private mariadbd (StartMariaDB for one test, StartMariaDBServer for
+//     commands such as internal/cmd/mariadb-up), which its owner may stop,
 //     start and restart.
 //
 // Proxy is a TCP proxy that counts bytes and MySQL packets in each direction

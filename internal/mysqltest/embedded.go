@@ -5,10 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -69,7 +71,11 @@ func buildEmbedded() (string, error) {
 	if _, err := os.Stat(filepath.Join(root, embeddedPkg)); err != nil {
 		return "", fmt.Errorf("%w: %v", ErrNoEmbedded, err)
 	}
-	dir := filepath.Join(os.TempDir(), fmt.Sprintf("sqlpool-embedded-mysql-%d", os.Getuid()))
+	// One directory per repository root: worktrees of different versions must
+	// not share an executable.
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(root))
+	dir := filepath.Join(os.TempDir(), fmt.Sprintf("sqlpool-embedded-mysql-%d", os.Getuid()), fmt.Sprintf("%016x", h.Sum64()))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("mysqltest: %w", err)
 	}
@@ -83,23 +89,47 @@ func buildEmbedded() (string, error) {
 	}
 	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
 
-	// One executable per process: another process may run the previous one
-	// while this one builds. The build cache makes every build after the
-	// first a link of about a second.
-	bin, err := os.CreateTemp(dir, "embedded-mysql-*")
-	if err != nil {
-		return "", fmt.Errorf("mysqltest: %w", err)
-	}
-	_ = bin.Close()
+	// go build -o leaves an up-to-date executable alone, so after the first
+	// build a process pays for a staleness check (well under a second), not
+	// a link of go-mysql-server (seconds). The executable is replaced by
+	// rename, which running copies survive.
+	target := filepath.Join(dir, "embedded-mysql")
 	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, gobin, "build", "-o", bin.Name(), embeddedPkg)
+	cmd := exec.CommandContext(ctx, gobin, "build", "-o", target, embeddedPkg)
 	cmd.Dir = root
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		_ = os.Remove(bin.Name())
 		return "", fmt.Errorf("mysqltest: build the embedded server (go build %s in %s): %v\n%s", embeddedPkg, root, err, msg)
 	}
-	return bin.Name(), nil
+	// Each process starts its servers from a hard link of its own, named by
+	// its pid, so that a later build by another process cannot change the
+	// executable under it. Links of processes that have exited are removed
+	// here, so the directory holds one executable per version in use.
+	removeStaleLinks(dir)
+	link := filepath.Join(dir, fmt.Sprintf("embedded-mysql.%d", os.Getpid()))
+	_ = os.Remove(link)
+	if err := os.Link(target, link); err != nil {
+		return "", fmt.Errorf("mysqltest: %w", err)
+	}
+	return link, nil
+}
+
+// removeStaleLinks removes the executables "embedded-mysql.PID" in dir whose
+// process no longer exists.
+func removeStaleLinks(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(strings.TrimPrefix(e.Name(), "embedded-mysql."))
+		if err != nil || !strings.HasPrefix(e.Name(), "embedded-mysql.") || pid <= 0 {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 // StartEmbedded starts an embedded go-mysql-server (cmd/embedded-mysql of

@@ -260,7 +260,7 @@ func (g *Galera) Status(ctx context.Context, n int) (NodeStatus, error) {
 		return NodeStatus{}, err
 	}
 	cfg.Timeout = time.Second
-	cfg.Logger = mysql.Logger(nopLogger{}) // a down node is expected here
+	cfg.Logger = QuietLogger{} // a down node is expected here
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return NodeStatus{}, err

@@ -12,6 +12,9 @@ import (
 // TestGalera starts the cluster, writes on node 1, reads on node 3, and kills and restarts
 // node 2.
 func TestGalera(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: Galera: starts a 3-node cluster (15-30 s)")
+	}
 	g := StartGalera(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"testing"
 	"time"
+
+	"github.com/sqlpool/sqlpool/internal/testutil"
 )
 
 func openDB(t *testing.T, dsn string) *sql.DB {
@@ -19,9 +21,7 @@ func openDB(t *testing.T, dsn string) *sql.DB {
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), d)
-	t.Cleanup(cancel)
-	return ctx
+	return testutil.Context(t, d)
 }
 
 func mustExec(t *testing.T, ex interface {

@@ -1,6 +1,7 @@
 package mysqltest
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -18,7 +19,8 @@ import (
 	"github.com/go-sql-driver/mysql"
 )
 
-// Users that StartMariaDB creates. Both exist @'127.0.0.1' and @'localhost'.
+// Users that StartMariaDB and StartMariaDBServer create. Both exist
+// @'127.0.0.1' and @'localhost'.
 const (
 	// MariaDBUser has ALL PRIVILEGES ON *.* WITH GRANT OPTION.
 	MariaDBUser     = "sqlpool"
@@ -30,78 +32,163 @@ const (
 	MariaDBUnprivilegedPassword = "sqlpool_ro"
 )
 
-// MariaDBReadyTimeout bounds how long StartMariaDB and (*MariaDB).Start wait
-// for the server to accept connections.
+// MariaDBReadyTimeout bounds how long StartMariaDB, StartMariaDBServer and
+// (*MariaDB).Start wait for the server to accept connections.
 const MariaDBReadyTimeout = 60 * time.Second
 
-// MariaDB is a private mariadbd started by StartMariaDB for one test.
+// mariaDBStopTimeout is how long a stop waits after SIGTERM before it kills
+// the server's process group.
+const mariaDBStopTimeout = 30 * time.Second
+
+// mariaDBMarker is the file that marks a directory made by
+// StartMariaDBServer; StopMariaDBDir removes only directories that hold it.
+const mariaDBMarker = "sqlpool-mariadb"
+
+// MariaDBOptions configures StartMariaDBServer. The zero value starts a
+// server in a fresh temporary directory, tied to the calling process, with
+// no extra mariadbd options and no CPU pinning.
+type MariaDBOptions struct {
+	// Dir is an existing empty directory for the server's files: data dir,
+	// tmpdir, unix socket, pid file and logs. Its path must be short (a unix
+	// socket path is limited to about 107 bytes). When Dir is empty,
+	// StartMariaDBServer creates a directory under os.TempDir, and Close
+	// removes it; a Dir given here is left in place.
+	Dir string
+	// Name, when set, is part of the temporary directory's name, to tell
+	// servers apart; it is ignored when Dir is set. Empty means none.
+	Name string
+	// Args are extra mariadbd options, appended after the fixed ones (a
+	// later option wins), e.g. "--max-connections=500". Nil means none.
+	Args []string
+	// CPUs, when set, runs mariadbd under `taskset -c CPUs` (e.g. "1" or
+	// "0-1"). Empty means no pinning.
+	CPUs string
+	// Detach, when true, starts the server in a session of its own that
+	// outlives the calling process: it runs until Close, or until
+	// StopMariaDBDir from any process. When false (the default) the server
+	// also gets a parent-death signal, so that a crashed test process
+	// leaves no server behind.
+	Detach bool
+}
+
+// MariaDB is a private mariadbd started by StartMariaDB or
+// StartMariaDBServer: its own data dir, tmpdir and socket in one directory, a
+// free port on 127.0.0.1, database test and the users MariaDBUser and
+// MariaDBUnprivilegedUser.
 type MariaDB struct {
-	datadir string
-	tmpdir  string // private tmpdir (--tmpdir), beside datadir
-	sockdir string
+	dir     string
+	ownDir  bool // dir was created by StartMariaDBServer; Close removes it
 	port    int
 	bin     string
-
+	opts    MariaDBOptions
 	cmd     *exec.Cmd
 	exited  chan struct{} // closed when cmd has been waited for
 	waitErr error
 }
 
-// StartMariaDB starts a private mariadbd for one test: a temporary data dir
-// under tb.TempDir, a free port on 127.0.0.1, --user=root, and a process
-// group of its own. It creates database test, a privileged TCP user
-// (MariaDBUser) and an unprivileged one (MariaDBUnprivilegedUser), and stops
-// the server in tb.Cleanup. When mariadbd is not installed it skips the
-// test, or fails it when SQLPOOL_REQUIRE_MARIADB=1.
+// StartMariaDB starts a private mariadbd for one test (StartMariaDBServer
+// with the zero MariaDBOptions) and stops it and removes its directory in
+// tb.Cleanup. When mariadbd is not installed it skips the test, or fails it
+// when SQLPOOL_REQUIRE_MARIADB=1.
 func StartMariaDB(tb testing.TB) *MariaDB {
 	tb.Helper()
-	bin := lookPath("mariadbd")
-	installDB := lookPath("mariadb-install-db")
-	if bin == "" || installDB == "" {
-		skipOrFail(tb, "mariadbd or mariadb-install-db is not installed (apt-get install mariadb-server)")
+	if why := MariaDBMissing(); why != "" {
+		skipOrFail(tb, "%s", why)
 		return nil
 	}
-	dir := tb.TempDir()
-	m := &MariaDB{datadir: filepath.Join(dir, "data"), tmpdir: filepath.Join(dir, "tmp"), bin: bin}
-	// Each server gets its own tmpdir: with the default (/tmp) servers started at the same
-	// time by packages tested in parallel collide on internal temporary table names
-	// ("Error on delete of '/tmp/#sql-temptable-…'" from mariadb-install-db).
-	if err := os.Mkdir(m.tmpdir, 0o700); err != nil {
-		tb.Fatalf("mysqltest: %v", err)
-	}
-	// Unix socket paths are limited to ~107 bytes; keep the socket short.
-	sockdir, err := os.MkdirTemp("", "mysqltest-")
+	m, err := StartMariaDBServer(MariaDBOptions{})
 	if err != nil {
 		tb.Fatalf("mysqltest: %v", err)
 	}
-	m.sockdir = sockdir
-	tb.Cleanup(func() { _ = os.RemoveAll(sockdir) })
+	tb.Cleanup(func() {
+		if err := m.Close(); err != nil {
+			tb.Errorf("mysqltest: %v", err)
+		}
+	})
+	return m
+}
 
-	out, err := exec.Command(installDB, "--no-defaults", "--user=root", "--datadir="+m.datadir,
-		"--tmpdir="+m.tmpdir, "--auth-root-authentication-method=socket", "--skip-test-db").CombinedOutput()
-	if err != nil {
-		tb.Fatalf("mysqltest: mariadb-install-db: %v\n%s", err, out)
+// MariaDBMissing returns why StartMariaDBServer cannot run here (mariadbd or
+// mariadb-install-db not found on PATH or in the sbin directories), or ""
+// when it can.
+func MariaDBMissing() string {
+	if lookPath("mariadbd") == "" || lookPath("mariadb-install-db") == "" {
+		return "mariadbd or mariadb-install-db is not installed (apt-get install mariadb-server)"
 	}
-	initFile := filepath.Join(m.datadir, "mysqltest-init.sql")
-	if err := os.WriteFile(initFile, []byte(mariaDBInitSQL), 0o600); err != nil {
-		tb.Fatalf("mysqltest: %v", err)
-	}
+	return ""
+}
 
-	tb.Cleanup(func() { m.Stop(tb) })
+// StartMariaDBServer starts a private mariadbd as opts says: it initialises
+// a data dir with mariadb-install-db (root authenticates by unix socket
+// only), starts mariadbd with --no-defaults on a free port bound to
+// 127.0.0.1 (no binary log, no performance schema, a private tmpdir),
+// creates database test and the users MariaDBUser and
+// MariaDBUnprivilegedUser, and waits until the privileged user can connect
+// over TCP. A port taken between choosing and binding it is retried twice
+// with another port. On error nothing is left running, and a directory it
+// created is removed.
+func StartMariaDBServer(opts MariaDBOptions) (*MariaDB, error) {
+	if why := MariaDBMissing(); why != "" {
+		return nil, errors.New("mysqltest: " + why)
+	}
+	m := &MariaDB{dir: opts.Dir, bin: lookPath("mariadbd"), opts: opts}
+	if opts.CPUs != "" && lookPath("taskset") == "" {
+		return nil, errors.New("mysqltest: CPUs is set but taskset is not installed (util-linux)")
+	}
+	if m.dir == "" {
+		prefix := "sqlpool-mariadb-"
+		if opts.Name != "" {
+			prefix += opts.Name + "-"
+		}
+		dir, err := os.MkdirTemp("", prefix)
+		if err != nil {
+			return nil, fmt.Errorf("mysqltest: %w", err)
+		}
+		m.dir, m.ownDir = dir, true
+	}
+	if n := len(m.Socket()); n > 100 {
+		return nil, fmt.Errorf("mysqltest: socket path %s is %d bytes, too long for a unix socket; use a shorter Dir", m.Socket(), n)
+	}
+	if err := m.install(); err != nil {
+		_ = m.removeDir()
+		return nil, err
+	}
 	// The port is chosen free but may be taken before mariadbd binds it.
-	var lastErr error
+	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		if m.port, err = freePort(); err != nil {
-			tb.Fatalf("mysqltest: %v", err)
+			break
 		}
-		if lastErr = m.start("--init-file=" + initFile); lastErr == nil {
-			return m
+		if err = m.start("--init-file=" + filepath.Join(m.dir, "init.sql")); err == nil {
+			return m, nil
 		}
 		if !strings.Contains(m.errorLog(), "Address already in use") {
 			break
 		}
 	}
-	tb.Fatalf("mysqltest: start mariadbd: %v\n%s", lastErr, m.errorLogTail())
+	err = fmt.Errorf("mysqltest: start mariadbd: %v\n%s", err, m.errorLogTail())
+	_ = m.removeDir()
+	return nil, err
+}
+
+func (m *MariaDB) install() error {
+	// Each server gets its own tmpdir: with the default (/tmp) servers started at the same
+	// time by packages tested in parallel collide on internal temporary table names
+	// ("Error on delete of '/tmp/#sql-temptable-…'" from mariadb-install-db).
+	if err := os.Mkdir(m.tmpdir(), 0o700); err != nil {
+		return fmt.Errorf("mysqltest: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(m.dir, mariaDBMarker), []byte("a private mariadbd started by internal/mysqltest\n"), 0o600); err != nil {
+		return fmt.Errorf("mysqltest: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(m.dir, "init.sql"), []byte(mariaDBInitSQL), 0o600); err != nil {
+		return fmt.Errorf("mysqltest: %w", err)
+	}
+	out, err := exec.Command(lookPath("mariadb-install-db"), "--no-defaults", "--user=root", "--datadir="+m.DataDir(),
+		"--tmpdir="+m.tmpdir(), "--auth-root-authentication-method=socket", "--skip-test-db").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("mysqltest: mariadb-install-db: %v\n%s", err, out)
+	}
 	return nil
 }
 
@@ -138,14 +225,33 @@ func (m *MariaDB) config(user, pass string) *mysql.Config {
 // Addr returns the server's TCP address, "127.0.0.1:port".
 func (m *MariaDB) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(m.port)) }
 
+// Port returns the server's TCP port on 127.0.0.1.
+func (m *MariaDB) Port() int { return m.port }
+
+// Dir returns the directory that holds the server's files.
+func (m *MariaDB) Dir() string { return m.dir }
+
 // DataDir returns the server's data directory.
-func (m *MariaDB) DataDir() string { return m.datadir }
+func (m *MariaDB) DataDir() string { return filepath.Join(m.dir, "data") }
+
+func (m *MariaDB) tmpdir() string { return filepath.Join(m.dir, "tmp") }
 
 // Socket returns the path of the server's unix socket.
-func (m *MariaDB) Socket() string { return filepath.Join(m.sockdir, "sock") }
+func (m *MariaDB) Socket() string { return filepath.Join(m.dir, "sock") }
 
 // ErrorLogPath returns the path of the server's error log.
-func (m *MariaDB) ErrorLogPath() string { return filepath.Join(m.datadir, "mysqltest-error.log") }
+func (m *MariaDB) ErrorLogPath() string { return filepath.Join(m.dir, "error.log") }
+
+func (m *MariaDB) pidFile() string { return filepath.Join(m.dir, "mariadbd.pid") }
+
+// PID returns the process id of the running server, or 0 when it is not
+// running.
+func (m *MariaDB) PID() int {
+	if !m.Running() {
+		return 0
+	}
+	return m.cmd.Process.Pid
+}
 
 // Running reports whether the server process is running.
 func (m *MariaDB) Running() bool {
@@ -158,6 +264,26 @@ func (m *MariaDB) Running() bool {
 	default:
 		return true
 	}
+}
+
+// Close stops the server (as Stop does) and, when StartMariaDBServer created
+// the directory, removes it. Closing a closed server does nothing.
+func (m *MariaDB) Close() error {
+	err := m.stop()
+	if rerr := m.removeDir(); err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return fmt.Errorf("mysqltest: stop mariadbd: %w", err)
+	}
+	return nil
+}
+
+func (m *MariaDB) removeDir() error {
+	if !m.ownDir {
+		return nil
+	}
+	return os.RemoveAll(m.dir)
 }
 
 // Stop stops the server (SIGTERM, then wait; SIGKILL to its process group
@@ -220,10 +346,10 @@ func (m *MariaDB) start(extra ...string) error {
 	args := []string{
 		"--no-defaults",
 		"--user=root",
-		"--datadir=" + m.datadir,
-		"--tmpdir=" + m.tmpdir,
+		"--datadir=" + m.DataDir(),
+		"--tmpdir=" + m.tmpdir(),
 		"--socket=" + m.Socket(),
-		"--pid-file=" + filepath.Join(m.datadir, "mysqltest.pid"),
+		"--pid-file=" + m.pidFile(),
 		"--log-error=" + m.ErrorLogPath(),
 		"--port=" + strconv.Itoa(m.port),
 		"--bind-address=127.0.0.1",
@@ -233,13 +359,21 @@ func (m *MariaDB) start(extra ...string) error {
 		"--performance-schema=OFF",
 	}
 	args = append(args, extra...)
+	args = append(args, m.opts.Args...)
 	cmd := exec.Command(m.bin, args...)
-	// A process group of its own keeps terminal signals away from it; the
-	// parent-death signal stops it if the test process dies without cleanup.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	// Stdout and stderr go to the error log's directory as a file, so that
-	// no copying goroutines are needed.
-	out, err := os.OpenFile(filepath.Join(m.datadir, "mysqltest-stdout.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if m.opts.CPUs != "" {
+		cmd = exec.Command(lookPath("taskset"), append([]string{"-c", m.opts.CPUs, m.bin}, args...)...)
+	}
+	if m.opts.Detach {
+		// A session of its own: no terminal signals, and it outlives this process.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	} else {
+		// A process group of its own keeps terminal signals away from it; the
+		// parent-death signal stops it if the test process dies without cleanup.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	}
+	// Stdout and stderr go to a file, so that no copying goroutines are needed.
+	out, err := os.OpenFile(filepath.Join(m.dir, "stdout.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
@@ -268,7 +402,7 @@ func (m *MariaDB) waitReady() error {
 	deadline := time.Now().Add(MariaDBReadyTimeout)
 	cfg := m.config(MariaDBUser, MariaDBPassword)
 	cfg.Timeout = 2 * time.Second
-	cfg.Logger = mysql.Logger(nopLogger{})
+	cfg.Logger = QuietLogger{} // a server that is still starting is expected here
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return err
@@ -305,7 +439,7 @@ func (m *MariaDB) stop() error {
 	}
 	pid := m.cmd.Process.Pid
 	_ = syscall.Kill(pid, syscall.SIGTERM)
-	t := time.NewTimer(30 * time.Second)
+	t := time.NewTimer(mariaDBStopTimeout)
 	defer t.Stop()
 	select {
 	case <-m.exited:
@@ -314,7 +448,81 @@ func (m *MariaDB) stop() error {
 	}
 	_ = syscall.Kill(-pid, syscall.SIGKILL)
 	<-m.exited
-	return errors.New("mariadbd did not stop within 30s of SIGTERM; killed")
+	return fmt.Errorf("mariadbd did not stop within %v of SIGTERM; killed", mariaDBStopTimeout)
+}
+
+// StopMariaDBDir stops the server whose directory is dir (MariaDB.Dir) from
+// any process, as Stop does (SIGTERM, SIGKILL to its process group after
+// 30 s), and removes dir. It is how a server started with Detach is stopped
+// after the process that started it has exited. It refuses a directory that
+// StartMariaDBServer did not create; a server that is not running is not an
+// error.
+func StopMariaDBDir(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, mariaDBMarker)); err != nil {
+		return fmt.Errorf("mysqltest: %s is not a directory made by StartMariaDBServer: %w", dir, err)
+	}
+	var stopErr error
+	if pid := readPID(filepath.Join(dir, "mariadbd.pid")); pid > 0 && isMariaDBD(pid) {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+		if !waitGone(pid, mariaDBStopTimeout) {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			waitGone(pid, 5*time.Second)
+			stopErr = fmt.Errorf("mysqltest: mariadbd (pid %d) did not stop within %v of SIGTERM; killed", pid, mariaDBStopTimeout)
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil && stopErr == nil {
+		stopErr = fmt.Errorf("mysqltest: %w", err)
+	}
+	return stopErr
+}
+
+func readPID(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0
+	}
+	return pid
+}
+
+// isMariaDBD reports whether pid is a live (not zombie) mariadbd process.
+// The check of the name guards against a pid reused since the pid file was
+// written.
+func isMariaDBD(pid int) bool {
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		return syscall.Kill(pid, 0) == nil // no /proc: trust the pid file
+	}
+	if strings.TrimSpace(string(comm)) != "mariadbd" {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesised command name: "pid (comm) S ...".
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+		return false
+	}
+	return true
+}
+
+// waitGone polls until pid is no longer a live mariadbd, for at most d, and
+// reports whether it is gone. The process is not a child of this one, so
+// there is nothing to wait on but its state.
+func waitGone(pid int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for isMariaDBD(pid) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return true
 }
 
 func (m *MariaDB) errorLog() string {
@@ -354,9 +562,3 @@ func freePort() (int, error) {
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
 }
-
-// nopLogger discards go-sql-driver/mysql's log output while waiting for a
-// server that is still starting.
-type nopLogger struct{}
-
-func (nopLogger) Print(...any) {}

@@ -20,6 +20,9 @@ func mysqlErrNumber(err error) uint16 {
 // TestStartMariaDB starts a private server, checks its users, and stops,
 // starts and restarts it.
 func TestStartMariaDB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: fault test: starts, stops and restarts a private mariadbd")
+	}
 	start := time.Now()
 	m := StartMariaDB(t)
 	t.Logf("mariadbd at %s ready in %v", m.Addr(), time.Since(start))

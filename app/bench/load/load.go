@@ -82,7 +82,7 @@ func runLoad(ctx context.Context, o *options) error {
 	}
 	has := func(c string) bool { return slices.Contains(o.configs, c) }
 	var configs []string // pool first: the saturation rate is measured on it
-	for _, c := range []string{"pool", "database-sql", "none"} {
+	for _, c := range []string{"pool", "database-sql", "spool", "none"} {
 		if has(c) {
 			configs = append(configs, c)
 		}
@@ -208,7 +208,7 @@ func (e *env) interleaved(ctx context.Context, res *Results, configs []string) (
 		}
 		for i, pct := range o.rates {
 			order := slices.Clone(configs)
-			if (run+i)%2 == 0 && len(order) >= 2 && order[0] == "pool" && order[1] == "database-sql" {
+			if (run+i)%2 == 0 && len(order) >= 2 && order[0] == "pool" && order[1] != "none" {
 				order[0], order[1] = order[1], order[0]
 			}
 			for _, c := range order {

@@ -94,7 +94,7 @@ func main() {
 	flag.BoolVar(&o.profile, "profile", true, "collect the server's mutex and block profiles at 50 % saturation (pool)")
 	flag.BoolVar(&o.queryBench, "querybench", false, "instead of the load test: load -spans spans over 24 h through the HTTP API and time the name and trace lookups")
 	flag.IntVar(&o.spans, "spans", 1_000_000, "spans the query benchmark loads")
-	flag.StringVar(&configs, "configs", "pool,database-sql,none", "configurations to run")
+	flag.StringVar(&configs, "configs", "pool,database-sql,none", "configurations to run: pool, database-sql, spool (the pool with -spool-dir in the output directory), none")
 	flag.Float64Var(&o.saturation, "saturation", 0, "saturation rate in requests/s (default: measured with wrk on the pool)")
 	flag.Parse()
 	// CPUs. The load test gives the instrument a core of its own: wrk and the
@@ -284,6 +284,11 @@ func (e *env) startServer(ctx context.Context, config string, extra ...string) (
 	if err := e.mdb.resetDatabase(ctx, dbFor(config)); err != nil {
 		return nil, fmt.Errorf("resetting database %s: %w", dbFor(config), err)
 	}
+	if config == "spool" {
+		if err := os.RemoveAll(filepath.Join(e.o.out, "spool")); err != nil {
+			return nil, err
+		}
+	}
 	return e.startServerKeep(ctx, config, extra...)
 }
 
@@ -296,6 +301,10 @@ func (e *env) startServerKeep(ctx context.Context, config string, extra ...strin
 	args := []string{"-c", e.o.cpusServer, e.bin, "-listen", "127.0.0.1:" + strconv.Itoa(port),
 		"-dsn", e.mdb.dsn(dbFor(config)), "-init-schema", "-log-format", "json", "-queue-spans", strconv.Itoa(e.o.queueSpans)}
 	args = append(args, configArgs(config)...)
+	if config == "spool" {
+		// The pool with a durable spool, on the output directory's disk.
+		args = append(args, "-spool-dir", filepath.Join(e.o.out, "spool"))
+	}
 	args = append(args, extra...)
 	s := &serverProc{base: "http://127.0.0.1:" + strconv.Itoa(port), exited: make(chan struct{}), db: dbFor(config)}
 	for i, a := range extra {

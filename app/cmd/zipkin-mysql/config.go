@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/sqlpool/sqlpool/app/zipkin/memstore"
 )
 
 // Defaults of the command.
@@ -21,6 +23,14 @@ const (
 	defaultConnectTimeout = 10 * time.Second
 	defaultDrainTimeout   = 30 * time.Second
 	defaultMaxConns       = 10 // Zipkin's MYSQL_MAX_CONNECTIONS
+	defaultIdleTimeout    = 30 * time.Second
+	defaultMemMaxSpans    = memstore.DefaultMaxSpans // Zipkin's MEM_MAX_SPANS
+
+	// maxHeaderBytes bounds the request line and headers of one request
+	// (net/http answers 431 above it): 16 KiB, against net/http's 1 MiB,
+	// so that many concurrent requests with huge headers cannot take the
+	// memory of the process. Tracers send a few hundred bytes.
+	maxHeaderBytes = 16 << 10
 )
 
 // config is the command's configuration after flags and Zipkin's
@@ -28,21 +38,31 @@ const (
 type config struct {
 	Listen string // address to listen on
 
-	Storage string // "mysql" or "none"
-	Pool    string // "sqlpool" or "database-sql"
+	// Storage is "memory", "mysql", "embedded" or "none" (see
+	// resolveStorage); StorageSource says what chose it: "-storage",
+	// "STORAGE_TYPE", "MySQL settings" or "default".
+	Storage       string
+	StorageSource string
+	Pool          string // "sqlpool" or "database-sql"
 
-	// Embedded is true when no MySQL server is configured: the command
-	// starts the in-process test server and creates the schema on it.
+	// MemMaxSpans bounds the memory store (MEM_MAX_SPANS; default
+	// 500,000): past it the oldest traces are evicted whole.
+	MemMaxSpans int
+
+	// Embedded is true with Storage "embedded": the command starts the
+	// in-process MySQL-protocol test server and creates the schema on it.
 	Embedded bool
-	// MySQL is the driver configuration of a real server (nil when
-	// Embedded or Storage is "none"); DSNSource says where it came from:
-	// "-dsn", "MYSQL_JDBC_URL" or "MYSQL_*".
+	// MySQL is the driver configuration of a real server (nil unless
+	// Storage is "mysql"); DSNSource says where it came from: "-dsn",
+	// "MYSQL_JDBC_URL" or "MYSQL_*" (Zipkin's defaults, localhost:3306
+	// and database zipkin, for the variables not set).
 	MySQL     *mysql.Config
 	DSNSource string
 
 	InitSchema     bool
 	ConnectTimeout time.Duration
 	DrainTimeout   time.Duration
+	IdleTimeout    time.Duration // keep-alive connections idle this long are closed
 	MaxConns       int
 	Writers        int // 0: chosen from MaxConns (1 on the embedded server)
 
@@ -54,7 +74,12 @@ type config struct {
 
 	QueueSpans int
 	QueueBytes int64
-	LogFormat  string // "text" or "json"
+
+	// SpoolDir is the directory of the durable spool ("": none);
+	// SpoolMaxBytes its bound (0: 1 GiB).
+	SpoolDir      string
+	SpoolMaxBytes int64
+	LogFormat     string // "text" or "json"
 
 	// Retention is the age past which spans are deleted (0: keep
 	// everything); RetentionInterval the wait between deletion passes
@@ -86,6 +111,8 @@ func (c *config) Addr() string {
 	switch {
 	case c.Storage == "none":
 		return "none"
+	case c.Storage == "memory":
+		return "memory"
 	case c.Embedded:
 		return "embedded"
 	}
@@ -93,7 +120,8 @@ func (c *config) Addr() string {
 }
 
 // mysqlVars are the variables that select a real MySQL server; without any
-// of them (and without -dsn) the command runs on the embedded server.
+// of them (and without -dsn, MYSQL_JDBC_URL and STORAGE_TYPE=mysql) the
+// command stores spans in memory.
 var mysqlVars = []string{"MYSQL_HOST", "MYSQL_TCP_PORT", "MYSQL_DB", "MYSQL_USER", "MYSQL_PASS", "MYSQL_USE_SSL"}
 
 // parseConfig resolves args (without the program name) and the environment
@@ -105,14 +133,17 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	fs.SetOutput(usage)
 	listen := fs.String("listen", "", "address to listen on, e.g. :9411 or 127.0.0.1:0 (default: :QUERY_PORT, else :9411)")
 	dsn := fs.String("dsn", "", "go-sql-driver/mysql DSN, e.g. 'zipkin:secret@tcp(db:3306)/zipkin'; overrides MYSQL_JDBC_URL and MYSQL_*")
-	fs.StringVar(&c.Storage, "storage", "mysql", "mysql (embedded server when no MySQL is configured) or none (accept and drop, for load comparisons)")
+	fs.StringVar(&c.Storage, "storage", "", "memory (in-process store, like Zipkin's STORAGE_TYPE=mem: the newest MEM_MAX_SPANS spans, default 500000, oldest traces evicted past it, lost on exit), mysql (the server of -dsn, MYSQL_JDBC_URL or MYSQL_*; Zipkin's defaults localhost:3306/zipkin), embedded (an in-process MySQL-protocol test server: the MySQL code path, slow past a few thousand spans, lost on exit) or none (accept and drop, for load comparisons) (default: STORAGE_TYPE (mem or mysql), else mysql when -dsn, MYSQL_JDBC_URL or a MYSQL_* server variable is set, else memory)")
 	fs.StringVar(&c.Pool, "pool", "sqlpool", "connection pool: sqlpool, or database-sql (plain database/sql with the same connection limit)")
 	fs.BoolVar(&c.InitSchema, "init-schema", false, "create Zipkin's tables when they do not exist (always done on the embedded server)")
 	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", defaultConnectTimeout, "how long start-up tries to reach the database")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", defaultDrainTimeout, "on SIGTERM, how long queued spans may take to be written before they are dropped")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", defaultIdleTimeout, "close keep-alive HTTP connections idle this long")
 	fs.IntVar(&c.Writers, "writers", 0, "storage writer goroutines (default: MYSQL_MAX_CONNECTIONS/2, 1 to 4; 1 on the embedded server)")
 	fs.IntVar(&c.QueueSpans, "queue-spans", 0, "ingest queue bound in spans (default 20000)")
 	fs.Int64Var(&c.QueueBytes, "queue-bytes", 0, "ingest queue bound in decoded body bytes (default 64 MiB)")
+	fs.StringVar(&c.SpoolDir, "spool-dir", "", "directory of a durable spool: a POST is answered 202 only once its spans are on disk there, and they survive crashes and restarts until stored (default: none)")
+	fs.Int64Var(&c.SpoolMaxBytes, "spool-max-bytes", 0, "bound of the spool on disk, in bytes (default 1 GiB); a full spool answers 503")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "log format: text or json")
 	fs.DurationVar(&c.Retention, "retention", 0, "delete spans (and their annotations) older than this, e.g. 168h, in small batches while ingest goes on (default: keep everything)")
 	fs.DurationVar(&c.RetentionInterval, "retention-interval", 0, "wait between retention passes (default: 1m, or -retention/10 when shorter)")
@@ -123,10 +154,14 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q: flags only (see -h)", fs.Arg(0))
 	}
-	switch c.Storage {
-	case "mysql", "none":
-	default:
-		return nil, fmt.Errorf("-storage=%s: use mysql or none", c.Storage)
+	storageSet := false
+	fs.Visit(func(f *flag.Flag) { storageSet = storageSet || f.Name == "storage" })
+	if storageSet {
+		switch c.Storage {
+		case "memory", "mysql", "embedded", "none":
+		default:
+			return nil, fmt.Errorf("-storage=%s: use memory, mysql, embedded or none", c.Storage)
+		}
 	}
 	switch c.Pool {
 	case "sqlpool", "database-sql":
@@ -144,11 +179,14 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	if c.DrainTimeout <= 0 {
 		return nil, fmt.Errorf("-drain-timeout=%s: use a positive duration such as 30s", c.DrainTimeout)
 	}
+	if c.IdleTimeout <= 0 {
+		return nil, fmt.Errorf("-idle-timeout=%s: use a positive duration such as 30s", c.IdleTimeout)
+	}
 	if c.Retention < 0 || c.RetentionInterval < 0 {
 		return nil, errors.New("-retention and -retention-interval must not be negative (0 means off / the default)")
 	}
-	if c.Writers < 0 || c.QueueSpans < 0 || c.QueueBytes < 0 {
-		return nil, errors.New("-writers, -queue-spans and -queue-bytes must not be negative (0 is the default)")
+	if c.Writers < 0 || c.QueueSpans < 0 || c.QueueBytes < 0 || c.SpoolMaxBytes < 0 {
+		return nil, errors.New("-writers, -queue-spans, -queue-bytes and -spool-max-bytes must not be negative (0 is the default)")
 	}
 
 	// Listen address.
@@ -211,11 +249,8 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 		return nil, err
 	}
 
-	if c.Storage == "none" {
-		return c, nil
-	}
-
-	// The database: -dsn > MYSQL_JDBC_URL > MYSQL_*; none of them: embedded.
+	// The storage: -storage > STORAGE_TYPE > mysql when a MySQL server
+	// is configured > memory.
 	jdbc := getenv("MYSQL_JDBC_URL")
 	var setVars []string
 	for _, v := range mysqlVars {
@@ -223,6 +258,36 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 			setVars = append(setVars, v)
 		}
 	}
+	var mysqlSettings []string // what configures a MySQL server
+	if *dsn != "" {
+		mysqlSettings = append(mysqlSettings, "-dsn")
+	}
+	if jdbc != "" {
+		mysqlSettings = append(mysqlSettings, "MYSQL_JDBC_URL")
+	}
+	mysqlSettings = append(mysqlSettings, setVars...)
+	if err := c.resolveStorage(storageSet, getenv("STORAGE_TYPE"), len(mysqlSettings) > 0); err != nil {
+		return nil, err
+	}
+	if v := getenv("MEM_MAX_SPANS"); v != "" && c.Storage != "memory" {
+		c.Warnings = append(c.Warnings, "MEM_MAX_SPANS is ignored: the storage is "+c.Storage+", not memory")
+	}
+	if c.MemMaxSpans, err = envInt(getenv, "MEM_MAX_SPANS", defaultMemMaxSpans); err != nil {
+		return nil, err
+	}
+	if c.MemMaxSpans <= 0 {
+		return nil, fmt.Errorf("MEM_MAX_SPANS=%d: use a positive number of spans (default %d)", c.MemMaxSpans, defaultMemMaxSpans)
+	}
+	if c.Storage != "mysql" {
+		if len(mysqlSettings) > 0 {
+			c.Warnings = append(c.Warnings, strings.Join(mysqlSettings, ", ")+" ignored: the storage is "+c.Storage+" ("+c.StorageSource+")")
+		}
+		c.Embedded = c.Storage == "embedded"
+		return c, nil
+	}
+
+	// The database: -dsn > MYSQL_JDBC_URL > MYSQL_* (Zipkin's defaults for
+	// those not set).
 	switch {
 	case *dsn != "":
 		m, err := mysql.ParseDSN(*dsn)
@@ -243,15 +308,12 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 		}
 		c.MySQL, c.DSNSource = m, "MYSQL_JDBC_URL"
 		c.Warnings = append(c.Warnings, warns...)
-	case len(setVars) > 0:
+	default:
 		m, err := mysqlFromEnv(getenv)
 		if err != nil {
 			return nil, err
 		}
 		c.MySQL, c.DSNSource = m, "MYSQL_*"
-	default:
-		c.Embedded = true
-		return c, nil
 	}
 	if c.MySQL.Timeout == 0 {
 		c.MySQL.Timeout = c.ConnectTimeout
@@ -260,6 +322,40 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 		return nil, fmt.Errorf("no database named in %s: name one (…/zipkin), as Zipkin's MYSQL_DB", c.DSNSource)
 	}
 	return c, nil
+}
+
+// resolveStorage sets c.Storage and c.StorageSource. Precedence: -storage
+// (when set: already checked) > Zipkin's STORAGE_TYPE (mem or mysql; any
+// other value, such as cassandra3 or elasticsearch, is an error, as this
+// server has no such storage) > mysql when mysqlConfigured (-dsn,
+// MYSQL_JDBC_URL or a MYSQL_* server variable) > memory, as Zipkin's
+// server defaults to STORAGE_TYPE=mem.
+func (c *config) resolveStorage(flagSet bool, storageType string, mysqlConfigured bool) error {
+	storageType = strings.TrimSpace(storageType)
+	if flagSet {
+		c.StorageSource = "-storage"
+		if storageType != "" {
+			c.Warnings = append(c.Warnings, "STORAGE_TYPE="+storageType+" is ignored: -storage="+c.Storage+" is set")
+		}
+		return nil
+	}
+	switch strings.ToLower(storageType) {
+	case "":
+	case "mem":
+		c.Storage, c.StorageSource = "memory", "STORAGE_TYPE"
+		return nil
+	case "mysql":
+		c.Storage, c.StorageSource = "mysql", "STORAGE_TYPE"
+		return nil
+	default:
+		return fmt.Errorf("STORAGE_TYPE=%s is not supported here: use mem or mysql (or -storage=memory, mysql, embedded or none)", storageType)
+	}
+	if mysqlConfigured {
+		c.Storage, c.StorageSource = "mysql", "MySQL settings"
+	} else {
+		c.Storage, c.StorageSource = "memory", "default"
+	}
+	return nil
 }
 
 // mysqlFromEnv builds the driver configuration from Zipkin's MYSQL_*

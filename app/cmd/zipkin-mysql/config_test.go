@@ -13,7 +13,8 @@ func TestParseConfigDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Listen != ":9411" || !c.Embedded || c.MySQL != nil || c.Pool != "sqlpool" || c.Storage != "mysql" ||
+	if c.Listen != ":9411" || c.Embedded || c.MySQL != nil || c.Pool != "sqlpool" || c.Storage != "memory" ||
+		c.StorageSource != "default" || c.MemMaxSpans != 500_000 || c.Addr() != "memory" ||
 		c.ConnectTimeout != 10*time.Second || c.MaxConns != 10 || c.Lookback != 86_400_000 ||
 		!c.StrictTraceID || !c.SearchEnabled || c.SampleRate != 1 || len(c.Warnings) != 0 {
 		t.Fatalf("defaults: %+v", c)
@@ -99,7 +100,11 @@ func TestParseConfigErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"-pool=hikari"}, nil, "-pool=hikari: use sqlpool or database-sql"},
-		{[]string{"-storage=cassandra"}, nil, "use mysql or none"},
+		{[]string{"-storage=cassandra"}, nil, "-storage=cassandra: use memory, mysql, embedded or none"},
+		{nil, []string{"STORAGE_TYPE", "cassandra3"}, "STORAGE_TYPE=cassandra3 is not supported here: use mem or mysql"},
+		{nil, []string{"STORAGE_TYPE", "elasticsearch", "MYSQL_HOST", "db"}, "STORAGE_TYPE=elasticsearch is not supported here"},
+		{nil, []string{"MEM_MAX_SPANS", "0"}, "MEM_MAX_SPANS=0: use a positive number of spans"},
+		{nil, []string{"MEM_MAX_SPANS", "many"}, `MEM_MAX_SPANS="many" is not a whole number`},
 		{[]string{"-listen", "9411"}, nil, "is not host:port"},
 		{[]string{"-connect-timeout", "0s"}, nil, "use a positive duration"},
 		{[]string{"-dsn", "nope"}, nil, "-dsn is not a go-sql-driver/mysql DSN"},
@@ -170,5 +175,58 @@ func TestJDBCURLTLSOverridesUseSSL(t *testing.T) {
 		if cfg.MySQL.TLSConfig != c.want {
 			t.Errorf("%s with MYSQL_USE_SSL=true: tls=%q, want %q", c.url, cfg.MySQL.TLSConfig, c.want)
 		}
+	}
+}
+
+// The storage: -storage > STORAGE_TYPE (Zipkin's mem or mysql) > mysql
+// when a MySQL server is configured > memory (Zipkin's default). What a
+// storage other than mysql leaves unused is logged as ignored.
+func TestParseConfigStorage(t *testing.T) {
+	for _, tt := range []struct {
+		name           string
+		args, env      []string
+		storage, from  string
+		addr, warnings string // addr: c.Addr(); warnings: joined, "" for none
+	}{
+		{"nothing set", nil, nil, "memory", "default", "memory", ""},
+		{"MYSQL_HOST", nil, []string{"MYSQL_HOST", "db"}, "mysql", "MySQL settings", "db:3306/zipkin", ""},
+		{"MYSQL_JDBC_URL", nil, []string{"MYSQL_JDBC_URL", "jdbc:mysql://db/z"}, "mysql", "MySQL settings", "db:3306/z", ""},
+		{"-dsn", []string{"-dsn", "u:p@tcp(db:3307)/z"}, nil, "mysql", "MySQL settings", "db:3307/z", ""},
+		{"MYSQL_MAX_CONNECTIONS alone", nil, []string{"MYSQL_MAX_CONNECTIONS", "4"}, "memory", "default", "memory", ""},
+		{"STORAGE_TYPE=mem", nil, []string{"STORAGE_TYPE", "mem"}, "memory", "STORAGE_TYPE", "memory", ""},
+		{"STORAGE_TYPE=mem over MYSQL_*", nil, []string{"STORAGE_TYPE", "mem", "MYSQL_HOST", "db", "MYSQL_USER", "u"}, "memory", "STORAGE_TYPE", "memory",
+			"MYSQL_HOST, MYSQL_USER ignored: the storage is memory (STORAGE_TYPE)"},
+		// Zipkin's STORAGE_TYPE=mysql with nothing else: Zipkin's defaults.
+		{"STORAGE_TYPE=mysql", nil, []string{"STORAGE_TYPE", "MySQL"}, "mysql", "STORAGE_TYPE", "localhost:3306/zipkin", ""},
+		{"-storage=mysql", []string{"-storage=mysql"}, nil, "mysql", "-storage", "localhost:3306/zipkin", ""},
+		{"-storage=embedded", []string{"-storage=embedded"}, nil, "embedded", "-storage", "embedded", ""},
+		{"-storage=embedded over -dsn", []string{"-storage=embedded", "-dsn", "u:p@tcp(db)/z"}, nil, "embedded", "-storage", "embedded",
+			"-dsn ignored: the storage is embedded (-storage)"},
+		{"-storage over STORAGE_TYPE", []string{"-storage=memory"}, []string{"STORAGE_TYPE", "mysql"}, "memory", "-storage", "memory",
+			"STORAGE_TYPE=mysql is ignored: -storage=memory is set"},
+		{"-storage over a STORAGE_TYPE not supported", []string{"-storage=none"}, []string{"STORAGE_TYPE", "cassandra3"}, "none", "-storage", "none",
+			"STORAGE_TYPE=cassandra3 is ignored: -storage=none is set"},
+		{"MEM_MAX_SPANS on mysql", nil, []string{"MYSQL_HOST", "db", "MEM_MAX_SPANS", "10"}, "mysql", "MySQL settings", "db:3306/zipkin",
+			"MEM_MAX_SPANS is ignored: the storage is mysql, not memory"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseConfig(tt.args, envFunc(tt.env...), io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Storage != tt.storage || c.StorageSource != tt.from || c.Addr() != tt.addr {
+				t.Errorf("storage %q from %q at %q, want %q from %q at %q", c.Storage, c.StorageSource, c.Addr(), tt.storage, tt.from, tt.addr)
+			}
+			if c.Embedded != (tt.storage == "embedded") || (c.MySQL != nil) != (tt.storage == "mysql") {
+				t.Errorf("Embedded %v, MySQL %v for storage %q", c.Embedded, c.MySQL, c.Storage)
+			}
+			if got := strings.Join(c.Warnings, "; "); got != tt.warnings {
+				t.Errorf("warnings %q, want %q", got, tt.warnings)
+			}
+		})
+	}
+	c, err := parseConfig(nil, envFunc("MEM_MAX_SPANS", "1000"), io.Discard)
+	if err != nil || c.MemMaxSpans != 1000 || len(c.Warnings) != 0 {
+		t.Fatalf("MEM_MAX_SPANS=1000: %v %+v", err, c)
 	}
 }

@@ -23,7 +23,10 @@ import (
 // embedded server a single connection; this test reads continuously while
 // posting and checks that nothing is lost.
 func TestEmbeddedKeepsWritesUnderConcurrentReads(t *testing.T) {
-	p := startBinary(t, nil, "-listen", "127.0.0.1:0")
+	if testing.Short() {
+		t.Skip("-short: soak test: writes and reads 100 traces at once for 15-20 s")
+	}
+	p := startBinary(t, nil, "-listen", "127.0.0.1:0", "-storage=embedded")
 	const traces = 100
 	service := "kept-" + randHex(4)
 	now := time.Now().Add(-time.Minute).UnixMicro()

@@ -55,8 +55,27 @@ func startRetention(cfg *config, st *openedStorage, log *slog.Logger, reg promet
 	return func() { cancel(); wg.Wait() }, nil
 }
 
-// registerStoreStats exports the store's lock-conflict counters.
+// registerStoreStats exports the store's lock-conflict counters (MySQL) or
+// its size and evictions (memory).
 func registerStoreStats(st *openedStorage, reg prometheus.Registerer) error {
+	if m := st.mem; m != nil {
+		for _, c := range []prometheus.Collector{
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "zipkin_storage_memory_spans",
+				Help: "Spans held by the in-memory storage (at most MEM_MAX_SPANS)."},
+				func() float64 { return float64(m.Stats().Spans) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "zipkin_storage_memory_evicted_spans_total",
+				Help: "Spans the in-memory storage evicted (with their whole, oldest, traces) to stay within MEM_MAX_SPANS."},
+				func() float64 { return float64(m.Stats().EvictedSpans) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "zipkin_storage_memory_evicted_traces_total",
+				Help: "Traces the in-memory storage evicted, oldest first, to stay within MEM_MAX_SPANS."},
+				func() float64 { return float64(m.Stats().EvictedTraces) }),
+		} {
+			if err := reg.Register(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if st.mysql == nil {
 		return nil
 	}

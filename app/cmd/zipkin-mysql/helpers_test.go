@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -24,6 +23,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sqlpool/sqlpool/internal/mysqltest"
+	"github.com/sqlpool/sqlpool/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -82,18 +82,8 @@ type proc struct {
 	err    error
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+// syncBuffer collects a child process's output safely.
+type syncBuffer = testutil.Buffer
 
 var listenRE = regexp.MustCompile(`listening on (http://[0-9.:]+)`)
 
@@ -174,16 +164,9 @@ func metric(t testing.TB, base, name string) float64 {
 
 const queueSpans = `zipkin_collector_queue_spans{transport="http"}`
 
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// waitFor is testutil.Eventually: it polls cond until it holds, failing the
+// test after d.
+var waitFor = testutil.Eventually
 
 func waitDrained(t testing.TB, base string, d time.Duration) {
 	t.Helper()

@@ -2,14 +2,17 @@
 // MariaDB, with sqlpool as its connection pool: Zipkin's HTTP API on :9411,
 // Zipkin's MySQL schema, Zipkin's environment variables.
 //
-//	go run ./app/cmd/zipkin-mysql                          # try it: embedded server, data lost on exit
+//	go run ./app/cmd/zipkin-mysql                          # try it: in memory, data lost on exit
 //	MYSQL_HOST=db MYSQL_USER=zipkin MYSQL_PASS=… go run ./app/cmd/zipkin-mysql
 //	go run ./app/cmd/zipkin-mysql -dsn 'zipkin:…@tcp(db:3306)/zipkin' -init-schema
+//	go run ./app/cmd/zipkin-mysql -storage=embedded        # the MySQL code path on an in-process server
 //
-// Without -dsn, MYSQL_JDBC_URL or any MYSQL_HOST, MYSQL_TCP_PORT, MYSQL_DB,
-// MYSQL_USER, MYSQL_PASS, MYSQL_USE_SSL, it starts the in-process
-// MySQL-protocol test server with the schema created and one writer: for
-// trying out, not for keeping data. docs/server.md has every option.
+// Without -storage, STORAGE_TYPE, -dsn, MYSQL_JDBC_URL or any MYSQL_HOST,
+// MYSQL_TCP_PORT, MYSQL_DB, MYSQL_USER, MYSQL_PASS, MYSQL_USE_SSL, it
+// stores spans in memory, as Zipkin's server does by default
+// (STORAGE_TYPE=mem): the newest MEM_MAX_SPANS spans (500,000 by default),
+// the oldest traces evicted whole past that; for trying out, not for
+// keeping data. docs/server.md has every option.
 package main
 
 import (
@@ -37,6 +40,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sqlpool/sqlpool/app/embedded"
+	"github.com/sqlpool/sqlpool/app/zipkin/memstore"
 	"github.com/sqlpool/sqlpool/app/zipkin/mysqlstore"
 	"github.com/sqlpool/sqlpool/app/zipkin/server"
 	"github.com/sqlpool/sqlpool/app/zipkin/storage"
@@ -75,6 +79,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			strings.HasPrefix(err.Error(), "invalid value") {
 			return errUsage // the flag package printed it with the usage
 		}
+		return err
+	}
+	ccfg, err := parseCollectorConfig(getenv)
+	if err != nil {
 		return err
 	}
 	var h slog.Handler = slog.NewTextHandler(stderr, nil)
@@ -126,6 +134,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			writers = 1
 		}
 	}
+	var batchSpans int
+	var retryDeadline, attemptTimeout time.Duration
+	if cfg.Embedded {
+		batchSpans, retryDeadline, attemptTimeout = embeddedBatchSpans, embeddedRetryDeadline, embeddedAttemptTimeout
+	}
 	srv, err := server.New(server.Config{
 		Storage:         st.store,
 		StorageName:     st.name,
@@ -135,11 +148,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		DefaultLookback: cfg.Lookback,
 		SampleRate:      zipkinRate(cfg.SampleRate),
 		Writers:         writers,
+		BatchSpans:      batchSpans,
+		RetryDeadline:   retryDeadline,
+		AttemptTimeout:  attemptTimeout,
 		MaxQueueSpans:   cfg.QueueSpans,
 		MaxQueueBytes:   cfg.QueueBytes,
+		SpoolDir:        cfg.SpoolDir,
+		SpoolMaxBytes:   cfg.SpoolMaxBytes,
 		Redact:          []string{cfg.Password()},
 		Info: map[string]any{
 			"storage":          cfg.Storage,
+			"storageSource":    cfg.StorageSource,
 			"database":         cfg.Addr(),
 			"user":             st.user,
 			"dsnSource":        cfg.DSNSource,
@@ -150,6 +169,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			"searchEnabled":    cfg.SearchEnabled,
 			"autocompleteKeys": append([]string{}, cfg.AutocompleteKeys...), // [] when none, not null
 			"sampleRate":       cfg.SampleRate,
+			"spool":            cfg.SpoolDir != "",
 		},
 		// The trace viewer at /zipkin/; / redirects there.
 		UI: ui.Handler(),
@@ -164,10 +184,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	defer func() { _ = stopBrokers(context.Background()) }()
 
+	cols, err := startCollectors(ccfg, srv, ln.Addr().String(), log)
+	if err != nil {
+		_ = srv.Close(context.Background())
+		return &startError{err.Error()}
+	}
+	defer cols.close()
 	hs := &http.Server{
-		Handler:           srv.Handler(),
+		Handler:           cols.handler,
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(h, slog.LevelWarn),
+	}
+	if cols.h2c { // gRPC (zipkin.proto3.SpanService) on the HTTP port
+		hs.Protocols = new(http.Protocols)
+		hs.Protocols.SetHTTP1(true)
+		hs.Protocols.SetUnencryptedHTTP2(true)
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
@@ -175,11 +208,23 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	addr := ln.Addr().String()
 	url := "http://" + displayAddr(addr)
 	fmt.Fprintf(stdout, "zipkin-mysql listening on %s (storage: %s, pool: %s)\n", url, st.name, cfg.Pool)
-	if cfg.Embedded {
+	switch {
+	case cfg.Embedded:
 		fmt.Fprintln(stdout, "embedded MySQL-protocol server: for trying out; spans are lost when the process exits")
+	case cfg.Storage == "memory":
+		fmt.Fprintf(stdout, "in-memory storage: for trying out; it keeps the newest %d spans (MEM_MAX_SPANS) and evicts the oldest traces past that; spans are lost when the process exits\n", cfg.MemMaxSpans)
 	}
 	fmt.Fprintf(stdout, "send a first span:\n  %s\nread it back:\n  curl -s '%s/api/v2/traces?lookback=3600000'\n", firstSpanCurl(url), url)
-	log.Info("listening", "addr", addr, "storage", st.name, "pool", cfg.Pool, "writers", writers)
+	if cols.otlpAddr != "" {
+		fmt.Fprintf(stdout, "OTLP/gRPC listening on %s\n", cols.otlpAddr)
+	}
+	collectors := []any{"otlp_http", ccfg.OTLPHTTP, "grpc", ccfg.GRPC, "otlp_grpc", cols.otlpAddr}
+	if cfg.Storage == "memory" {
+		log.Info("listening", append([]any{"addr", addr, "storage", st.name, "storage_source", cfg.StorageSource, "writers", writers,
+			"mem_max_spans", cfg.MemMaxSpans, "when_full", "evicts the oldest traces", "durable", false}, collectors...)...)
+	} else {
+		log.Info("listening", append([]any{"addr", addr, "storage", st.name, "storage_source", cfg.StorageSource, "pool", cfg.Pool, "writers", writers}, collectors...)...)
+	}
 	if ready != nil {
 		ready <- addr
 	}
@@ -193,6 +238,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	dctx, cancel := context.WithTimeout(context.Background(), cfg.DrainTimeout)
 	defer cancel()
 	_ = hs.Shutdown(dctx)
+	cols.stop(dctx)
 	// The message-queue collectors stop first: they wait for what they
 	// queued to be stored, and acknowledge it, while the writers still run.
 	if err := stopBrokers(dctx); err != nil {
@@ -202,8 +248,41 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log.Error("drain incomplete", "err", err)
 		return err
 	}
+	if cfg.SpoolDir != "" {
+		log.Info("stopped; every accepted span was written or stays in the spool", "spool_dir", cfg.SpoolDir)
+		return nil
+	}
 	log.Info("stopped; every accepted span was written")
 	return nil
+}
+
+// Write settings of the embedded server. go-mysql-server's in-memory
+// engine (v0.20) gets slower with the rows of one transaction and with the
+// rows already in a table: it re-sorts every secondary index of a table at
+// the end of each statement and checks unique keys by scanning the table.
+// Measured on 2 shared cores, spans of 8 tags (about 10 rows each) into an
+// empty store: 200 rows 0.08 s, 850 rows 1.0 s, 1,850 rows 6.4 s in one
+// transaction; 200 rows take 1.1 s once 2,000 rows are stored and 2.7 s at
+// 10,000. So the embedded server writes batches of at most 25 spans in
+// transactions of at most 250 rows (the single connection is free for
+// reads in between), gives each attempt 2 minutes, and never gives a batch
+// up while the process runs: the spans exist only in this process, so
+// dropping them gains nothing, and the bounded queue turns a slow engine
+// into 503s for new spans instead.
+const (
+	embeddedMaxTxRows      = 250
+	embeddedBatchSpans     = 25
+	embeddedAttemptTimeout = 2 * time.Minute
+	embeddedRetryDeadline  = 100 * 365 * 24 * time.Hour
+)
+
+// embeddedTxRows is mysqlstore.Options.MaxTxRows: embeddedMaxTxRows on the
+// embedded server, else 0 (one transaction per batch).
+func embeddedTxRows(embedded bool) int {
+	if embedded {
+		return embeddedMaxTxRows
+	}
+	return 0
 }
 
 // zipkinRate converts COLLECTOR_SAMPLE_RATE to server.Config.SampleRate,
@@ -240,7 +319,8 @@ func firstSpanCurl(url string) string {
 // openedStorage is the store with what closing it takes.
 type openedStorage struct {
 	store storage.Storage
-	mysql *mysqlstore.Store // nil with -storage=none
+	mysql *mysqlstore.Store // nil unless the storage is mysql or embedded
+	mem   *memstore.Store   // nil unless the storage is memory
 	name  string            // for /health: no password
 	user  string
 	close func()
@@ -252,6 +332,22 @@ type openedStorage struct {
 func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *prometheus.Registry) (*openedStorage, error) {
 	if cfg.Storage == "none" {
 		return &openedStorage{store: storage.Noop{}, name: "NoopStorage", close: func() {}}, nil
+	}
+	if cfg.Storage == "memory" {
+		var warned atomic.Bool
+		st := memstore.New(memstore.Options{
+			MaxSpans:             cfg.MemMaxSpans,
+			DisableStrictTraceID: !cfg.StrictTraceID,
+			DisableSearch:        !cfg.SearchEnabled,
+			AutocompleteKeys:     append([]string(nil), cfg.AutocompleteKeys...),
+			OnEvict: func(traces, spans int) {
+				if !warned.Swap(true) {
+					log.Warn("in-memory storage full: evicting the oldest traces (counted in zipkin_storage_memory_evicted_spans_total); raise MEM_MAX_SPANS or use MySQL to keep more",
+						"mem_max_spans", cfg.MemMaxSpans, "traces", traces, "spans", spans)
+				}
+			},
+		})
+		return &openedStorage{store: st, mem: st, name: "InMemoryStorage", close: func() {}}, nil
 	}
 	var closers []func()
 	closeAll := func() {
@@ -351,6 +447,7 @@ func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *promet
 		DisableSearch:        !cfg.SearchEnabled,
 		AutocompleteKeys:     keys,
 		Logger:               log,
+		MaxTxRows:            embeddedTxRows(cfg.Embedded),
 	})
 	if err != nil {
 		closeAll()

@@ -45,13 +45,15 @@ func readmeCurl(t *testing.T) string {
 }
 
 // TestREADMECommand builds the command, starts it as README says (with
-// -listen 127.0.0.1:0 instead of :9411), posts README's curl body and reads
-// the span back from /api/v2/traces; SIGTERM then stops it cleanly.
+// -listen 127.0.0.1:0 instead of :9411: the in-memory storage, whose bound
+// and eviction the start-up lines state), posts README's curl body and
+// reads the span back from /api/v2/traces; SIGTERM then stops it cleanly.
 func TestREADMECommand(t *testing.T) {
 	p := startBinary(t, nil, "-listen", "127.0.0.1:0")
 	// startBinary returns once the "listening" line is out; the lines after it may still be
 	// on their way through the pipe: wait for them (up to 10 s) rather than read at once.
-	wants := []string{"curl -s -X POST " + p.url + "/api/v2/spans", "embedded MySQL-protocol server: for trying out"}
+	wants := []string{"curl -s -X POST " + p.url + "/api/v2/spans", "(storage: InMemoryStorage,",
+		"in-memory storage: for trying out; it keeps the newest 500000 spans (MEM_MAX_SPANS) and evicts the oldest traces past that"}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		out, missing := p.stdout.String(), ""
@@ -90,6 +92,9 @@ func TestREADMECommand(t *testing.T) {
 // TestStartupFailures: each start-up failure is one line on stderr saying
 // what to do, and a non-zero exit; the password never appears.
 func TestStartupFailures(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: fault test: eight failing start-ups of the binary, several waiting out a connect timeout")
+	}
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -138,6 +143,7 @@ func TestStartupFailures(t *testing.T) {
 			[]string{"-listen", "127.0.0.1:0", "-connect-timeout", "1s"}, "cannot reach MySQL at " + closedAddr},
 		{"missing schema", nil, []string{"-listen", "127.0.0.1:0", "-dsn", noSchema}, "the Zipkin tables are missing"},
 		{"bad env", []string{"QUERY_LOOKBACK=soon"}, []string{"-listen", "127.0.0.1:0"}, `QUERY_LOOKBACK="soon" is not a whole number`},
+		{"storage type not supported", []string{"STORAGE_TYPE=cassandra3"}, []string{"-listen", "127.0.0.1:0"}, "STORAGE_TYPE=cassandra3 is not supported here: use mem or mysql"},
 	}
 	if dsn := os.Getenv("MYSQL_TEST_DSN"); dsn != "" {
 		cfg, err := mysql.ParseDSN(dsn)

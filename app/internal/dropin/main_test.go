@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"go.uber.org/goleak"
 
 	"github.com/sqlpool/sqlpool/internal/mysqltest"
+	"github.com/sqlpool/sqlpool/internal/testutil"
 	"github.com/sqlpool/sqlpool/pool"
 )
 
@@ -25,25 +25,10 @@ func TestMain(m *testing.M) {
 
 var quietLog = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 
-// nopDriverLogger silences go-sql-driver/mysql's own log lines (a cancelled query makes it
-// log "closing bad idle connection" and the like); the tests check the errors themselves.
-type nopDriverLogger struct{}
-
-func (nopDriverLogger) Print(...any) {}
-
 // mysqlConnector returns a go-sql-driver/mysql connector for dsn, without the driver's logging.
 func mysqlConnector(t testing.TB, dsn string) driver.Connector {
 	t.Helper()
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatalf("ParseDSN: %v", err)
-	}
-	cfg.Logger = nopDriverLogger{}
-	c, err := mysql.NewConnector(cfg)
-	if err != nil {
-		t.Fatalf("NewConnector: %v", err)
-	}
-	return c
+	return mysqltest.QuietConnector(t, dsn)
 }
 
 // newPool returns a pool over dsn, closed in t.Cleanup. Unless cfg says otherwise the bypass
@@ -90,13 +75,7 @@ type server struct {
 // waitFor polls cond until it holds, failing the test after 20 s.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testutil.Eventually(t, 20*time.Second, what, cond)
 }
 
 func mustExec(t testing.TB, db *sql.DB, q string, args ...any) {
@@ -136,6 +115,9 @@ func assertConnectionClean(t *testing.T, srv server, p *pool.Pool, before pool.S
 // connection the driver abandoned and serves the next borrower.
 func cancelMidQuery(t *testing.T, p *pool.Pool, db *sql.DB, query func(ctx context.Context) error) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: waits out a 3 s SLEEP on the server")
+	}
 	before := p.Stats()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

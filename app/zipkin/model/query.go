@@ -2,6 +2,7 @@ package model
 
 import (
 	"errors"
+	"math"
 	"sort"
 	"strings"
 )
@@ -78,12 +79,22 @@ func (q *QueryRequest) Normalize() error {
 
 // WindowMicros returns the inclusive [begin, end] bounds of span timestamps
 // the query covers, in epoch microseconds.
+// Instants past the int64 range of microseconds (year 294,247) are the
+// largest int64.
 func (q *QueryRequest) WindowMicros() (begin, end int64) {
-	begin = (q.EndTs - q.Lookback) * 1000
-	if begin < 0 {
-		begin = 0
+	return MillisToMicros(max(q.EndTs-q.Lookback, 0)), MillisToMicros(q.EndTs)
+}
+
+// MillisToMicros converts epoch milliseconds to epoch microseconds,
+// saturating at the int64 range instead of wrapping around.
+func MillisToMicros(ms int64) int64 {
+	switch {
+	case ms > math.MaxInt64/1000:
+		return math.MaxInt64
+	case ms < math.MinInt64/1000:
+		return math.MinInt64
 	}
-	return begin, q.EndTs * 1000
+	return ms * 1000
 }
 
 // ParseAnnotationQuery parses Zipkin's annotationQuery syntax, e.g.

@@ -43,8 +43,19 @@ func (s *Store) GetDependencies(ctx context.Context, endTs, lookback int64) ([]m
 	return s.linkDependencies(ctx, endTs, lookback)
 }
 
-// epochDay formats the UTC day of an epoch-millisecond instant as a DATE.
+// Bounds of the DATE type: days outside are clamped to them, so that an
+// endTs past year 9999 (or a lookback reaching before year 1000) selects
+// the days that can exist instead of failing with "Incorrect datetime
+// value" (go-mysql-server) or matching nothing by accident.
+const (
+	minDateMillis = -30_610_224_000_000 // 1000-01-01T00:00:00Z
+	maxDateMillis = 253_402_214_400_000 // 9999-12-31T00:00:00Z
+)
+
+// epochDay formats the UTC day of an epoch-millisecond instant as a DATE,
+// clamped to 1000-01-01 … 9999-12-31.
 func epochDay(ms int64) string {
+	ms = min(max(ms, minDateMillis), maxDateMillis)
 	day := ms - ((ms%dayMillis)+dayMillis)%dayMillis
 	return time.UnixMilli(day).UTC().Format(time.DateOnly)
 }
@@ -140,8 +151,8 @@ func (s *Store) linkDependencies(ctx context.Context, endTs, lookback int64) ([]
 	if !s.feat.traceIDHigh {
 		q = sqlDependencySpansNoHigh
 	}
-	begin := max((endTs-lookback)*1000, 0)
-	args := append(dependencyKeys[:len(dependencyKeys):len(dependencyKeys)], begin, endTs*1000)
+	begin := model.MillisToMicros(max(endTs-lookback, 0))
+	args := append(dependencyKeys[:len(dependencyKeys):len(dependencyKeys)], begin, model.MillisToMicros(endTs))
 	rows, err := s.db.QueryContext(stmtname.With(ctx, stmtSelectDependencySpan), q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("mysqlstore: select dependency spans: %w", err)

@@ -43,6 +43,9 @@ func testSpans(seed uint64, n int) []model.Span {
 
 // The same 10,000 spans written twice are stored once, and no error reaches the caller.
 func TestAcceptTwiceStoredOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: writes thousands of spans twice (5-15 s on the embedded server)")
+	}
 	forEachServer(t, func(t *testing.T, srv server) {
 		s, db := newStore(t, srv)
 		ctx := ctxT(t)

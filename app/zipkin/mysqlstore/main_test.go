@@ -24,9 +24,8 @@ func TestMain(m *testing.M) {
 // quietLogger drops the store's log lines; tests that check them use their own.
 var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-type nopDriverLogger struct{}
-
-func (nopDriverLogger) Print(...any) {}
+// nopDriverLogger discards go-sql-driver/mysql's own log lines.
+type nopDriverLogger = mysqltest.QuietLogger
 
 // server is one MySQL-protocol server a test runs against.
 type server struct {
@@ -101,14 +100,5 @@ func openPlain(t testing.TB, dsn string) *sql.DB {
 // quietConnector is go-sql-driver's connector for dsn, without its log.
 func quietConnector(t testing.TB, dsn string) driver.Connector {
 	t.Helper()
-	cfg, err := mysql.ParseDSN(dsn)
-	if err != nil {
-		t.Fatalf("ParseDSN: %v", err)
-	}
-	cfg.Logger = nopDriverLogger{}
-	c, err := mysql.NewConnector(cfg)
-	if err != nil {
-		t.Fatalf("NewConnector: %v", err)
-	}
-	return c
+	return mysqltest.QuietConnector(t, dsn)
 }

@@ -1,14 +1,13 @@
 package mysqlstore_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
 	"github.com/sqlpool/sqlpool/app/zipkin/mysqlstore"
+	"github.com/sqlpool/sqlpool/internal/testutil"
 )
 
 // Zipkin's DDL as it stood at two points of its history (reference §1), written for this test.
@@ -113,22 +112,7 @@ var oldSchemas = []struct {
 }
 
 // syncBuffer is a bytes.Buffer safe for the logger's concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+type syncBuffer = testutil.Buffer
 
 // A database created by an older Zipkin is detected, logged with the ALTERs to run, written
 // (twice: stored once) and read without error. CreateSchema leaves its tables as they are.

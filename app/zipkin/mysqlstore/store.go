@@ -42,6 +42,15 @@ type Options struct {
 	// Replaying is safe because the writes are idempotent. Zero value: 3.
 	// Negative: never replay (the ambiguous error is returned).
 	MaxAmbiguousReplays int
+	// MaxTxRows bounds the rows (of zipkin_spans and zipkin_annotations
+	// together) one write transaction carries: Accept writes a larger
+	// batch as several transactions in turn, each idempotent, so that an
+	// engine whose cost grows sharply with a transaction's rows (the
+	// embedded go-mysql-server) stores it within an attempt and frees its
+	// connection in between. A failed Accept may then have stored part of
+	// the batch; writing it again stores each row once. The rows of one
+	// span may be split. Zero value: no bound (one transaction per Accept).
+	MaxTxRows int
 }
 
 // Store is a Zipkin span store on one *sql.DB. It is safe for concurrent

@@ -208,9 +208,74 @@ func (s *Store) Accept(ctx context.Context, spans []model.Span) error {
 	return werr
 }
 
-// write runs the batch's transaction, replaying it after an ambiguous
-// commit.
+// write runs the batch's transaction (or, with Options.MaxTxRows, its
+// transactions in turn), replaying each after an ambiguous commit.
 func (s *Store) write(ctx context.Context, b *batch) error {
+	for _, part := range s.splitBatch(b) {
+		if err := s.writeOne(ctx, part); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// splitBatch divides b into batches of at most Options.MaxTxRows rows of
+// zipkin_spans and zipkin_annotations each (rows keep their key order; the
+// rows of one span may land in two parts), the schema additions' rows in
+// the last. Without MaxTxRows, or when b fits, it returns b alone.
+func (s *Store) splitBatch(b *batch) []*batch {
+	limit := s.opts.MaxTxRows
+	nSpans, nShared, nAnn := len(b.spanBytes), len(b.sharedBytes), len(b.annBytes)
+	if limit <= 0 || nSpans+nShared+nAnn <= limit {
+		return []*batch{b}
+	}
+	type list struct {
+		args  []any
+		bytes []int
+		cols  int
+		which int // 0 spans, 1 shared, 2 annotations
+	}
+	lists := []list{
+		{b.spanArgs, b.spanBytes, s.w.spanCols, 0},
+		{b.sharedArgs, b.sharedBytes, s.w.spanCols, 1},
+		{b.annArgs, b.annBytes, s.w.annCols, 2},
+	}
+	var parts []*batch
+	cur, room := &batch{}, limit
+	for _, l := range lists {
+		for len(l.bytes) > 0 {
+			k := min(room, len(l.bytes))
+			a, by := l.args[:k*l.cols:k*l.cols], l.bytes[:k:k]
+			switch l.which {
+			case 0:
+				cur.spanArgs, cur.spanBytes = a, by
+			case 1:
+				cur.sharedArgs, cur.sharedBytes = a, by
+			default:
+				cur.annArgs, cur.annBytes = a, by
+			}
+			l.args, l.bytes = l.args[k*l.cols:], l.bytes[k:]
+			room -= k
+			if room == 0 {
+				parts = append(parts, cur)
+				cur, room = &batch{}, limit
+			}
+		}
+	}
+	if room < limit {
+		parts = append(parts, cur)
+	}
+	last := parts[len(parts)-1]
+	last.add = b.add
+	for _, p := range parts {
+		p.spans = b.spans // for messages: the Accept call's span count
+	}
+	return parts
+}
+
+// writeOne runs one batch's transaction, replaying it after an ambiguous
+// commit.
+func (s *Store) writeOne(ctx context.Context, b *batch) error {
 	maxReplays := s.opts.MaxAmbiguousReplays
 	if maxReplays == 0 {
 		maxReplays = 3

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
+	"github.com/sqlpool/sqlpool/app/zipkin/spool"
 )
 
 // endpointKind is which collector endpoint a POST came to.
@@ -41,13 +42,27 @@ func (s *Server) postSpans(ep endpointKind) http.HandlerFunc {
 			s.unavailable(w, "The span queue is full; retry later")
 			return
 		}
+		raw, release, code, msg := s.receiveBody(w, r)
+		defer release()
+		if code == http.StatusServiceUnavailable {
+			s.unavailable(w, msg)
+			return
+		}
+		if code != 0 {
+			s.m.messagesDropped.Inc()
+			textError(w, code, msg)
+			return
+		}
+		// The decoding slot is taken only now that the whole body has
+		// arrived: a client that stalls while sending holds none, so no
+		// number of slow clients keeps the others from being decoded.
 		if !s.acquirePost(r) {
 			s.unavailable(w, "Too many span requests are being decoded; retry later")
 			return
 		}
 		defer func() { <-s.posts }()
 
-		body, code, msg := s.readBody(w, r)
+		body, code, msg := s.gunzip(r, raw)
 		if code != 0 {
 			s.m.messagesDropped.Inc()
 			textError(w, code, msg)
@@ -86,14 +101,34 @@ func (s *Server) postSpans(ep endpointKind) http.HandlerFunc {
 				" spans in one request; this server queues at most "+strconv.Itoa(s.ingest.maxSpans)+": send smaller batches")
 			return
 		}
-		switch err := s.q.offer(message{spans: kept, bytes: int64(len(body))}); {
+		var persist func() (uint64, error)
+		if s.spool != nil {
+			persist = func() (uint64, error) {
+				rec := make([]byte, 2, 2+len(body))
+				rec[0] = byte(ep)
+				if strings.Contains(strings.ToLower(r.Header.Get("Content-Type")), "protobuf") {
+					rec[1] = 1
+				}
+				return s.spool.Append(append(rec, body...))
+			}
+		}
+		switch err := s.q.offerDurable(message{spans: kept, bytes: int64(len(body))}, persist); {
+		case errors.Is(err, spool.ErrFull):
+			s.m.spansDropped.Add(float64(len(kept)))
+			s.unavailable(w, "The span spool is full; retry later")
+			return
 		case errors.Is(err, errQueueFull):
 			s.m.spansDropped.Add(float64(len(kept)))
 			s.unavailable(w, "The span queue is full; retry later")
 			return
-		case err != nil:
+		case errors.Is(err, errClosing), errors.Is(err, spool.ErrClosed):
 			s.m.spansDropped.Add(float64(len(kept)))
 			s.unavailable(w, "The server is shutting down; send the spans to another instance or retry later")
+			return
+		case err != nil:
+			s.m.spansDropped.Add(float64(len(kept)))
+			s.log.Error("cannot write a request to the spool", "err", err)
+			s.unavailable(w, "Cannot write the spans to the spool; retry later")
 			return
 		}
 		w.WriteHeader(http.StatusAccepted)
@@ -126,42 +161,89 @@ func (s *Server) unavailable(w http.ResponseWriter, msg string) {
 	textError(w, http.StatusServiceUnavailable, msg)
 }
 
-// readBody reads the request body, bounded by maxBody, and gunzips it when
-// Content-Encoding says gzip, bounded by maxBody again (a gzip bomb is a
-// 413). A non-zero code is the error to answer.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, code int, msg string) {
+// receiveBody reads the request body, bounded by maxBody, into a buffer
+// that grows with what arrives (never to the announced Content-Length in
+// one step). The bytes held are reserved from the budget of body bytes
+// being received (Config.MaxReceivingBytes) as the buffer grows, so that a
+// client that announces a large body and stalls holds only what it sent;
+// when the budget is spent the answer is 503. A body must arrive within
+// bodyTimeout, else 408. release gives the reservation back; call it once
+// the body is no longer needed. A non-zero code is the error to answer.
+func (s *Server) receiveBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), code int, msg string) {
+	var held int64
+	release = func() {
+		if held > 0 {
+			s.receiving.Add(-held)
+			held = 0
+		}
+	}
 	limit := s.ingest.maxBody
 	tooLarge := "Request Entity Too Large: the body is larger than " + strconv.FormatInt(limit, 10) + " bytes"
 	if r.ContentLength > limit {
-		return nil, http.StatusRequestEntityTooLarge, tooLarge
+		return nil, release, http.StatusRequestEntityTooLarge, tooLarge
 	}
-	// The caller holds a decoding slot: a client that stalls gives it back
-	// after bodyTimeout. (A ResponseWriter without deadlines, as in tests
-	// that call the handler directly, reads without one.) The deadline is
-	// lifted once the body is read; after an error it stays, so that the
-	// HTTP server's discarding of the unread body fails fast and closes the
-	// connection instead of waiting on the client.
+	// (A ResponseWriter without deadlines, as in tests that call the
+	// handler directly, reads without one.) The deadline is lifted once
+	// the body is read; after an error it stays, so that the HTTP server's
+	// discarding of the unread body fails fast and closes the connection
+	// instead of waiting on the client.
 	rc := http.NewResponseController(w)
 	deadline := rc.SetReadDeadline(time.Now().Add(s.ingest.bodyTimeout)) == nil
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
+	rd := http.MaxBytesReader(w, r.Body, limit)
+	var buf []byte
+	var err error
+	for {
+		if len(buf) == cap(buf) {
+			grow := int64(min(max(cap(buf), minReceiveChunk), maxReceiveChunk))
+			if r.ContentLength >= 0 && int64(cap(buf)) >= r.ContentLength {
+				grow = minReceiveChunk // room to see EOF (or a body longer than announced)
+			}
+			if !reserveUpTo(&s.receiving, grow, s.ingest.maxReceiving) {
+				return nil, release, http.StatusServiceUnavailable, "Too many span bytes are being received; retry later"
+			}
+			held += grow
+			nb := make([]byte, len(buf), int64(cap(buf))+grow)
+			copy(nb, buf)
+			buf = nb
+		}
+		var n int
+		n, err = rd.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			break
+		}
 	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	if err == io.EOF {
+		err = nil
+	}
 	if err == nil && deadline {
 		_ = rc.SetReadDeadline(time.Time{})
 	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, http.StatusRequestEntityTooLarge, tooLarge
+			return nil, release, http.StatusRequestEntityTooLarge, tooLarge
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			return nil, http.StatusRequestTimeout, "Request Timeout: the body did not arrive within " + s.ingest.bodyTimeout.String()
+			return nil, release, http.StatusRequestTimeout, "Request Timeout: the body did not arrive within " + s.ingest.bodyTimeout.String()
 		}
-		return nil, http.StatusBadRequest, "Cannot read the request body: " + err.Error()
+		return nil, release, http.StatusBadRequest, "Cannot read the request body: " + err.Error()
 	}
-	body = buf.Bytes()
+	return buf, release, 0, ""
+}
+
+// Growth steps of receiveBody's buffer: it starts at minReceiveChunk and
+// doubles up to steps of maxReceiveChunk.
+const (
+	minReceiveChunk = 512
+	maxReceiveChunk = 1 << 20
+)
+
+// gunzip returns body inflated when Content-Encoding says gzip, bounded by
+// maxBody (a gzip bomb is a 413), else body itself. A non-zero code is the
+// error to answer.
+func (s *Server) gunzip(r *http.Request, body []byte) ([]byte, int, string) {
+	limit := s.ingest.maxBody
 	if len(body) == 0 || !strings.Contains(strings.ToLower(r.Header.Get("Content-Encoding")), "gzip") {
 		return body, 0, ""
 	}
@@ -176,7 +258,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) (body []byte, 
 		return nil, http.StatusBadRequest, "Cannot gunzip spans"
 	}
 	if n > limit {
-		return nil, http.StatusRequestEntityTooLarge, tooLarge + " after gunzip"
+		return nil, http.StatusRequestEntityTooLarge, "Request Entity Too Large: the body is larger than " + strconv.FormatInt(limit, 10) + " bytes after gunzip"
 	}
 	return out.Bytes(), 0, ""
 }

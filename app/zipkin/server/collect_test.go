@@ -468,10 +468,10 @@ func TestPostV1(t *testing.T) {
 	}
 }
 
-// A client that sends the headers of a POST and then stalls holds a
-// decoding slot only until BodyReadTimeout: it gets a 408 and the slot is
-// free again (without the timeout, MaxConcurrentPosts stalled clients turn
-// every other POST into a 503 for as long as they keep their connections).
+// A client that sends the headers of a POST and then stalls holds no
+// decoding slot and only the bytes it sent (as reserved room of
+// MaxReceivingBytes), until BodyReadTimeout: then it gets a 408 and its
+// reservation is given back.
 func TestStalledBodyFreesItsSlot(t *testing.T) {
 	store := &fakeStore{}
 	s, hs, _ := newTestServer(t, store, Config{MaxConcurrentPosts: 1, BodyReadTimeout: 100 * time.Millisecond})
@@ -483,8 +483,14 @@ func TestStalledBodyFreesItsSlot(t *testing.T) {
 	if _, err := io.WriteString(conn, "POST /api/v2/spans HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n[{"); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the stalled POST to take the decoding slot", func() bool { return len(s.posts) == 1 })
-	waitFor(t, "the stalled POST to give its slot back", func() bool { return len(s.posts) == 0 })
+	waitFor(t, "the stalled POST to reserve room for its body", func() bool { return s.receiving.Load() > 0 })
+	if n := len(s.posts); n != 0 {
+		t.Fatalf("a POST still receiving its body holds %d decoding slots, want 0", n)
+	}
+	if n := s.receiving.Load(); n > minReceiveChunk {
+		t.Fatalf("a POST that sent 2 bytes of an announced 100 holds %d bytes, want at most %d", n, minReceiveChunk)
+	}
+	waitFor(t, "the stalled POST to give its reservation back", func() bool { return s.receiving.Load() == 0 })
 	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second)) // never hang the test
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
@@ -500,5 +506,68 @@ func TestStalledBodyFreesItsSlot(t *testing.T) {
 	}
 	if n := metric(t, hs.URL, collector(NameMessagesDropped)); n != 1 {
 		t.Fatalf("messages dropped = %v, want 1", n)
+	}
+}
+
+// Sixty-four clients that send the headers of a POST and one byte of its
+// body, then stall, do not keep another client from being answered 202
+// within a second, with the default decoding slots (8 on 2 cores) and the
+// default body timeout (30 s).
+func TestStalledClientsDoNotBlockOthers(t *testing.T) {
+	store := &fakeStore{}
+	s, hs, _ := newTestServer(t, store, Config{})
+	const stalled = 64
+	for i := 0; i < stalled; i++ {
+		conn, err := net.Dial("tcp", hs.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := io.WriteString(conn, "POST /api/v2/spans HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10485760\r\n\r\n["); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "every stalled POST to be receiving", func() bool { return s.receiving.Load() >= stalled*minReceiveChunk })
+	if n := s.receiving.Load(); n > stalled*minReceiveChunk {
+		t.Fatalf("%d stalled POSTs of one byte each hold %d bytes, want %d", stalled, n, stalled*minReceiveChunk)
+	}
+	for i := 0; i < 3; i++ { // the ninth client, and again
+		t0 := time.Now()
+		r := post(t, hs.URL+"/api/v2/spans", listJSON(1, 1))
+		if took := time.Since(t0); r.code != http.StatusAccepted || took > time.Second {
+			t.Fatalf("POST beside %d stalled clients: %d %q after %v, want 202 within 1s", stalled, r.code, r.body, took)
+		}
+	}
+}
+
+// A POST whose body would take the bytes being received above
+// MaxReceivingBytes is answered 503 with Retry-After, and nothing of it is
+// kept.
+func TestReceivingBytesBound(t *testing.T) {
+	store := &fakeStore{}
+	s, hs, _ := newTestServer(t, store, Config{MaxBodyBytes: 1 << 20, MaxReceivingBytes: 1 << 20})
+	conn, err := net.Dial("tcp", hs.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// A client sends 600 KB of a 1 MiB body and stalls: it holds ~1 MiB.
+	head := "POST /api/v2/spans HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1048576\r\n\r\n["
+	if _, err := io.WriteString(conn, head+strings.Repeat(" ", 600_000)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the stalled POST to hold more than half the bound", func() bool { return s.receiving.Load() > 1<<19 })
+	r := post(t, hs.URL+"/api/v2/spans", listJSON(1, 2000))
+	if r.code != http.StatusServiceUnavailable || r.header.Get("Retry-After") == "" || !strings.Contains(r.body, "being received") {
+		t.Fatalf("POST over the receiving bound: %d %q Retry-After %q, want 503", r.code, r.body, r.header.Get("Retry-After"))
+	}
+	conn.Close()
+	waitFor(t, "the reservations to be given back", func() bool { return s.receiving.Load() == 0 })
+	if r := post(t, hs.URL+"/api/v2/spans", listJSON(1, 2000)); r.code != http.StatusAccepted {
+		t.Fatalf("POST after the stalled client left: %d %q", r.code, r.body)
+	}
+	waitDrained(t, hs.URL)
+	if n := len(store.Stored()); n != 2000 {
+		t.Fatalf("stored %d spans, want 2000", n)
 	}
 }

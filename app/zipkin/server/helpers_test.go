@@ -19,6 +19,7 @@ import (
 
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
 	"github.com/sqlpool/sqlpool/app/zipkin/storage"
+	"github.com/sqlpool/sqlpool/internal/testutil"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -87,18 +88,7 @@ func (f *fakeStore) GetTrace(_ context.Context, id model.TraceID) ([]model.Span,
 }
 
 // logBuffer collects log output safely.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+type logBuffer = testutil.Buffer
 
 // newTestServer starts a Server on store with cfg, serves it with httptest
 // and closes both at the end of the test.
@@ -189,13 +179,7 @@ func collector(name string) string { return name + `{transport="http"}` }
 // waitFor polls cond every few milliseconds for up to 20 s.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	testutil.Eventually(t, 20*time.Second, what, cond)
 }
 
 // waitDrained waits until the queue-depth metric is 0.

@@ -8,7 +8,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sqlpool/sqlpool/app/zipkin/codec"
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
+	"github.com/sqlpool/sqlpool/app/zipkin/spool"
 )
 
 // Errors of Transport.Accept. A collector answers ErrQueueFull and
@@ -127,11 +129,23 @@ func (t *Transport) Release() { <-t.s.posts }
 
 // ReadBody reads an HTTP request body as POST /api/v2/spans does: bounded
 // by MaxBodyBytes before and after gunzip (Content-Encoding: gzip), within
-// Config.BodyReadTimeout. A non-zero code is the HTTP status to answer
-// (400, 408, 413) with msg; the message is already counted as dropped.
+// Config.BodyReadTimeout, the bytes being received counted against
+// Config.MaxReceivingBytes. Call it before Acquire, so that a client that
+// stalls while sending holds no decoding slot. A non-zero code is the HTTP
+// status to answer with msg: 503 (too many bytes being received; answer it
+// as a full queue, with Retry-After), or 400, 408 and 413, for which the
+// message is already counted as dropped.
 func (t *Transport) ReadBody(w http.ResponseWriter, r *http.Request) (body []byte, code int, msg string) {
-	body, code, msg = t.s.readBody(w, r)
-	if code != 0 {
+	raw, release, code, msg := t.s.receiveBody(w, r)
+	defer release()
+	if code == 0 {
+		body, code, msg = t.s.gunzip(r, raw)
+	}
+	switch code {
+	case 0:
+	case http.StatusServiceUnavailable:
+		t.m.messagesRejected.Inc()
+	default:
 		t.Dropped()
 	}
 	return body, code, msg
@@ -163,10 +177,26 @@ func (t *Transport) Accept(spans []model.Span, bytes int64) error {
 		return fmt.Errorf("%w: %d spans; this server queues at most %s: send smaller batches",
 			ErrTooManySpans, len(kept), strconv.Itoa(t.s.ingest.maxSpans))
 	}
-	if err := t.s.q.offer(message{spans: kept, bytes: bytes}); err != nil {
+	var persist func() (uint64, error)
+	if sp := t.s.spool; sp != nil {
+		// The spool holds requests as POST /api/v2/spans bodies; a
+		// collector's decoded spans are written as proto3, which replay
+		// decodes like such a POST.
+		persist = func() (uint64, error) {
+			return sp.Append(codec.AppendProto3Spans([]byte{byte(v2Endpoint), 1}, kept))
+		}
+	}
+	if err := t.s.q.offerDurable(message{spans: kept, bytes: bytes}, persist); err != nil {
 		t.m.messagesRejected.Inc()
 		t.m.spansDropped.Add(float64(len(kept)))
-		return err
+		switch {
+		case errors.Is(err, errQueueFull), errors.Is(err, errClosing):
+			return err
+		case errors.Is(err, spool.ErrClosed):
+			return fmt.Errorf("%w: %v", ErrClosing, err)
+		default: // the spool is full or cannot be written: retry later
+			return fmt.Errorf("%w: %v", ErrQueueFull, err)
+		}
 	}
 	return nil
 }

@@ -1,7 +1,11 @@
 package server
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sqlpool/sqlpool/app/zipkin/spool"
 )
 
 // Metric names. The zipkin_collector_* counters and gauges are Zipkin's own
@@ -26,6 +30,14 @@ const (
 	NameWrites           = "zipkin_collector_writes_total"
 	NameWriteSeconds     = "zipkin_collector_write_seconds"
 	NameBatchesFailed    = "zipkin_collector_batches_failed_total"
+
+	// The spool's (Config.SpoolDir).
+	NameSpoolBytes    = "zipkin_spool_bytes"
+	NameSpoolRecords  = "zipkin_spool_records"
+	NameSpoolReplayed = "zipkin_spool_replayed_total"
+	NameSpoolCorrupt  = "zipkin_spool_corrupt_bytes_total"
+	NameSpoolFsyncs   = "zipkin_spool_fsyncs_total"
+	NameSpoolOldest   = "zipkin_spool_oldest_unstored_seconds"
 )
 
 // collectorMetrics holds the collector's metric handles. Every update is an
@@ -98,5 +110,31 @@ func queueGauges(q *ingestQueue) []prometheus.Collector {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: NameQueueMaxBytes, ConstLabels: http,
 			Help: "The ingest queue's bound in bytes."},
 			func() float64 { return float64(q.cfg.maxBytes) }),
+	}
+}
+
+// spoolGauges are the spool's metrics (Config.SpoolDir).
+func spoolGauges(sp *spool.Spool) []prometheus.Collector {
+	http := prometheus.Labels{"transport": "http"}
+	g := func(name, help string, f func(st spool.Stats) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, ConstLabels: http, Help: help},
+			func() float64 { return f(sp.Stats()) })
+	}
+	c := func(name, help string, f func(st spool.Stats) float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, ConstLabels: http, Help: help},
+			func() float64 { return f(sp.Stats()) })
+	}
+	return []prometheus.Collector{
+		g(NameSpoolBytes, "Bytes of the spool's segments on disk.", func(st spool.Stats) float64 { return float64(st.Bytes) }),
+		g(NameSpoolRecords, "Requests in the spool whose spans are not yet stored.", func(st spool.Stats) float64 { return float64(st.Records) }),
+		c(NameSpoolReplayed, "Requests replayed from the spool at start.", func(st spool.Stats) float64 { return float64(st.Replayed) }),
+		c(NameSpoolCorrupt, "Bytes of corrupt or truncated spool tails cut at start (their requests are lost).", func(st spool.Stats) float64 { return float64(st.CorruptBytes) }),
+		c(NameSpoolFsyncs, "Group commits of the spool (one fsync each).", func(st spool.Stats) float64 { return float64(st.Fsyncs) }),
+		g(NameSpoolOldest, "Age of the oldest request in the spool not yet stored, in seconds; 0 when none.", func(st spool.Stats) float64 {
+			if st.Oldest.IsZero() {
+				return 0
+			}
+			return time.Since(st.Oldest).Seconds()
+		}),
 	}
 }

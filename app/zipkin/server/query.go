@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -173,10 +174,23 @@ func (s *Server) getTraces(ctx context.Context, w http.ResponseWriter, r *http.R
 	if err != nil {
 		return err
 	}
-	if limit > 1<<31-1 {
-		limit = 1<<31 - 1
+	if limit > math.MaxInt32 || limit < math.MinInt32 {
+		// Zipkin's limit is a Java int: a value past it fails to parse.
+		v, _ := param(r, "limit")
+		return bad(`For input string: "` + v + `" (parameter limit)`)
 	}
 	q.Limit = int(limit)
+	// Zipkin's minDuration and maxDuration are optional: a value given is
+	// checked even when it is 0, which the request's zero value means
+	// "no bound". Negative values make Normalize give Zipkin's messages
+	// ("minDuration <= 0", "maxDuration is only valid with minDuration",
+	// "maxDuration < minDuration").
+	if _, ok := param(r, "minDuration"); ok && q.MinDuration == 0 {
+		q.MinDuration = -1
+	}
+	if _, ok := param(r, "maxDuration"); ok && q.MaxDuration == 0 {
+		q.MaxDuration = -1
+	}
 	if err := q.Normalize(); err != nil {
 		return err
 	}

@@ -42,6 +42,17 @@ func TestQueryErrors(t *testing.T) {
 		{"/api/v2/traces?limit=x", 400, `For input string: "x"`},
 		{"/api/v2/traces?maxDuration=5", 400, "maxDuration is only valid with minDuration"},
 		{"/api/v2/traces?minDuration=10&maxDuration=5", 400, "maxDuration < minDuration"},
+		// Zipkin checks a minDuration or maxDuration that is given, 0 included.
+		{"/api/v2/traces?minDuration=0", 400, "minDuration <= 0"},
+		{"/api/v2/traces?maxDuration=0", 400, "maxDuration is only valid with minDuration"},
+		{"/api/v2/traces?minDuration=0&maxDuration=0", 400, "minDuration <= 0"},
+		{"/api/v2/traces?minDuration=10&maxDuration=0", 400, "maxDuration < minDuration"},
+		{"/api/v2/traces?minDuration=-3", 400, "minDuration <= 0"},
+		{"/api/v2/traces?minDuration=10&maxDuration=10", 200, "[]"},
+		// Zipkin's limit is a Java int: past its range the value does not parse.
+		{"/api/v2/traces?limit=2147483648", 400, `For input string: "2147483648"`},
+		{"/api/v2/traces?limit=-2147483649", 400, `For input string: "-2147483649"`},
+		{"/api/v2/traces?limit=2147483647", 200, "[]"},
 		{"/api/v2/traces", 200, "[]"},
 		{"/api/v2/autocompleteValues", 400, "Mandatory parameter is missing: key"},
 		// Zipkin's getValues(""): IllegalArgumentException "key was empty".

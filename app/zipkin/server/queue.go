@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
+	"github.com/sqlpool/sqlpool/app/zipkin/spool"
 	"github.com/sqlpool/sqlpool/app/zipkin/storage"
 )
 
@@ -31,6 +32,16 @@ type message struct {
 	bytes   int64
 	done    *completion
 	dropped prometheus.Counter
+	// rec is the spool record of the request, shared by the parts of a
+	// split message; nil without a spool.
+	rec *spoolRef
+}
+
+// spoolRef is a spool record whose spans are queued: once every part of
+// it is stored (or given up), the record is done.
+type spoolRef struct {
+	seq   uint64
+	parts atomic.Int32
 }
 
 // maxQueueMessages bounds the messages (accepted POSTs) the queue holds, so
@@ -82,14 +93,21 @@ type ingestQueue struct {
 	// begins, waking the offerWait callers that found the queue full.
 	room atomic.Pointer[chan struct{}]
 
+	// spool, when set, holds every queued request until it is stored
+	// (Config.SpoolDir); leftInSpool counts the spans a drain deadline
+	// left there.
+	spool       *spool.Spool
+	leftInSpool atomic.Int64
+
 	// ctx ends when the drain deadline of close has passed: writes in
-	// flight are abandoned and whatever is left is counted as failed.
+	// flight are abandoned and whatever is left is counted as failed (or,
+	// with a spool, left in it).
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
-func newIngestQueue(cfg resolvedIngest, store storage.SpanConsumer, log *slog.Logger, m *collectorMetrics) *ingestQueue {
+func newIngestQueue(cfg resolvedIngest, store storage.SpanConsumer, log *slog.Logger, m *collectorMetrics, sp *spool.Spool) *ingestQueue {
 	ctx, cancel := context.WithCancel(context.Background())
 	q := &ingestQueue{
 		cfg:    cfg,
@@ -98,6 +116,7 @@ func newIngestQueue(cfg resolvedIngest, store storage.SpanConsumer, log *slog.Lo
 		m:      m,
 		ch:     make([]chan message, cfg.writers),
 		msgCap: min(cfg.maxSpans, maxQueueMessages),
+		spool:  sp,
 		ctx:    ctx,
 		cancel: cancel,
 	}
@@ -198,7 +217,13 @@ func (q *ingestQueue) offerWait(ctx context.Context, msg message) error {
 // offer enqueues msg without blocking. It returns errQueueFull when the
 // bounds leave no room and errClosing once close has begun; nil means the
 // writers own msg.
-func (q *ingestQueue) offer(msg message) error {
+func (q *ingestQueue) offer(msg message) error { return q.offerDurable(msg, nil) }
+
+// offerDurable is offer that, with persist set, calls it once the room is
+// reserved and before the message is queued: persist writes the request
+// to the spool and returns its record number. An error from persist
+// gives the room back and is returned.
+func (q *ingestQueue) offerDurable(msg message, persist func() (uint64, error)) error {
 	n := int64(len(msg.spans))
 	if n == 0 {
 		return nil // nothing to store (the handler answers such a POST before it gets here)
@@ -215,6 +240,20 @@ func (q *ingestQueue) offer(msg message) error {
 	}
 	if msg.done != nil {
 		msg.done.pending.Store(k)
+	}
+	if persist != nil {
+		seq, err := persist()
+		if err != nil {
+			q.release(k, n, msg.bytes)
+			return err
+		}
+		msg.rec = &spoolRef{seq: seq}
+	}
+	if msg.rec != nil {
+		msg.rec.parts.Store(int32(k))
+		for i := range parts {
+			parts[i].rec = msg.rec
+		}
 	}
 	q.mu.RLock()
 	if q.closed {
@@ -309,10 +348,18 @@ func (q *ingestQueue) writer(ch chan message) {
 			bytes += batch[i].bytes
 		}
 		err := q.write(spans)
+		if err == nil || errors.Is(err, ErrGivenUp) {
+			for i := range batch {
+				if r := batch[i].rec; r != nil && r.parts.Add(-1) == 0 {
+					q.spool.Done(r.seq)
+				}
+			}
+		}
 		clear(spans) // drop references held by the reused buffer
 		q.release(int64(len(batch)), int64(n), bytes)
+		kept := q.spool != nil && errors.Is(err, ErrAbandoned) // left in the spool: not dropped
 		for i := range batch {
-			if err != nil {
+			if err != nil && !kept {
 				dropped := batch[i].dropped
 				if dropped == nil {
 					dropped = q.m.spansDropped
@@ -330,14 +377,19 @@ func (q *ingestQueue) writer(ch chan message) {
 // write stores one batch, retrying every error with jittered exponential
 // backoff until the retry deadline (counted from the first attempt) or the
 // forced end of a drain. A batch given up is counted and logged with its
-// trace and span IDs, and its error returned: ErrAbandoned at the end of a
-// drain, else ErrGivenUp.
+// trace and span IDs, and its error returned: ErrGivenUp, or ErrAbandoned
+// when the drain deadline passed (with a spool the batch's records are
+// then kept for the next start, and nothing is counted as dropped).
 func (q *ingestQueue) write(spans []model.Span) error {
 	start := time.Now()
 	deadline := start.Add(q.cfg.retryDeadline)
 	backoff := q.cfg.backoffBase
 	for attempt := 1; ; attempt++ {
 		if err := q.ctx.Err(); err != nil {
+			if q.spool != nil {
+				q.leftInSpool.Add(int64(len(spans)))
+				return fmt.Errorf("%w: left in the spool for the next start", ErrAbandoned)
+			}
 			return q.giveUp(spans, attempt-1, errors.New("the server stopped before the batch could be written (drain deadline passed)"))
 		}
 		ctx, cancel := context.WithTimeout(q.ctx, q.cfg.attemptTimeout)
@@ -356,6 +408,10 @@ func (q *ingestQueue) write(spans []model.Span) error {
 		q.m.writes.WithLabelValues("error").Inc()
 		// Full jitter: a random wait in [backoff/2, backoff].
 		wait := backoff/2 + rand.N(backoff/2+1)
+		if q.ctx.Err() != nil && q.spool != nil {
+			q.leftInSpool.Add(int64(len(spans)))
+			return fmt.Errorf("%w: left in the spool for the next start", ErrAbandoned)
+		}
 		if q.ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
 			return q.giveUp(spans, attempt, err)
 		}
@@ -419,5 +475,10 @@ func (q *ingestQueue) close(ctx context.Context) error {
 	left := q.spans.Load()
 	q.cancel()
 	<-done
+	if q.spool != nil {
+		q.log.Warn("drain deadline passed; the spans not yet stored stay in the spool for the next start",
+			"spans", q.leftInSpool.Load())
+		return nil
+	}
 	return fmt.Errorf("drain deadline passed with %d spans not yet stored; they were dropped (see the error log for their IDs)", left)
 }

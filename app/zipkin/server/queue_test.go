@@ -26,7 +26,7 @@ func TestHugeQueueBoundAllocatesLittle(t *testing.T) {
 	const maxSpans = 1 << 22 // 128 MiB of channel before the fix
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	q := newIngestQueue(testIngest(maxSpans), &fakeStore{}, slog.New(slog.NewTextHandler(io.Discard, nil)), newCollectorMetrics())
+	q := newIngestQueue(testIngest(maxSpans), &fakeStore{}, slog.New(slog.NewTextHandler(io.Discard, nil)), newCollectorMetrics(), nil)
 	runtime.ReadMemStats(&after)
 	defer func() {
 		if err := q.close(context.Background()); err != nil {
@@ -58,7 +58,7 @@ func TestQueueMessageBoundRefusesWithoutBlocking(t *testing.T) {
 			return ctx.Err()
 		}
 	})
-	q := newIngestQueue(testIngest(4*maxQueueMessages), store, slog.New(slog.NewTextHandler(io.Discard, nil)), newCollectorMetrics())
+	q := newIngestQueue(testIngest(4*maxQueueMessages), store, slog.New(slog.NewTextHandler(io.Discard, nil)), newCollectorMetrics(), nil)
 	one := []model.Span{{TraceID: model.TraceID{Low: 1}, ID: 1}}
 	for i := range maxQueueMessages {
 		if err := q.offer(message{spans: one, bytes: 10}); err != nil {

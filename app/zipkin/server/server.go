@@ -41,6 +41,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
+	"github.com/sqlpool/sqlpool/app/zipkin/spool"
 	"github.com/sqlpool/sqlpool/app/zipkin/storage"
 )
 
@@ -117,15 +118,22 @@ type Config struct {
 	// either above it is a 413. Zero value: 10 MiB (Armeria's default,
 	// which Zipkin uses).
 	MaxBodyBytes int64
-	// MaxConcurrentPosts bounds the POSTs being read and decoded at once, so
-	// that memory stays bounded under a flood; a POST that finds no slot
-	// within a second is answered 503. Zero value: 4 × GOMAXPROCS, at
-	// least 8.
+	// MaxConcurrentPosts bounds the POSTs being gunzipped and decoded at
+	// once, so that memory and CPU stay bounded under a flood. A POST takes
+	// a slot only once its whole body has arrived, so a client that stalls
+	// while sending holds none; a POST that finds no slot within a second
+	// is answered 503. Zero value: 4 × GOMAXPROCS, at least 8.
 	MaxConcurrentPosts int
-	// BodyReadTimeout bounds how long a POST may take to send its body once
-	// it holds a decoding slot (MaxConcurrentPosts); a body still incomplete
-	// then is answered 408 and the slot is freed, so that stalled clients
-	// cannot hold every slot. Zero value: 30 s.
+	// MaxReceivingBytes bounds the body bytes held for POSTs that are
+	// still arriving or waiting for a decoding slot, across all requests.
+	// A request holds at most twice what it has sent (plus 512 bytes), not
+	// what its Content-Length announces; a POST that would take the total
+	// above the bound is answered 503 with Retry-After. Zero value:
+	// MaxConcurrentPosts × MaxBodyBytes.
+	MaxReceivingBytes int64
+	// BodyReadTimeout bounds how long a POST may take to send its body; a
+	// body still incomplete then is answered 408 and the connection is
+	// closed. Zero value: 30 s.
 	BodyReadTimeout time.Duration
 	// RetryDeadline is how long a writer retries a failing batch, from its
 	// first attempt, before giving it up. It is separate from (and not
@@ -137,6 +145,19 @@ type Config struct {
 	// RetryAfter is the Retry-After of a 503, rounded up to whole seconds.
 	// Zero value: 1 s.
 	RetryAfter time.Duration
+
+	// SpoolDir, when set, makes every accepted request durable before its
+	// 202: the request is written to an append-only log in this directory
+	// (package zipkin/spool; group commit, one fsync for many requests),
+	// replayed into the queue when the server starts, and trimmed once
+	// its spans are stored. A drain that reaches its deadline leaves what
+	// is not stored in the log for the next start instead of dropping it.
+	// A full log is a 503 with Retry-After. Two servers cannot share one
+	// directory. Zero value: no spool (accepted spans live in memory until
+	// stored, and a crash loses them).
+	SpoolDir string
+	// SpoolMaxBytes bounds the log's bytes on disk. Zero value: 1 GiB.
+	SpoolMaxBytes int64
 
 	// UI, when set, is mounted at /zipkin/ (the query API under
 	// /zipkin/api/v2 takes precedence) and / redirects to it, as in Zipkin.
@@ -159,6 +180,7 @@ type resolvedIngest struct {
 	writers, batchSpans, maxSpans int
 	maxBytes, maxBody             int64
 	maxPosts                      int
+	maxReceiving                  int64
 	bodyTimeout                   time.Duration
 	retryDeadline, attemptTimeout time.Duration
 	backoffBase, backoffMax       time.Duration
@@ -169,22 +191,28 @@ type resolvedIngest struct {
 // Server is a Zipkin HTTP server. Create one with New; serve Handler; call
 // Close after the HTTP server has stopped accepting requests.
 type Server struct {
-	cfg     Config
-	ingest  resolvedIngest
-	store   storage.Storage
-	log     *slog.Logger
-	m       *collectorMetrics
-	q       *ingestQueue
-	posts   chan struct{} // semaphore of POSTs being read and decoded
-	sampler sampler
-	reg     prometheus.Registerer
-	gather  prometheus.Gatherer
-	handler http.Handler
+	cfg    Config
+	ingest resolvedIngest
+	store  storage.Storage
+	log    *slog.Logger
+	m      *collectorMetrics
+	q      *ingestQueue
+	posts  chan struct{} // semaphore of POSTs being decoded
+	// receiving is the body bytes reserved by POSTs being received or
+	// waiting for a decoding slot; at most ingest.maxReceiving.
+	receiving atomic.Int64
+	sampler   sampler
+	reg       prometheus.Registerer
+	gather    prometheus.Gatherer
+	handler   http.Handler
 
 	// manyNames is set when the last /services returned more than three
 	// names: name endpoints then send Cache-Control, as Zipkin does.
 	manyNames atomic.Bool
 	closing   atomic.Bool
+
+	spool      *spool.Spool  // nil without Config.SpoolDir
+	replayDone chan struct{} // closed when the replay at start has ended; nil without one
 }
 
 // New checks cfg, starts the writers and returns a Server.
@@ -200,9 +228,9 @@ func New(cfg Config) (*Server, error) {
 		v    int64
 	}{
 		{"Writers", int64(cfg.Writers)}, {"BatchSpans", int64(cfg.BatchSpans)}, {"MaxQueueSpans", int64(cfg.MaxQueueSpans)},
-		{"MaxQueueBytes", cfg.MaxQueueBytes}, {"MaxBodyBytes", cfg.MaxBodyBytes}, {"MaxConcurrentPosts", int64(cfg.MaxConcurrentPosts)},
+		{"MaxQueueBytes", cfg.MaxQueueBytes}, {"MaxBodyBytes", cfg.MaxBodyBytes}, {"MaxConcurrentPosts", int64(cfg.MaxConcurrentPosts)}, {"MaxReceivingBytes", cfg.MaxReceivingBytes},
 		{"BodyReadTimeout", int64(cfg.BodyReadTimeout)}, {"RetryDeadline", int64(cfg.RetryDeadline)}, {"AttemptTimeout", int64(cfg.AttemptTimeout)},
-		{"RetryAfter", int64(cfg.RetryAfter)}, {"QueryTimeout", int64(cfg.QueryTimeout)}, {"DefaultLookback", cfg.DefaultLookback},
+		{"RetryAfter", int64(cfg.RetryAfter)}, {"SpoolMaxBytes", cfg.SpoolMaxBytes}, {"QueryTimeout", int64(cfg.QueryTimeout)}, {"DefaultLookback", cfg.DefaultLookback},
 	} {
 		if f.v < 0 {
 			return nil, fmt.Errorf("server: Config.%s is negative (%d); use 0 for the default", f.name, f.v)
@@ -235,10 +263,15 @@ func New(cfg Config) (*Server, error) {
 		attemptTimeout: orDur(cfg.AttemptTimeout, DefaultAttemptTimeout),
 		retryAfter:     orDur(cfg.RetryAfter, DefaultRetryAfter),
 		backoffBase:    100 * time.Millisecond,
-		backoffMax:     5 * time.Second,
-		redact:         redactor(cfg.Redact),
+		// A writer's wait between attempts is at most 250 ms, so
+		// that a batch caught in a database restart is written within
+		// that of the database's return. It does not hammer a database
+		// that is down: an attempt then waits in the pool's acquire.
+		backoffMax: 250 * time.Millisecond,
+		redact:     redactor(cfg.Redact),
 	}
 	in.attemptTimeout = min(in.attemptTimeout, in.retryDeadline)
+	in.maxReceiving = or64(cfg.MaxReceivingBytes, int64(in.maxPosts)*in.maxBody)
 	in.maxBytes = max(in.maxBytes, in.maxBody)
 
 	s := &Server{
@@ -265,12 +298,33 @@ func New(cfg Config) (*Server, error) {
 			s.gather = prometheus.DefaultGatherer
 		}
 	}
-	s.q = newIngestQueue(in, cfg.Storage, cfg.Logger, s.m)
-	for _, c := range append(s.m.all, queueGauges(s.q)...) {
+	var replay []spool.Record
+	if cfg.SpoolDir != "" {
+		sp, err := spool.Open(spool.Options{Dir: cfg.SpoolDir, MaxBytes: cfg.SpoolMaxBytes, Logger: cfg.Logger}, func(r spool.Record) {
+			replay = append(replay, r)
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.spool = sp
+	}
+	s.q = newIngestQueue(in, cfg.Storage, cfg.Logger, s.m, s.spool)
+	collectorsOf := append(s.m.all, queueGauges(s.q)...)
+	if s.spool != nil {
+		collectorsOf = append(collectorsOf, spoolGauges(s.spool)...)
+	}
+	for _, c := range collectorsOf {
 		if err := reg.Register(c); err != nil {
 			_ = s.q.close(context.Background())
+			if s.spool != nil {
+				_ = s.spool.Close()
+			}
 			return nil, fmt.Errorf("server: registering metrics: %w (is another Server registered in the same registry?)", err)
 		}
+	}
+	if len(replay) > 0 {
+		s.replayDone = make(chan struct{})
+		go s.replay(replay)
 	}
 	s.handler = s.routes()
 	return s, nil
@@ -288,9 +342,66 @@ func (s *Server) QueueDepth() (spans, bytes int64) { return s.q.spans.Load(), s.
 // ends; then it abandons what is left, counts and logs it, and returns an
 // error saying how many spans were dropped. Call it after the HTTP server
 // stopped accepting requests (http.Server.Shutdown).
+//
+// With a spool (Config.SpoolDir), what is not stored when ctx ends stays
+// in the spool for the next start, and Close returns nil.
 func (s *Server) Close(ctx context.Context) error {
 	s.closing.Store(true)
-	return s.q.close(ctx)
+	if s.replayDone != nil {
+		<-s.replayDone
+	}
+	err := s.q.close(ctx)
+	if s.spool != nil {
+		_ = s.spool.Close()
+	}
+	return err
+}
+
+// replay queues the requests the spool held at start, waiting for room in
+// the queue, until every one is queued or the server closes (the rest
+// stay in the spool).
+func (s *Server) replay(recs []spool.Record) {
+	defer close(s.replayDone)
+	var spans int
+	for i, r := range recs {
+		if len(r.Payload) < 2 {
+			s.spool.Done(r.Seq)
+			continue
+		}
+		ep, ct := endpointKind(r.Payload[0]), ""
+		if r.Payload[1] == 1 {
+			ct = "application/x-protobuf"
+		}
+		body := r.Payload[2:]
+		decoded, err := decodeSpans(ep, ct, body)
+		if err != nil {
+			s.log.Error("spool: a replayed request does not decode; skipped", "seq", r.Seq, "err", err)
+			s.spool.Done(r.Seq)
+			continue
+		}
+		kept := s.sampler.filter(decoded)
+		if len(kept) == 0 {
+			s.spool.Done(r.Seq)
+			continue
+		}
+		seq := r.Seq
+		for {
+			if s.closing.Load() {
+				s.log.Warn("spool: server closing; requests not yet replayed stay in the spool", "left", len(recs)-i)
+				return
+			}
+			err := s.q.offerDurable(message{spans: kept, bytes: int64(len(body))}, func() (uint64, error) { return seq, nil })
+			if err == nil {
+				break
+			}
+			if errors.Is(err, errClosing) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond) // the queue is full: wait for the writers
+		}
+		spans += len(kept)
+	}
+	s.log.Info("spool: replayed the requests accepted before the last stop", "requests", len(recs), "spans", spans)
 }
 
 func (s *Server) routes() http.Handler {

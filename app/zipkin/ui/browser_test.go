@@ -16,6 +16,9 @@ import (
 // in docs/img come from the real server and database, written by
 // cmd/zipkin-mysql's TestViewerOnServer with -update.
 func TestBrowser(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: Chromium browser test")
+	}
 	fake := uitest.NewFakeAPI()
 	mux := http.NewServeMux()
 	mux.Handle("/zipkin/", ui.Handler())
