@@ -137,6 +137,14 @@ func (s *session) rollback(err error) {
 
 func (s *session) statement(query string) { s.t.Statement(query) }
 
+// insertID tells the tracker the last insert id of a successful Exec's result: zero means the
+// statement generated no AUTO_INCREMENT value, so LAST_INSERT_ID() needs no reset for it.
+func (s *session) insertID(r driver.Result) {
+	if id, err := r.LastInsertId(); err == nil {
+		s.t.InsertID(id)
+	}
+}
+
 // failed is told that the last call recorded (statement, begin, commit or rollback) returned an
 // error: what it would have ended may still be in place.
 func (s *session) failed() { s.t.Failed() }

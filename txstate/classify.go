@@ -187,6 +187,7 @@ type info struct {
 	iso     bool            // isolation or access mode assigned
 	userVar bool            // a user variable assigned (its expression may read tables)
 	lock    bool            // GET_LOCK mentioned
+	insert  bool            // INSERT, REPLACE, LOAD or CREATE: may generate an AUTO_INCREMENT id (LAST_INSERT_ID)
 	dropDB  bool            // DROP DATABASE or SCHEMA: the current database may vanish
 	rename  bool            // ALTER or RENAME: a temporary table may change its name
 	txMode  int8            // START TRANSACTION access mode
@@ -264,6 +265,7 @@ func (l *lexer) statement(in *info, depth int) {
 	case kSelect, kInsert, kUpdate, kDelete, kReplace, kShow, kDescribe, kDesc, kExplain, kDo, kValues,
 		kTable, kWith, kHelp, kLoad, kAnalyze, kCheck, kChecksum, kOptimize, kRepair:
 		in.class = ClassQuery
+		in.insert = k == kInsert || k == kReplace || k == kLoad
 	case kSet:
 		l.set(in, depth)
 	case kBegin:
@@ -293,6 +295,7 @@ func (l *lexer) statement(in *info, depth int) {
 			in.class = ClassUnlockTables
 		}
 	case kCreate:
+		in.insert = containsFold(l.s, "select") // CREATE TABLE ... SELECT may generate ids
 		l.create(in)
 	case kDrop:
 		l.drop(in)

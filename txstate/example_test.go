@@ -45,6 +45,7 @@ func ExampleTracker() {
 	// A borrower that returned the connection mid-transaction.
 	t.Statement("START TRANSACTION")
 	t.Statement("INSERT INTO audit (msg) VALUES (?)")
+	t.InsertID(0) // the Exec's result: no AUTO_INCREMENT id generated
 	if !t.Clean() {
 		p := t.Plan()
 		fmt.Println(p.Action, p.Statements, "-", p.Reason)

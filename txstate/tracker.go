@@ -17,6 +17,8 @@ const (
 	dUserLocks                     // GET_LOCK: SELECT RELEASE_ALL_LOCKS()
 	dTemp                          // temporary tables: DROP TEMPORARY TABLE
 	dVars                          // restorable session variables may differ (sess.vars): SET
+	dUserVars                      // user variables may be set (Tracker.uvars): SET @a=NULL
+	dLastID                        // LAST_INSERT_ID() may differ from 0: SET last_insert_id=0
 	dDiscard                       // unknown state: discard
 )
 
@@ -32,6 +34,7 @@ const (
 	reasonNoBase    = "no baseline recorded"
 	reasonIsolation = "baseline isolation level unknown"
 	reasonTemp      = "temporary table not tracked"
+	reasonUserVars  = "user variable not tracked"
 )
 
 // sess is the part of a Tracker's state that Failed can merge back.
@@ -99,12 +102,18 @@ type Tracker struct {
 	// varSQL is the last reset SET built for variables, for the dirty set
 	// varKey (the variables, plus autocommit and isolation bits above them).
 	varSQL string
-	varKey uint32
+	varKey uint64
 
 	// gen changes whenever how the server would prepare a statement may have
 	// changed: another database, a session change the Tracker cannot follow
 	// (sql_mode, character set, ...), a reset. See Resolution.
 	gen uint32
+
+	// uvars are the user variables (lower-case) the borrower may have set, reset to NULL at
+	// release; idTentative says the last Statement set dLastID only because it may insert, so
+	// that InsertID(0) can take it back.
+	uvars       []string
+	idTentative bool
 
 	txIso driver.IsolationLevel
 	xid   string
@@ -193,6 +202,9 @@ func (t *Tracker) Done() {
 	t.xid = ""
 	clear(t.temps)
 	t.temps = t.temps[:0]
+	clear(t.uvars)
+	t.uvars = t.uvars[:0]
+	t.idTentative = false
 }
 
 // Clean reports whether nothing needs doing at release: no transaction,
@@ -283,6 +295,7 @@ func (t *Tracker) Unknown() {
 // was in place before it is assumed to still be (the union of the states
 // before and after); what it may have started is kept too.
 func (t *Tracker) Failed() {
+	t.idTentative = false
 	p := t.prev
 	t.st.dirty |= p.dirty | t.failExtra
 	if p.ac != t.st.ac {
@@ -322,9 +335,59 @@ func (t *Tracker) Failed() {
 // it never uses regular expressions.
 func (t *Tracker) Statement(query string) {
 	t.prev, t.failExtra = t.st, 0
+	t.idTentative = false
 	var in info
-	analyze(&in, query, t.st.quoting)
+	q := t.st.quoting
+	analyze(&in, query, q)
 	t.apply(&in)
+	if in.class == ClassEmpty || t.st.dirty&dDiscard != 0 {
+		return
+	}
+	if strings.IndexByte(query, '@') >= 0 {
+		t.scanUserVars(query, q)
+	}
+	switch {
+	case hasLastInsertIDArg(query):
+		t.st.dirty |= dLastID
+	case in.insert && t.st.dirty&dLastID == 0:
+		t.st.dirty |= dLastID
+		t.idTentative = true
+	}
+}
+
+// scanUserVars records the user variables query names, to reset at release.
+func (t *Tracker) scanUserVars(query string, q Quoting) {
+	ok := true
+	switch q {
+	case QuotingBackslash, QuotingANSI:
+		ok = userVarScan(query, true, addUserVar, t)
+	case QuotingNoBackslash:
+		ok = userVarScan(query, false, addUserVar, t)
+	default:
+		ok = userVarScan(query, true, addUserVar, t)
+		if ok && strings.IndexByte(query, '\\') >= 0 {
+			ok = userVarScan(query, false, addUserVar, t)
+		}
+	}
+	if !ok {
+		t.discard(reasonUserVars)
+		return
+	}
+	if len(t.uvars) > 0 {
+		t.st.dirty |= dUserVars
+	}
+}
+
+// InsertID records the last insert id the server reported for the last Statement, an Exec
+// (driver.Result.LastInsertId; the OK packet's field). Zero means the statement generated no
+// AUTO_INCREMENT value, so an INSERT that Statement counted as possibly changing
+// LAST_INSERT_ID() did not; it does not undo a LAST_INSERT_ID(expr) call or an earlier
+// statement's change. Call it only after a successful Exec whose result carries the id.
+func (t *Tracker) InsertID(id int64) {
+	if id == 0 && t.idTentative {
+		t.st.dirty &^= dLastID
+	}
+	t.idTentative = false
 }
 
 // apply changes the state by one classified statement.
@@ -521,7 +584,7 @@ func (t *Tracker) setVars(in *info) {
 		vals[vCharsetConnection] = t.baseVal[vCharsetConnection]
 	}
 	for m := in.vars; m != 0; m &= m - 1 {
-		v := sysVar(bits16(m))
+		v := sysVar(bitsVar(m))
 		if sameValue(v, vals[v], t.baseVal[v], t.baseOK&(1<<v) != 0) {
 			t.st.vars &^= 1 << v
 		} else {
@@ -610,7 +673,7 @@ func (t *Tracker) Plan() Plan {
 	case d&dIsolation != 0 && !t.isoOK:
 		return Plan{Action: ActionDiscard, Reason: reasonIsolation}
 	case d&dVars != 0 && t.st.vars&^t.restorable != 0:
-		v := bits16(t.st.vars &^ t.restorable)
+		v := bitsVar(t.st.vars &^ t.restorable)
 		return Plan{Action: ActionDiscard, Reason: "session variable " + sysVars[v].name + " changed; its value at connect is not known"}
 	}
 	var why [len(Tracker{}.plan)]string
@@ -636,7 +699,7 @@ func (t *Tracker) Plan() Plan {
 		n++
 	}
 	switch {
-	case d&dVars != 0:
+	case d&(dVars|dUserVars|dLastID) != 0:
 		t.plan[n], why[n] = t.varsSQL(d)
 		n++
 	case d&(dAutocommit|dIsolation) == dAutocommit:
@@ -656,20 +719,35 @@ func (t *Tracker) Plan() Plan {
 	return Plan{Action: ActionReset, Statements: t.plan[:n:n], Reason: reason}
 }
 
-// varsSQL returns the one SET that restores the changed session variables,
-// and autocommit, isolation and access mode when d says they changed too,
-// with the reason to give. The statement for the last set of changes is
-// kept, so a borrower that changes the same variables every time costs one
-// allocation per connection, not one per release.
+// varsSQL returns the one SET that restores the changed session variables, resets the user
+// variables the borrower may have set (to NULL) and LAST_INSERT_ID() (to 0), and restores
+// autocommit, isolation and access mode when d says they changed too, with the reason to give.
+// Without user variables the statement for the last set of changes is kept, so a borrower
+// that changes the same variables every time costs one allocation per connection, not one
+// per release; user variables build it anew.
 func (t *Tracker) varsSQL(d uint32) (sql, reason string) {
-	key := uint32(t.st.vars) | (d&(dAutocommit|dIsolation))<<16
-	if key != t.varKey || t.varSQL == "" {
+	key := uint64(t.st.vars) | uint64(d&(dAutocommit|dIsolation|dLastID))<<32
+	if d&dUserVars != 0 || key != t.varKey || t.varSQL == "" {
 		var b strings.Builder
 		b.WriteString("SET ")
 		sep := ""
 		for m := t.st.vars; m != 0; m &= m - 1 {
 			b.WriteString(sep)
-			b.WriteString(t.assign[bits16(m)])
+			b.WriteString(t.assign[bitsVar(m)])
+			sep = ", "
+		}
+		if d&dUserVars != 0 {
+			for _, n := range t.uvars {
+				b.WriteString(sep)
+				b.WriteString("@`")
+				b.WriteString(strings.ReplaceAll(n, "`", "``"))
+				b.WriteString("`=NULL")
+				sep = ", "
+			}
+		}
+		if d&dLastID != 0 {
+			b.WriteString(sep)
+			b.WriteString("last_insert_id=0")
 			sep = ", "
 		}
 		if d&dAutocommit != 0 {
@@ -677,22 +755,51 @@ func (t *Tracker) varsSQL(d uint32) (sql, reason string) {
 			b.WriteString(t.acSQL[len("SET "):])
 		}
 		if d&dIsolation != 0 {
+			if sep == "" {
+				return t.txSQL, "isolation or access mode changed"
+			}
 			b.WriteString(t.isoTail)
 		}
-		t.varSQL, t.varKey = b.String(), key
+		if d&dUserVars != 0 {
+			sql = b.String()
+		} else {
+			t.varSQL, t.varKey = b.String(), key
+			sql = t.varSQL
+		}
+	} else {
+		sql = t.varSQL
 	}
-	switch d & (dAutocommit | dIsolation) {
-	case dAutocommit:
-		return t.varSQL, "session variables or autocommit changed"
-	case dIsolation:
-		return t.varSQL, "session variables, isolation or access mode changed"
-	case dAutocommit | dIsolation:
-		return t.varSQL, "session variables, autocommit, isolation or access mode changed"
+	if d&(dUserVars|dLastID) == 0 {
+		switch d & (dAutocommit | dIsolation) {
+		case dAutocommit:
+			return sql, "session variables or autocommit changed"
+		case dIsolation:
+			return sql, "session variables, isolation or access mode changed"
+		case dAutocommit | dIsolation:
+			return sql, "session variables, autocommit, isolation or access mode changed"
+		}
+		return sql, "session variables changed"
 	}
-	return t.varSQL, "session variables changed"
+	var why []string
+	if d&dVars != 0 {
+		why = append(why, "session variables")
+	}
+	if d&dUserVars != 0 {
+		why = append(why, "user variables")
+	}
+	if d&dLastID != 0 {
+		why = append(why, "LAST_INSERT_ID")
+	}
+	if d&dAutocommit != 0 {
+		why = append(why, "autocommit")
+	}
+	if d&dIsolation != 0 {
+		why = append(why, "isolation or access mode")
+	}
+	return sql, strings.Join(why, ", ") + " changed"
 }
 
-// bits16 returns the index of the lowest set bit of a non-empty mask.
-func bits16(m varMask) int {
-	return bits.TrailingZeros16(uint16(m))
+// bitsVar returns the index of the lowest set bit of a non-empty mask.
+func bitsVar(m varMask) int {
+	return bits.TrailingZeros32(uint32(m))
 }
