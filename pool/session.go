@@ -161,6 +161,7 @@ func (p *Pool) runPlan(e *entry) error {
 		e.sess.t.Done()
 		return nil
 	case txstate.ActionDiscard:
+		p.releaseLocks(e)
 		return fmt.Errorf("session cannot be reset: %s", plan.Reason)
 	}
 	ctx, cancel := context.WithTimeout(p.dialCtx, p.cfg.ValidationTimeout)
@@ -180,6 +181,20 @@ func (p *Pool) runPlan(e *entry) error {
 	}
 	e.sess.t.Done()
 	return nil
+}
+
+// releaseLocks runs SELECT RELEASE_ALL_LOCKS() on a healthy connection about to be closed at
+// release whose borrower may hold named locks (GET_LOCK, or a session state the tracker cannot
+// follow): the server releases a closed connection's locks only after its socket closes, so
+// without this the next borrower, on a new connection, could still find them held. Errors are
+// ignored: the connection is closed next either way.
+func (p *Pool) releaseLocks(e *entry) {
+	if e.fatal != nil || !e.sess.t.MayHoldUserLocks() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(p.dialCtx, p.cfg.ValidationTimeout)
+	defer cancel()
+	_ = execDriver(ctx, e.conn, "SELECT RELEASE_ALL_LOCKS()")
 }
 
 // execDriver runs one statement without arguments on a driver connection.

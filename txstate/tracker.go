@@ -213,6 +213,15 @@ func (t *Tracker) Clean() bool {
 	return t.st.dirty == 0
 }
 
+// MayHoldUserLocks reports whether the borrower may hold user-level (named) locks: it ran
+// GET_LOCK, or the session state is unknown (a statement the Tracker cannot follow may have
+// taken one). A pool that closes such a connection instead of resetting it releases them first
+// (SELECT RELEASE_ALL_LOCKS()): the server frees a closed connection's locks only after the
+// socket closes, so the next borrower could still see them held.
+func (t *Tracker) MayHoldUserLocks() bool {
+	return t.st.dirty&(dUserLocks|dDiscard) != 0
+}
+
 // InTx reports whether a transaction may be open: begun by the driver or by
 // text (BEGIN, START TRANSACTION, XA START, or a statement with autocommit
 // off) and not yet ended.
