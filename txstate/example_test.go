@@ -87,7 +87,7 @@ func ExampleTracker_Plan() {
 
 	// Some states cannot be undone: the connection is closed instead.
 	t.Done()
-	t.Statement("SET foreign_key_checks = 0")
+	t.Statement("SET max_heap_table_size = 65536")
 	p = t.Plan()
 	fmt.Println(p.Action, "-", p.Reason)
 	// Output:

@@ -547,7 +547,11 @@ func (t *Tracker) Resolution() (db string, gen uint32, known bool) {
 // Resolution reports the state unknown, so a statement cache does not
 // share statements prepared under it; setting one back makes statements
 // prepared under the baseline usable again.
-const resolutionVars varMask = 1<<vSQLMode | 1<<vCharsetClient | 1<<vCharsetConnection | 1<<vCollationConnection
+const resolutionVars varMask = 1<<vSQLMode | 1<<vCharsetClient | 1<<vCharsetConnection | 1<<vCollationConnection |
+	// Read when a statement is parsed or its result types are fixed, which may be at prepare:
+	// not shared while they differ (erring toward preparing anew).
+	1<<vDivPrecisionIncrement | 1<<vGroupConcatMaxLen | 1<<vSQLSelectLimit | 1<<vSQLAutoIsNull |
+	1<<vMaxSortLength | 1<<vLCTimeNames
 
 // set applies a SET of user variables, autocommit and the transaction
 // variables.

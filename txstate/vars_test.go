@@ -202,7 +202,7 @@ func TestBaselineFromRowVariables(t *testing.T) {
 		t.Fatal("Get(max_statement_time) found a value")
 	}
 	var v Variables
-	if v.Set("foreign_key_checks", "0") {
+	if v.Set("max_heap_table_size", "0") {
 		t.Fatal("Set accepted a variable that is not restored")
 	}
 	for _, bad := range [][]driver.Value{
@@ -257,5 +257,62 @@ func TestTrackerConnectionCollation(t *testing.T) {
 	tr.Statement("SET collation_connection = utf8mb4_bin, character_set_connection = utf8mb4")
 	if p := tr.Plan(); p.Action != ActionDiscard {
 		t.Errorf("collation not restorable: Plan() = %v %q; want a discard", p.Action, p.Statements)
+	}
+}
+
+// The per-request variables (GORM's SET FOREIGN_KEY_CHECKS = 0 … = 1, a lock wait timeout, a
+// GROUP_CONCAT length) are restored with the one SET, or need nothing when set back.
+func TestTrackerPerRequestVariables(t *testing.T) {
+	row := []driver.Value{
+		[]byte("app"), int64(1), []byte("STRICT_TRANS_TABLES"), []byte("REPEATABLE-READ"), int64(0),
+		[]byte("SYSTEM"), []byte("utf8mb4"), []byte("utf8mb4"), []byte("utf8mb4"), []byte("utf8mb4_general_ci"), int64(28800), int64(28800),
+		[]byte("max_statement_time"), []byte("0.000000"),
+		int64(1), int64(1), int64(50), int64(86400), int64(1048576), uint64(18446744073709551615), int64(4), int64(0),
+		int64(1), int64(0), int64(0), int64(1024), int64(30), int64(60), []byte("en_US"),
+	}
+	if len(row) != BaselineColumns {
+		t.Fatalf("row has %d columns, BaselineColumns is %d", len(row), BaselineColumns)
+	}
+	b, err := BaselineFromRow(row)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name  string
+		ops   []string
+		act   Action
+		stmts []string
+	}{
+		{"GORM DropTable", []string{"SET FOREIGN_KEY_CHECKS = 0", "DROP TABLE IF EXISTS users", "SET FOREIGN_KEY_CHECKS = 1"}, ActionNone, nil},
+		{"foreign_key_checks left off", []string{"SET foreign_key_checks = 0"}, ActionReset, []string{"SET foreign_key_checks=1"}},
+		{"ON", []string{"SET foreign_key_checks = ON"}, ActionReset, []string{"SET foreign_key_checks=1"}},
+		{"several", []string{"SET unique_checks = 0, innodb_lock_wait_timeout = 5, @@session.group_concat_max_len = 4"}, ActionReset,
+			[]string{"SET unique_checks=1, innodb_lock_wait_timeout=50, group_concat_max_len=1048576"}},
+		{"sql_select_limit", []string{"SET sql_select_limit = 18446744073709551614"}, ActionReset, []string{"SET sql_select_limit=18446744073709551615"}},
+		{"sql_select_limit back", []string{"SET sql_select_limit = 1", "SET sql_select_limit = 18446744073709551615"}, ActionNone, nil},
+		{"lc_time_names", []string{"SET lc_time_names = 'de_DE'"}, ActionReset, []string{"SET lc_time_names='en_US'"}},
+		{"the rest", []string{"SET lock_wait_timeout = 5, div_precision_increment = 2, sql_safe_updates = 1, sql_notes = 0, sql_warnings = 1, " +
+			"sql_auto_is_null = 1, max_sort_length = 8, net_read_timeout = 5, net_write_timeout = 5"}, ActionReset,
+			[]string{"SET lock_wait_timeout=86400, div_precision_increment=4, sql_safe_updates=0, sql_notes=1, sql_warnings=0, " +
+				"sql_auto_is_null=0, max_sort_length=1024, net_read_timeout=30, net_write_timeout=60"}},
+		{"not restored", []string{"SET max_heap_table_size = 65536"}, ActionDiscard, nil},
+	}
+	for _, c := range cases {
+		tr := NewTracker(b)
+		run(tr, c.ops)
+		p := tr.Plan()
+		if p.Action != c.act || !reflect.DeepEqual(p.Statements, c.stmts) {
+			t.Errorf("%s: Plan() = %v %q (%s), want %v %q", c.name, p.Action, p.Statements, p.Reason, c.act, c.stmts)
+		}
+	}
+	// A row of the earlier 14 columns records none of them: a SET of one discards.
+	b14, err := BaselineFromRow(row[:14])
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := NewTracker(b14)
+	tr.Statement("SET foreign_key_checks = 0")
+	if p := tr.Plan(); p.Action != ActionDiscard {
+		t.Errorf("14-column baseline: Plan() = %v, want discard", p)
 	}
 }

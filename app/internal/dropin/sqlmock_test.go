@@ -35,6 +35,8 @@ var mockBaseline = []driver.Value{
 	"app", int64(1), "STRICT_TRANS_TABLES", "REPEATABLE-READ", int64(0),
 	"SYSTEM", "utf8mb4", "utf8mb4", "utf8mb4", "utf8mb4_general_ci", int64(28800), int64(28800),
 	"max_statement_time", "0.000000",
+	int64(1), int64(1), int64(50), int64(86400), int64(1048576), "18446744073709551615", int64(4), int64(0),
+	int64(1), int64(0), int64(0), int64(1024), int64(30), int64(60), "en_US",
 }
 
 func expectBaseline(mock sqlmock.Sqlmock) {
@@ -193,7 +195,7 @@ func TestSQLMockStatementSequence(t *testing.T) {
 		{"xa-start", []string{"XA START 'x'"}, discard},
 		{"xa-prepare", []string{"XA START 'x'", "XA END 'x'", "XA PREPARE 'x'"}, discard},
 		{"xa-finish", []string{"XA START 'x'", "XA END 'x'", "XA COMMIT 'x' ONE PHASE"}, nil},
-		{"set-user-var", []string{"SET @a = 1"}, nil},
+		{"set-user-var", []string{"SET @a = 1"}, []string{"SET @`a`=NULL"}},
 		{"set-autocommit", []string{"SET autocommit = 0", "INSERT INTO t VALUES (1)"}, []string{"ROLLBACK", "SET autocommit=1"}},
 		{"set-autocommit, no statement after", []string{"SET autocommit = 0"}, []string{"SET autocommit=1"}},
 		{"set-autocommit, set back", []string{"SET autocommit = 0", "SET autocommit = 1"}, nil},
