@@ -194,6 +194,8 @@ type info struct {
 	name    string          // USE: the name as written; CREATE TEMPORARY TABLE: the table; XA: the xid
 	plain   string          // USE: the database name unescaped, or ""
 	qual    bool            // CREATE TEMPORARY TABLE: the name has a database part
+	names   bool            // SET NAMES or CHARACTER SET: the client's collation set too (namesColl, or the character set's default)
+	nColl   string          // SET NAMES ... COLLATE: the collation as written
 	vars    varMask         // restorable session variables assigned
 	vals    [numVars]string // their values as written (see literal), "" when unknown
 }

@@ -174,6 +174,16 @@ func (t *Tracker) Reset(b Baseline) {
 			t.restorable |= 1 << v
 		}
 	}
+	// character_set_client is restored with NAMES cs COLLATE <baseline collation_connection>
+	// when the connection's character set is the client's: assigning the character set alone
+	// would give the client its default collation, not the one the connection had (a bound
+	// parameter's collation). NAMES sets the results and connection character sets and the
+	// collation too; the assignments after it set them to the baseline's again.
+	cl, cn, co := t.baseVal[vCharsetClient], t.baseVal[vCharsetConnection], t.baseVal[vCollationConnection]
+	if t.restorable&(1<<vCharsetClient) != 0 && t.restorable&(1<<vCollationConnection) != 0 &&
+		t.baseOK&(1<<vCharsetConnection) != 0 && strings.EqualFold(cl, cn) {
+		t.assign[vCharsetClient] = "NAMES '" + cl + "' COLLATE '" + co + "'"
+	}
 	t.Done()
 }
 
@@ -614,6 +624,13 @@ func (t *Tracker) setVars(in *info) {
 			}
 		}
 	}
+	if in.names && (in.nColl == "" || !sameValue(vCollationConnection, in.nColl, t.baseVal[vCollationConnection], t.baseOK&(1<<vCollationConnection) != 0)) {
+		// SET NAMES cs [COLLATE c] and SET CHARACTER SET cs give character_set_client the
+		// collation c (or cs's default), which @@character_set_client does not show but a
+		// bound parameter takes (COLLATION(?), checked on MariaDB 10.11): unless it is the
+		// baseline's collation, the client's character set is restored too, with NAMES.
+		t.st.vars |= 1 << vCharsetClient
+	}
 	if t.st.vars&(1<<vCharsetConnection) != 0 {
 		// Assigning character_set_connection also sets collation_connection, to the
 		// character set's default: the reset must restore the collation after it, or a
@@ -744,7 +761,18 @@ func (t *Tracker) varsSQL(d uint32) (sql, reason string) {
 		var b strings.Builder
 		b.WriteString("SET ")
 		sep := ""
-		for m := t.st.vars; m != 0; m &= m - 1 {
+		vars := t.st.vars
+		if vars&(1<<vCharsetClient) != 0 && strings.HasPrefix(t.assign[vCharsetClient], "NAMES ") {
+			// NAMES sets the connection's character set and collation to the baseline's,
+			// and the results' to the client's.
+			vars &^= 1<<vCharsetConnection | 1<<vCollationConnection
+			if t.baseOK&(1<<vCharsetResults) != 0 && strings.EqualFold(t.baseVal[vCharsetResults], t.baseVal[vCharsetClient]) {
+				vars &^= 1 << vCharsetResults
+			} else if t.restorable&(1<<vCharsetResults) != 0 {
+				vars |= 1 << vCharsetResults
+			}
+		}
+		for m := vars; m != 0; m &= m - 1 {
 			b.WriteString(sep)
 			b.WriteString(t.assign[bitsVar(m)])
 			sep = ", "

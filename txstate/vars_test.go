@@ -23,8 +23,10 @@ var varBase = func() Baseline {
 	return b
 }()
 
-const setCharsets = "SET character_set_client='utf8mb4', character_set_results='utf8mb4', " +
-	"character_set_connection='utf8mb4', collation_connection='utf8mb4_general_ci'"
+// setCharsets restores the client's, results' and connection's character sets and the
+// collation: NAMES, so that the client's collation (which a bound parameter takes) is the
+// baseline's too.
+const setCharsets = "SET NAMES 'utf8mb4' COLLATE 'utf8mb4_general_ci'"
 
 func TestTrackerVariables(t *testing.T) {
 	isoTail := " /*M!, SESSION tx_isolation='REPEATABLE-READ', SESSION tx_read_only=0 */" +
@@ -43,11 +45,13 @@ func TestTrackerVariables(t *testing.T) {
 		{"sql_mode", []string{"SET sql_mode = 'ANSI'"}, ActionReset, []string{"SET sql_mode='STRICT_TRANS_TABLES'"}},
 		{"sql_mode expression", []string{"SET sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES')"}, ActionReset, []string{"SET sql_mode='STRICT_TRANS_TABLES'"}},
 		{"sql_mode to the baseline", []string{"SET SESSION sql_mode = 'strict_trans_tables'"}, ActionNone, nil},
-		{"NAMES of the baseline charset", []string{"SET NAMES utf8mb4"}, ActionReset, []string{"SET collation_connection='utf8mb4_general_ci'"}},
+		{"NAMES of the baseline charset", []string{"SET NAMES utf8mb4"}, ActionReset, []string{setCharsets}},
+		{"NAMES of the baseline charset and collation", []string{"SET NAMES utf8mb4 COLLATE utf8mb4_general_ci"}, ActionNone, nil},
+		{"NAMES of the baseline charset, another collation", []string{"SET NAMES utf8mb4 COLLATE utf8mb4_bin"}, ActionReset, []string{setCharsets}},
 		{"NAMES with the baseline collation", []string{"SET NAMES 'utf8mb4' COLLATE 'utf8mb4_general_ci'"}, ActionNone, nil},
 		{"NAMES latin1", []string{"SET NAMES latin1"}, ActionReset, []string{setCharsets}},
 		{"NAMES DEFAULT", []string{"SET NAMES DEFAULT"}, ActionReset, []string{setCharsets}},
-		{"CHARACTER SET", []string{"SET CHARACTER SET utf8mb4"}, ActionReset, []string{"SET character_set_connection='utf8mb4', collation_connection='utf8mb4_general_ci'"}},
+		{"CHARACTER SET", []string{"SET CHARACTER SET utf8mb4"}, ActionReset, []string{setCharsets}},
 		{"NAMES latin1 then back", []string{"SET NAMES latin1", "SET NAMES utf8mb4 COLLATE utf8mb4_general_ci"}, ActionNone, nil},
 		{"character_set_results NULL", []string{"SET character_set_results = NULL"}, ActionReset, []string{"SET character_set_results='utf8mb4'"}},
 		{"character_set_connection", []string{"SET character_set_connection = utf8mb4"}, ActionReset, []string{"SET collation_connection='utf8mb4_general_ci'"}},
@@ -186,8 +190,7 @@ func TestBaselineFromRowVariables(t *testing.T) {
 	tr := NewTracker(b)
 	tr.Statement("SET NAMES utf8mb4, max_execution_time = 5")
 	p := tr.Plan()
-	if want := "SET character_set_client='latin1', character_set_results=NULL, character_set_connection='latin1', " +
-		"collation_connection='latin1_swedish_ci', max_execution_time=1500"; len(p.Statements) != 1 || p.Statements[0] != want {
+	if want := "SET NAMES 'latin1' COLLATE 'latin1_swedish_ci', character_set_results=NULL, max_execution_time=1500"; len(p.Statements) != 1 || p.Statements[0] != want {
 		t.Fatalf("Plan() = %q\nwant %q", p.Statements, want)
 	}
 	tr.Done()
@@ -235,7 +238,7 @@ func TestTrackerConnectionCollation(t *testing.T) {
 		{"both in one SET", []string{"SET character_set_connection = latin1, @@session.collation_connection = utf8mb4_unicode_ci"}, ActionNone, nil},
 		{"collation back, then the character set", []string{"SET collation_connection = utf8mb4_unicode_ci, character_set_connection = latin1"}, ActionReset, both},
 		{"NAMES, then the connection collation back", []string{"SET NAMES latin1", "SET collation_connection = utf8mb4_unicode_ci"}, ActionReset,
-			[]string{"SET character_set_client='utf8mb4', character_set_results='utf8mb4'"}},
+			[]string{"SET NAMES 'utf8mb4' COLLATE 'utf8mb4_unicode_ci'"}},
 		{"character set of the baseline", []string{"SET character_set_connection = utf8mb4"}, ActionReset, []string{"SET collation_connection='utf8mb4_unicode_ci'"}},
 		{"another character set", []string{"SET character_set_connection = latin1"}, ActionReset, both},
 		{"another collation", []string{"SET collation_connection = utf8mb4_bin"}, ActionReset, both},

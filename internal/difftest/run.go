@@ -34,6 +34,9 @@ type Options struct {
 	Inject string
 	// StepTimeout bounds one step and one session view. Zero value: 10 s.
 	StepTimeout time.Duration
+	// OnStep, if not nil, is called after each step (a borrow included) with its duration on
+	// both sides, for profiling.
+	OnStep func(i int, s Step, d time.Duration)
 }
 
 // Divergence is the first difference a run found.
@@ -53,6 +56,10 @@ func (d *Divergence) Error() string {
 // connection id, rand_seed1/rand_seed2 are seeded per connection. timestamp is the clock and is
 // compared within a minute rather than excluded, so a borrower's SET timestamp still shows.
 var excludedVars = map[string]bool{"PSEUDO_THREAD_ID": true, "RAND_SEED1": true, "RAND_SEED2": true}
+
+// embeddedExcludedVars are left out on the embedded server too: it ignores SET last_insert_id
+// (the reset the pool sends), so LAST_INSERT_ID() is compared on MariaDB only.
+var embeddedExcludedVars = map[string]bool{"LAST_INSERT_ID": true, "IDENTITY": true, "INSERT_ID": true}
 
 // Runner runs programs on one server. It is not safe for concurrent use.
 type Runner struct {
@@ -142,6 +149,10 @@ type side struct {
 	conn   *sql.Conn
 	tx     *sql.Tx
 	stmts  [Slots]*sql.Stmt
+	texts  [Slots]string // the text each slot's statement was prepared from
+	// obs is the observer connection and freshSess a new connection's session part (freshView).
+	obs       *sql.Conn
+	freshSess view
 }
 
 func (r *Runner) connector(dbName string) (driver.Connector, error) {
@@ -185,6 +196,9 @@ func (r *Runner) newSide(name string, pooled bool) (*side, error) {
 
 func (s *side) close() {
 	s.endBorrow()
+	if s.obs != nil {
+		_ = s.obs.Close()
+	}
 	_ = s.db.Close()
 	if s.closer != nil {
 		_ = s.closer.Close()
@@ -266,14 +280,16 @@ func (s *side) step(ctx context.Context, st Step) string {
 		if err != nil {
 			return s.norm.Replace(errText(err))
 		}
-		s.stmts[st.Slot] = stmt
+		s.stmts[st.Slot], s.texts[st.Slot] = stmt, st.SQL
 		return "ok"
 	case OpStmtExec, OpStmtQuery:
 		stmt := s.stmts[st.Slot]
 		if stmt == nil {
 			return "no stmt"
 		}
-		if st.Op == OpStmtExec {
+		// Exec of a statement that returns rows makes go-sql-driver/mysql hang or lose the
+		// connection (plain database/sql too), so those are always queried.
+		if st.Op == OpStmtExec && !strings.HasPrefix(s.texts[st.Slot], "SELECT") {
 			return s.norm.Replace(result(stmt.ExecContext(ctx, st.Args...)))
 		}
 		rows, err := stmt.QueryContext(ctx, st.Args...)
@@ -374,35 +390,58 @@ type view map[string]string
 // the reset), named locks held by anyone, and each table the program can shadow or create.
 func (s *side) sessionView(ctx context.Context, c *sql.Conn) (view, error) {
 	v := view{}
-	one := func(key, q string) error {
-		rows, err := c.QueryContext(ctx, q)
-		if err != nil {
-			var me *mysql.MySQLError
-			if errors.As(err, &me) {
-				v[key] = errText(err)
-				return nil
-			}
+	if err := s.sessionPart(ctx, c, v); err != nil {
+		return nil, err
+	}
+	if err := s.serverPart(ctx, c, v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// query1 reads q's rows into v[key]; a MySQL error is a value too.
+func (s *side) query1(ctx context.Context, c *sql.Conn, v view, key, q string) error {
+	rows, err := c.QueryContext(ctx, q)
+	if err != nil {
+		var me *mysql.MySQLError
+		if errors.As(err, &me) {
+			v[key] = errText(err)
+			return nil
+		}
+		return err
+	}
+	v[key] = s.norm.Replace(readRows(rows, nil))
+	return nil
+}
+
+// sessionPart reads what belongs to the session alone: an open transaction, the database,
+// the session variables and the user variables.
+func (s *side) sessionPart(ctx context.Context, c *sql.Conn, v view) error {
+	emb := s.r.o.Vocabulary.Embedded
+	if emb {
+		if err := s.query1(ctx, c, v, "database", "SELECT DATABASE()"); err != nil {
 			return err
 		}
-		v[key] = s.norm.Replace(readRows(rows, nil))
-		return nil
+	} else if err := s.query1(ctx, c, v, "in_transaction,database", "SELECT @@in_transaction, DATABASE()"); err != nil {
+		return err
 	}
-	if err := one("in_transaction,database", "SELECT @@in_transaction, DATABASE()"); err != nil {
-		return nil, err
+	q := "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.SESSION_VARIABLES"
+	if emb {
+		q = "SHOW SESSION VARIABLES"
 	}
-	rows, err := c.QueryContext(ctx, "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.SESSION_VARIABLES")
+	rows, err := c.QueryContext(ctx, q)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for rows.Next() {
 		var name string
 		var val sql.NullString
 		if err := rows.Scan(&name, &val); err != nil {
 			rows.Close()
-			return nil, err
+			return err
 		}
 		name = strings.ToUpper(name)
-		if excludedVars[name] {
+		if excludedVars[name] || emb && embeddedExcludedVars[name] {
 			continue
 		}
 		if name == "TIMESTAMP" {
@@ -415,29 +454,54 @@ func (s *side) sessionView(ctx context.Context, c *sql.Conn) (view, error) {
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return err
 	}
-	if !s.r.o.Vocabulary.Embedded {
-		if err := one("user variables", "SELECT VARIABLE_NAME, VARIABLE_VALUE, VARIABLE_TYPE FROM information_schema.USER_VARIABLES WHERE VARIABLE_VALUE IS NOT NULL ORDER BY 1"); err != nil {
-			return nil, err
-		}
-	} else {
-		if err := one("user variables", "SELECT @u, @v, @w, @pv, @m, @tenant, @pid"); err != nil {
-			return nil, err
-		}
+	if emb {
+		return s.query1(ctx, c, v, "user variables", "SELECT @u, @v, @w, @pv, @m, @tenant, @pid")
 	}
+	return s.query1(ctx, c, v, "user variables", "SELECT VARIABLE_NAME, VARIABLE_VALUE, VARIABLE_TYPE FROM information_schema.USER_VARIABLES WHERE VARIABLE_VALUE IS NOT NULL ORDER BY 1")
+}
+
+// serverPart reads what the session sees of the server: named locks held by anyone, and each
+// table the program can shadow with a temporary one, lock or create.
+func (s *side) serverPart(ctx context.Context, c *sql.Conn, v view) error {
 	for _, l := range s.locks {
-		if err := one("lock "+s.norm.Replace(l), "SELECT IS_USED_LOCK('"+l+"') IS NOT NULL"); err != nil {
-			return nil, err
+		if err := s.query1(ctx, c, v, "lock "+s.norm.Replace(l), "SELECT IS_USED_LOCK('"+l+"') IS NOT NULL"); err != nil {
+			return err
 		}
 	}
 	for _, d := range []string{"{A}", "{B}"} {
 		for _, t := range []string{"t", "tmp1", "n", "u"} {
 			tbl := s.subst.Replace(d) + "." + t
-			if err := one("table "+s.norm.Replace(tbl), "SELECT COUNT(*), COALESCE(SUM(1), 0) FROM "+tbl); err != nil {
-				return nil, err
+			if err := s.query1(ctx, c, v, "table "+s.norm.Replace(tbl), "SELECT COUNT(*), COALESCE(SUM(id), 0) FROM "+tbl); err != nil {
+				return err
 			}
 		}
+	}
+	return nil
+}
+
+// freshView is a brand-new connection's view: the session part read once from a new
+// connection (it is the same for every new connection, the excluded variables aside), the
+// server part read now through an observer connection that never runs a program's statement.
+func (s *side) freshView(ctx context.Context) (view, error) {
+	if s.obs == nil {
+		c, err := s.fresh.Conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s.obs = c
+		s.freshSess = view{}
+		if err := s.sessionPart(ctx, c, s.freshSess); err != nil {
+			return nil, err
+		}
+	}
+	v := view{}
+	for k, x := range s.freshSess {
+		v[k] = x
+	}
+	if err := s.serverPart(ctx, s.obs, v); err != nil {
+		return nil, err
 	}
 	return v, nil
 }
@@ -486,12 +550,7 @@ func (s *side) borrow(ctx context.Context, pooled bool) (diff string, fresh, got
 		return "", "", "", err
 	}
 	s.conn = c
-	fc, err := s.fresh.Conn(ctx)
-	if err != nil {
-		return "", "", "", err
-	}
-	defer fc.Close()
-	want, err := s.sessionView(ctx, fc)
+	want, err := s.freshView(ctx)
 	if err != nil {
 		return "", "", "", fmt.Errorf("fresh view: %w", err)
 	}
@@ -563,9 +622,13 @@ func (r *Runner) Run(p Program) (*Divergence, error) {
 		return d, err
 	}
 	for i, st := range p {
+		start := time.Now()
 		if st.Op == OpBorrow {
 			if d, err := borrow(i); d != nil || err != nil {
 				return d, err
+			}
+			if r.o.OnStep != nil {
+				r.o.OnStep(i, st, time.Since(start))
 			}
 			continue
 		}
@@ -573,6 +636,9 @@ func (r *Runner) Run(p Program) (*Divergence, error) {
 		a := ref.step(sctx, st)
 		b := pl.step(sctx, st)
 		cancel()
+		if r.o.OnStep != nil {
+			r.o.OnStep(i, st, time.Since(start))
+		}
 		if a != b {
 			return &Divergence{Step: i, What: "result of " + st.String(), Plain: a, Pooled: b}, nil
 		}
