@@ -35,6 +35,17 @@ func TestResolution(t *testing.T) {
 	step("SET NAMES", st("SET NAMES latin1"), "app", false, true)
 	step("Done", tr.Done, "app", true, true)
 	step("Raw", tr.Unknown, "app", false, true)
+	step("Done", tr.Done, "app", true, true)
+	// MariaDB refuses to prepare a write in a read-only session or transaction (1792): a
+	// statement cached under the baseline must not hide that.
+	step("SET SESSION TRANSACTION READ ONLY", st("SET SESSION TRANSACTION READ ONLY"), "app", false, false)
+	step("Done", tr.Done, "app", true, true)
+	step("SET TRANSACTION READ ONLY", st("SET TRANSACTION READ ONLY"), "app", false, false)
+	step("Done", tr.Done, "app", true, true)
+	step("START TRANSACTION READ ONLY", st("START TRANSACTION READ ONLY"), "app", false, false)
+	step("COMMIT", st("COMMIT"), "app", true, false)
+	step("BEGIN", st("BEGIN"), "app", true, false)
+	step("ROLLBACK", st("ROLLBACK"), "app", true, false)
 
 	var zero Tracker // no baseline: the database at connect is "", known until changed
 	if d, _, k := zero.Resolution(); d != "" || !k {

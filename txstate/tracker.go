@@ -541,13 +541,18 @@ func (t *Tracker) discard(reason string) {
 // sql.Conn.Raw, a statement it does not recognise), or sql_mode or the
 // connection's character sets or collation differ from the baseline (they
 // are fixed into a statement when the server prepares it; time_zone and the
-// other restored variables are read when it runs); a cache must then prepare
-// anew and not share the statement. gen changes whenever db or known may have
+// other restored variables are read when it runs), or the access mode or
+// isolation may differ from the baseline or a read-only transaction is open
+// (MariaDB refuses to prepare a write in a read-only session or transaction,
+// error 1792, so a statement cached under the baseline would hide that error);
+// a cache must then prepare anew and not share the statement. gen changes whenever db or known may have
 // changed, and at every Done: a statement prepared at one
 // gen must be prepared again before it runs at another (keyed by db, that
 // is a cache lookup). Resolution does not allocate.
 func (t *Tracker) Resolution() (db string, gen uint32, known bool) {
-	return t.st.db, t.gen, !t.st.dbUnknown && t.st.dirty&dDiscard == 0 && t.st.vars&resolutionVars == 0
+	known = !t.st.dbUnknown && t.st.dirty&(dDiscard|dIsolation) == 0 && t.st.vars&resolutionVars == 0 &&
+		!(t.st.dirty&dTx != 0 && t.st.txMode == txModeReadOnly)
+	return t.st.db, t.gen, known
 }
 
 // resolutionVars are the restorable variables under which the server parses

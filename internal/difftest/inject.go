@@ -7,14 +7,14 @@ import (
 	"sync/atomic"
 )
 
-// injectConnector wraps the pool side's driver so that the first statement without arguments
-// run through Exec that starts with prefix is not sent: the pool runs its release plan through
-// Exec, so this skips one reset (Options.Inject). The borrowers' statements the vocabulary
-// sends with that prefix go through Query, so only the pool's is skipped.
+// injectConnector wraps the pool side's driver so that no statement without arguments run
+// through Exec that starts with prefix is sent: the pool runs its release plan through Exec, so
+// this makes it skip one kind of reset (Options.Inject). The borrowers' statements the
+// vocabulary sends with that prefix go through Query, so only the pool's are skipped.
 type injectConnector struct {
 	driver.Connector
-	prefix string
-	done   atomic.Bool
+	prefix  string
+	skipped atomic.Int64
 }
 
 func (c *injectConnector) Connect(ctx context.Context) (driver.Conn, error) {
@@ -32,7 +32,8 @@ type injectConn struct {
 }
 
 func (ic *injectConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
-	if len(args) == 0 && strings.HasPrefix(q, ic.c.prefix) && ic.c.done.CompareAndSwap(false, true) {
+	if len(args) == 0 && strings.HasPrefix(q, ic.c.prefix) {
+		ic.c.skipped.Add(1)
 		return driver.ResultNoRows, nil
 	}
 	return ic.Conn.(driver.ExecerContext).ExecContext(ctx, q, args)

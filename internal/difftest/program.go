@@ -238,7 +238,8 @@ var gens = []gen{
 	}},
 	// table locks
 	{3, false, func(r *rand.Rand) []Step {
-		return ex(pick(r, "LOCK TABLES t READ", "LOCK TABLES t WRITE", "UNLOCK TABLES", "LOCK TABLES {A}.t READ, {B}.t READ"))
+		// UNLOCK TABLES goes through Query, so that Options.Inject can single out the pool's.
+		return pick(r, ex("LOCK TABLES t READ"), ex("LOCK TABLES t WRITE"), qu("UNLOCK TABLES"), ex("LOCK TABLES {A}.t READ, {B}.t READ"))
 	}},
 	// DDL, procedures, handlers
 	{2, true, func(r *rand.Rand) []Step {

@@ -27,10 +27,10 @@ type Options struct {
 	Prefix string
 	// Vocabulary is what the programs may use.
 	Vocabulary Vocabulary
-	// Inject, when not empty, makes the pool's side skip one release statement: the first one
-	// sent on a connection after the pool took it back that starts with Inject (for example
-	// "USE `"), as if the pool had forgotten one reset. Used to prove the fuzzer finds and
-	// shrinks a divergence.
+	// Inject, when not empty, makes the pool's side skip one kind of release statement: every
+	// statement without arguments sent through Exec that starts with Inject (for example
+	// "UNLOCK TABLES", which the vocabulary sends through Query only), as if the
+	// pool had forgotten that reset. Used to prove the fuzzer finds and shrinks a divergence.
 	Inject string
 	// StepTimeout bounds one step and one session view. Zero value: 10 s.
 	StepTimeout time.Duration
@@ -494,6 +494,13 @@ func (s *side) freshView(ctx context.Context) (view, error) {
 		s.freshSess = view{}
 		if err := s.sessionPart(ctx, c, s.freshSess); err != nil {
 			return nil, err
+		}
+		// A table lock the pool leaked would block the observer's reads until
+		// lock_wait_timeout (a day by default): make it an error the views show instead.
+		if !s.r.o.Vocabulary.Embedded {
+			if _, err := c.ExecContext(ctx, "SET SESSION lock_wait_timeout = 1, innodb_lock_wait_timeout = 1"); err != nil {
+				return nil, err
+			}
 		}
 	}
 	v := view{}
