@@ -46,6 +46,11 @@ func TestResolution(t *testing.T) {
 	step("COMMIT", st("COMMIT"), "app", true, false)
 	step("BEGIN", st("BEGIN"), "app", true, false)
 	step("ROLLBACK", st("ROLLBACK"), "app", true, false)
+	// Under LOCK TABLES a statement on a table not locked fails to prepare (1100).
+	step("LOCK TABLES", st("LOCK TABLES t READ"), "app", false, false)
+	step("UNLOCK TABLES", st("UNLOCK TABLES"), "app", true, false)
+	step("XA START", st("XA START 'x'"), "app", false, false)
+	step("XA ROLLBACK", func() { tr.Statement("XA END 'x'"); tr.Statement("XA ROLLBACK 'x'") }, "app", true, false)
 
 	var zero Tracker // no baseline: the database at connect is "", known until changed
 	if d, _, k := zero.Resolution(); d != "" || !k {

@@ -544,13 +544,15 @@ func (t *Tracker) discard(reason string) {
 // other restored variables are read when it runs), or the access mode or
 // isolation may differ from the baseline or a read-only transaction is open
 // (MariaDB refuses to prepare a write in a read-only session or transaction,
-// error 1792, so a statement cached under the baseline would hide that error);
+// error 1792, so a statement cached under the baseline would hide that error),
+// or LOCK TABLES holds locks (a statement on a table not locked fails to
+// prepare, 1100) or an XA transaction is open;
 // a cache must then prepare anew and not share the statement. gen changes whenever db or known may have
 // changed, and at every Done: a statement prepared at one
 // gen must be prepared again before it runs at another (keyed by db, that
 // is a cache lookup). Resolution does not allocate.
 func (t *Tracker) Resolution() (db string, gen uint32, known bool) {
-	known = !t.st.dbUnknown && t.st.dirty&(dDiscard|dIsolation) == 0 && t.st.vars&resolutionVars == 0 &&
+	known = !t.st.dbUnknown && t.st.dirty&(dDiscard|dIsolation|dTables|dXA) == 0 && t.st.vars&resolutionVars == 0 &&
 		!(t.st.dirty&dTx != 0 && t.st.txMode == txModeReadOnly)
 	return t.st.db, t.gen, known
 }
