@@ -771,8 +771,10 @@ func (t *Tracker) varsSQL(d uint32) (sql, reason string) {
 		vars := t.st.vars
 		if vars&(1<<vCharsetClient) != 0 && strings.HasPrefix(t.assign[vCharsetClient], "NAMES ") {
 			// NAMES sets the connection's character set and collation to the baseline's,
-			// and the results' to the client's.
-			vars &^= 1<<vCharsetConnection | 1<<vCollationConnection
+			// and the results' to the client's. The collation is assigned again after it:
+			// the embedded go-mysql-server ignores NAMES' COLLATE.
+			vars &^= 1 << vCharsetConnection
+			vars |= 1 << vCollationConnection
 			if t.baseOK&(1<<vCharsetResults) != 0 && strings.EqualFold(t.baseVal[vCharsetResults], t.baseVal[vCharsetClient]) {
 				vars &^= 1 << vCharsetResults
 			} else if t.restorable&(1<<vCharsetResults) != 0 {

@@ -25,8 +25,8 @@ var varBase = func() Baseline {
 
 // setCharsets restores the client's, results' and connection's character sets and the
 // collation: NAMES, so that the client's collation (which a bound parameter takes) is the
-// baseline's too.
-const setCharsets = "SET NAMES 'utf8mb4' COLLATE 'utf8mb4_general_ci'"
+// baseline's too, and the collation again (the embedded server ignores NAMES' COLLATE).
+const setCharsets = "SET NAMES 'utf8mb4' COLLATE 'utf8mb4_general_ci', collation_connection='utf8mb4_general_ci'"
 
 func TestTrackerVariables(t *testing.T) {
 	isoTail := " /*M!, SESSION tx_isolation='REPEATABLE-READ', SESSION tx_read_only=0 */" +
@@ -190,7 +190,7 @@ func TestBaselineFromRowVariables(t *testing.T) {
 	tr := NewTracker(b)
 	tr.Statement("SET NAMES utf8mb4, max_execution_time = 5")
 	p := tr.Plan()
-	if want := "SET NAMES 'latin1' COLLATE 'latin1_swedish_ci', character_set_results=NULL, max_execution_time=1500"; len(p.Statements) != 1 || p.Statements[0] != want {
+	if want := "SET NAMES 'latin1' COLLATE 'latin1_swedish_ci', character_set_results=NULL, collation_connection='latin1_swedish_ci', max_execution_time=1500"; len(p.Statements) != 1 || p.Statements[0] != want {
 		t.Fatalf("Plan() = %q\nwant %q", p.Statements, want)
 	}
 	tr.Done()
@@ -238,7 +238,7 @@ func TestTrackerConnectionCollation(t *testing.T) {
 		{"both in one SET", []string{"SET character_set_connection = latin1, @@session.collation_connection = utf8mb4_unicode_ci"}, ActionNone, nil},
 		{"collation back, then the character set", []string{"SET collation_connection = utf8mb4_unicode_ci, character_set_connection = latin1"}, ActionReset, both},
 		{"NAMES, then the connection collation back", []string{"SET NAMES latin1", "SET collation_connection = utf8mb4_unicode_ci"}, ActionReset,
-			[]string{"SET NAMES 'utf8mb4' COLLATE 'utf8mb4_unicode_ci'"}},
+			[]string{"SET NAMES 'utf8mb4' COLLATE 'utf8mb4_unicode_ci', collation_connection='utf8mb4_unicode_ci'"}},
 		{"character set of the baseline", []string{"SET character_set_connection = utf8mb4"}, ActionReset, []string{"SET collation_connection='utf8mb4_unicode_ci'"}},
 		{"another character set", []string{"SET character_set_connection = latin1"}, ActionReset, both},
 		{"another collation", []string{"SET collation_connection = utf8mb4_bin"}, ActionReset, both},

@@ -163,7 +163,7 @@ const (
 	mockIsoTail = " /*M!, SESSION tx_isolation='REPEATABLE-READ', SESSION tx_read_only=0 */" +
 		" /*!50720 , SESSION transaction_isolation='REPEATABLE-READ', SESSION transaction_read_only=0 */"
 	mockSetTx       = "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ WRITE"
-	mockSetCharsets = "SET NAMES 'utf8mb4' COLLATE 'utf8mb4_general_ci'"
+	mockSetCharsets = "SET NAMES 'utf8mb4' COLLATE 'utf8mb4_general_ci', collation_connection='utf8mb4_general_ci'"
 )
 
 // discard is the expected "plan" of a connection that is closed and replaced.
