@@ -127,29 +127,32 @@ func addUserVar(t *Tracker, name string) bool {
 
 // hasLastInsertIDArg reports whether s calls LAST_INSERT_ID with an argument (any case,
 // spaces before the parenthesis allowed), anywhere in the text: a literal or comment that
-// mentions it errs toward a reset.
+// mentions it errs toward a reset. It visits only the text's '_' bytes, so a long INSERT of
+// placeholders costs little.
 func hasLastInsertIDArg(s string) bool {
-	const name = "last_insert_id"
-	for i := len(name); i < len(s); {
-		j := strings.IndexByte(s[i:], '(')
+	for i := 0; i < len(s); {
+		j := strings.IndexByte(s[i:], '_')
 		if j < 0 {
 			return false
 		}
-		p := i + j
-		e := p
-		for e > 0 && isSpace(s[e-1]) {
-			e--
-		}
-		if e >= len(name) && eqFold(s[e-len(name):e], name) {
-			a := p + 1
-			for a < len(s) && isSpace(s[a]) {
-				a++
-			}
-			if a < len(s) && s[a] != ')' {
-				return true
-			}
-		}
+		p := i + j // the '_' between "insert" and "id"
 		i = p + 1
+		if p < 11 || p+3 > len(s) || s[p-7] != '_' || !eqFold(s[p-6:p], "insert") || !eqFold(s[p-11:p-7], "last") ||
+			!eqFold(s[p+1:p+3], "id") {
+			continue
+		}
+		a := p + 3
+		for a < len(s) && isSpace(s[a]) {
+			a++
+		}
+		if a >= len(s) || s[a] != '(' {
+			continue
+		}
+		for a++; a < len(s) && isSpace(s[a]); a++ {
+		}
+		if a < len(s) && s[a] != ')' {
+			return true
+		}
 	}
 	return false
 }
