@@ -188,6 +188,8 @@ type info struct {
 	userVar bool            // a user variable assigned (its expression may read tables)
 	lock    bool            // GET_LOCK mentioned
 	insert  bool            // INSERT, REPLACE, LOAD or CREATE: may generate an AUTO_INCREMENT id (LAST_INSERT_ID)
+	load    bool            // LOAD: its column lists assign user variables
+	set     bool            // a SET statement (also SET STATEMENT ... FOR, and when GET_LOCK made it ClassUserLock)
 	dropDB  bool            // DROP DATABASE or SCHEMA: the current database may vanish
 	rename  bool            // ALTER or RENAME: a temporary table may change its name
 	txMode  int8            // START TRANSACTION access mode
@@ -268,7 +270,9 @@ func (l *lexer) statement(in *info, depth int) {
 		kTable, kWith, kHelp, kLoad, kAnalyze, kCheck, kChecksum, kOptimize, kRepair:
 		in.class = ClassQuery
 		in.insert = k == kInsert || k == kReplace || k == kLoad
+		in.load = k == kLoad
 	case kSet:
+		in.set = true
 		l.set(in, depth)
 	case kBegin:
 		l.begin(in)

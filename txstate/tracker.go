@@ -363,7 +363,7 @@ func (t *Tracker) Statement(query string) {
 		return
 	}
 	if strings.IndexByte(query, '@') >= 0 {
-		t.scanUserVars(query, q)
+		t.scanUserVars(query, q, &in)
 	}
 	switch {
 	case hasLastInsertIDArg(query):
@@ -374,18 +374,25 @@ func (t *Tracker) Statement(query string) {
 	}
 }
 
-// scanUserVars records the user variables query names, to reset at release.
-func (t *Tracker) scanUserVars(query string, q Quoting) {
+// scanUserVars records the user variables query assigns, to reset at release.
+func (t *Tracker) scanUserVars(query string, q Quoting, in *info) {
+	mode := assignOps
+	switch {
+	case in.load:
+		mode = assignAll
+	case in.set:
+		mode = assignSet
+	}
 	ok := true
 	switch q {
 	case QuotingBackslash, QuotingANSI:
-		ok = userVarScan(query, true, addUserVar, t)
+		ok = userVarScan(query, true, mode, addUserVar, t)
 	case QuotingNoBackslash:
-		ok = userVarScan(query, false, addUserVar, t)
+		ok = userVarScan(query, false, mode, addUserVar, t)
 	default:
-		ok = userVarScan(query, true, addUserVar, t)
+		ok = userVarScan(query, true, mode, addUserVar, t)
 		if ok && strings.IndexByte(query, '\\') >= 0 {
-			ok = userVarScan(query, false, addUserVar, t)
+			ok = userVarScan(query, false, mode, addUserVar, t)
 		}
 	}
 	if !ok {

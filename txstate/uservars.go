@@ -6,18 +6,30 @@ import "strings"
 // discarded.
 const maxUserVars = 32
 
-// userVarScan calls add for each user variable the text names (@name, @`name`, @'name',
+// How userVarScan decides that a user variable is assigned.
+const (
+	assignOps = iota // only `@a :=` and `INTO @a, @b` assign
+	assignSet        // a SET statement: `@a =` assigns too
+	assignAll        // every variable named may be assigned (LOAD DATA's column lists)
+)
+
+// userVarScan calls add for each user variable the text assigns (@name, @`name`, @'name',
 // @"name"; not @@system variables, not the host part of 'user'@'host'), outside literals and
-// comments; executable comments are text. A name is returned lower-cased (user variable names
-// are case-insensitive), unquoted and unescaped. ok is false when a name cannot be read (a
-// backslash or an unterminated quote in a quoted name): the caller then treats the session as
-// unknown. backslash says whether a backslash escapes the next byte in literals.
-func userVarScan(s string, backslash bool, add func(t *Tracker, name string) bool, t *Tracker) (ok bool) {
+// comments; executable comments are text. A variable is assigned when `:=` follows it, when it
+// follows INTO (or another variable after INTO), in a SET statement (mode assignSet) when `=`
+// follows it, and always with mode assignAll. Reading a variable does not change it, so
+// `SELECT @tenant` leaves a variable ConnectionInit set alone. A name is passed as written,
+// unquoted and unescaped. ok is false when a name cannot be read (a backslash or an
+// unterminated quote in a quoted name): the caller then treats the session as unknown.
+// backslash says whether a backslash escapes the next byte in literals.
+func userVarScan(s string, backslash bool, mode int, add func(t *Tracker, name string) bool, t *Tracker) (ok bool) {
+	into := false
 	for i := 0; i < len(s); {
 		c := s[i]
 		switch {
 		case c == '\'' || c == '"' || c == '`':
 			i = skipQuotedAt(s, i, c, backslash && c != '`')
+			into = false
 		case c == '/' && i+1 < len(s) && s[i+1] == '*':
 			if i+2 < len(s) && (s[i+2] == '!' || (s[i+2] == 'M' && i+3 < len(s) && s[i+3] == '!')) {
 				i += 3 // an executable comment: its text counts
@@ -40,6 +52,7 @@ func userVarScan(s string, backslash bool, add func(t *Tracker, name string) boo
 				for i < len(s) && (isWord(s[i]) || s[i] == '.') {
 					i++
 				}
+				into = false
 				continue
 			}
 			if i > 0 && (s[i-1] == '\'' || s[i-1] == '"' || s[i-1] == '`') {
@@ -53,8 +66,10 @@ func userVarScan(s string, backslash bool, add func(t *Tracker, name string) boo
 			if i >= len(s) {
 				return true
 			}
+			var name string
+			end := i
 			if q := s[i]; q == '\'' || q == '"' || q == '`' {
-				end := skipQuotedAt(s, i, q, false)
+				end = skipQuotedAt(s, i, q, false)
 				if end > len(s) || s[end-1] != q || end-i < 2 {
 					return false
 				}
@@ -62,23 +77,33 @@ func userVarScan(s string, backslash bool, add func(t *Tracker, name string) boo
 				if strings.IndexByte(raw, '\\') >= 0 {
 					return false
 				}
-				name := raw
+				name = raw
 				if strings.IndexByte(raw, q) >= 0 {
 					name = strings.ReplaceAll(raw, string([]byte{q, q}), string(q))
 				}
-				if !add(t, name) {
-					return false
+			} else {
+				for end < len(s) && (isWord(s[end]) || s[end] == '.' || s[end] >= 0x80) {
+					end++
 				}
-				i = end
+				name = s[i:end]
+			}
+			i = end
+			if name == "" {
 				continue
 			}
-			j := i
-			for j < len(s) && (isWord(s[j]) || s[j] == '.' || s[j] >= 0x80) {
-				j++
-			}
-			if j > i && !add(t, s[i:j]) {
+			k := skipGap(s, end)
+			assigned := mode == assignAll || into ||
+				k+1 < len(s) && s[k] == ':' && s[k+1] == '=' ||
+				mode == assignSet && k < len(s) && s[k] == '='
+			if assigned && !add(t, name) {
 				return false
 			}
+		case isWord(c):
+			j := i + 1
+			for j < len(s) && isWord(s[j]) {
+				j++
+			}
+			into = j-i == 4 && eqFold(s[i:j], "into")
 			i = j
 		default:
 			i++
@@ -87,7 +112,7 @@ func userVarScan(s string, backslash bool, add func(t *Tracker, name string) boo
 	return true
 }
 
-// skipQuoted returns the index just past the literal or identifier that starts with quote q at
+// skipQuotedAt returns the index just past the literal or identifier that starts with quote q at
 // i (doubled quotes inside it; backslash escapes when backslash is true), or len(s)+1 when it
 // is not terminated.
 func skipQuotedAt(s string, i int, q byte, backslash bool) int {
@@ -165,4 +190,30 @@ func containsFold(s, w string) bool {
 		}
 	}
 	return false
+}
+
+// skipGap returns the index of the first byte at or after i that is not whitespace or part of
+// a comment (an executable comment's text is not skipped).
+func skipGap(s string, i int) int {
+	for i < len(s) {
+		switch c := s[i]; {
+		case isSpace(c):
+			i++
+		case c == '/' && i+1 < len(s) && s[i+1] == '*' && !(i+2 < len(s) && (s[i+2] == '!' || s[i+2] == 'M')):
+			j := strings.Index(s[i+2:], "*/")
+			if j < 0 {
+				return len(s)
+			}
+			i += j + 4
+		case c == '#' || isDashComment(s, i):
+			j := strings.IndexByte(s[i:], '\n')
+			if j < 0 {
+				return len(s)
+			}
+			i += j + 1
+		default:
+			return i
+		}
+	}
+	return i
 }
