@@ -52,7 +52,7 @@ func runPrograms(t *testing.T, o Options, seed uint64, steps, chunk int) {
 			t.Fatalf("divergence (seed %d, DIFFTEST_SEED=%d DIFFTEST_CHUNK=%d reproduces it); shrunk to %d steps:\n%s%v", seed, seed, chunk, len(sp), sp, sd)
 		}
 		done += n
-		if steps > 100000 && done%100000 < chunk {
+		if steps > 100000 && done%20000 < chunk {
 			t.Logf("%d steps in %v", done, time.Since(start).Round(time.Second))
 		}
 	}
