@@ -48,8 +48,9 @@ const (
 	// ClassXAFinish is XA COMMIT or XA ROLLBACK: it ends the XA transaction
 	// it names.
 	ClassXAFinish
-	// ClassSetUserVar is a SET of user variables only (SET @a = ...): user
-	// variables survive release, as with HikariCP, and are harmless.
+	// ClassSetUserVar is a SET of user variables only (SET @a = ...). The
+	// Tracker resets every user variable a statement of any class assigns
+	// (SET @a = NULL, in the release plan's one SET).
 	ClassSetUserVar
 	// ClassSetAutocommit is a SET whose assignments include autocommit (and
 	// maybe user variables or the transaction variables of
