@@ -151,8 +151,9 @@ type side struct {
 	stmts  [Slots]*sql.Stmt
 	texts  [Slots]string // the text each slot's statement was prepared from
 	// obs is the observer connection and freshSess a new connection's session part (freshView).
-	obs       *sql.Conn
-	freshSess view
+	obs         *sql.Conn
+	freshSess   view
+	freshDigest string // digestQuery's row on a fresh connection
 }
 
 func (r *Runner) connector(dbName string) (driver.Connector, error) {
@@ -417,6 +418,32 @@ func (s *side) query1(ctx context.Context, c *sql.Conn, v view, key, q string) e
 // sessionPart reads what belongs to the session alone: an open transaction, the database,
 // the session variables and the user variables.
 func (s *side) sessionPart(ctx context.Context, c *sql.Conn, v view) error {
+	return s.sessionPartFrom(ctx, c, v, false)
+}
+
+// digestQuery is one row that stands for every SESSION_VARIABLES row compared (the excluded
+// ones and timestamp aside): their count and two order-free checksums (no GROUP_CONCAT, whose
+// length a borrower's group_concat_max_len would cut), then whether timestamp is within a minute
+// of the client's clock (%d; not UNIX_TIMESTAMP(), which a SET timestamp moves too). Only single
+// quotes and no backslashes, so any sql_mode reads it the same.
+const digestQuery = "SELECT COUNT(*), SUM(CRC32(CONCAT(VARIABLE_NAME, '=', IFNULL(VARIABLE_VALUE, 'NULL')))), " +
+	"BIT_XOR(CRC32(CONCAT(IFNULL(VARIABLE_VALUE, 'NULL'), '#', VARIABLE_NAME))), ABS(@@timestamp - %d) < 60 " +
+	"FROM information_schema.SESSION_VARIABLES " +
+	"WHERE VARIABLE_NAME NOT IN ('PSEUDO_THREAD_ID', 'RAND_SEED1', 'RAND_SEED2', 'TIMESTAMP')"
+
+// digest returns c's digestQuery row as text.
+func digest(ctx context.Context, c *sql.Conn) (string, error) {
+	var n, sum, xor, now string
+	if err := c.QueryRowContext(ctx, fmt.Sprintf(digestQuery, time.Now().Unix())).Scan(&n, &sum, &xor, &now); err != nil {
+		return "", err
+	}
+	return n + " " + sum + " " + xor + " " + now, nil
+}
+
+// sessionPartFrom is sessionPart; with quick, the session variables are first compared by
+// digest with a fresh connection's and read row by row only when they differ (to name the
+// difference).
+func (s *side) sessionPartFrom(ctx context.Context, c *sql.Conn, v view, quick bool) error {
 	emb := s.r.o.Vocabulary.Embedded
 	if emb {
 		if err := s.query1(ctx, c, v, "database", "SELECT DATABASE()"); err != nil {
@@ -424,6 +451,20 @@ func (s *side) sessionPart(ctx context.Context, c *sql.Conn, v view) error {
 		}
 	} else if err := s.query1(ctx, c, v, "in_transaction,database", "SELECT @@in_transaction, DATABASE()"); err != nil {
 		return err
+	}
+	if quick && !emb && s.freshDigest != "" {
+		d, err := digest(ctx, c)
+		if err != nil {
+			return err
+		}
+		if d == s.freshDigest {
+			for k, x := range s.freshSess {
+				if strings.HasPrefix(k, "@@") {
+					v[k] = x
+				}
+			}
+			return s.userVarsPart(ctx, c, v)
+		}
 	}
 	q := "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.SESSION_VARIABLES"
 	if emb {
@@ -456,7 +497,12 @@ func (s *side) sessionPart(ctx context.Context, c *sql.Conn, v view) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
-	if emb {
+	return s.userVarsPart(ctx, c, v)
+}
+
+// userVarsPart reads the user variables that are not NULL.
+func (s *side) userVarsPart(ctx context.Context, c *sql.Conn, v view) error {
+	if s.r.o.Vocabulary.Embedded {
 		return s.query1(ctx, c, v, "user variables", "SELECT @u, @v, @w, @pv, @m, @tenant, @pid")
 	}
 	return s.query1(ctx, c, v, "user variables", "SELECT VARIABLE_NAME, VARIABLE_VALUE, VARIABLE_TYPE FROM information_schema.USER_VARIABLES WHERE VARIABLE_VALUE IS NOT NULL ORDER BY 1")
@@ -494,6 +540,13 @@ func (s *side) freshView(ctx context.Context) (view, error) {
 		s.freshSess = view{}
 		if err := s.sessionPart(ctx, c, s.freshSess); err != nil {
 			return nil, err
+		}
+		if !s.r.o.Vocabulary.Embedded {
+			d, err := digest(ctx, c)
+			if err != nil {
+				return nil, err
+			}
+			s.freshDigest = d
 		}
 		// A table lock the pool leaked would block the observer's reads until
 		// lock_wait_timeout (a day by default): make it an error the views show instead.
@@ -561,7 +614,11 @@ func (s *side) borrow(ctx context.Context, pooled bool) (diff string, fresh, got
 	if err != nil {
 		return "", "", "", fmt.Errorf("fresh view: %w", err)
 	}
-	have, err := s.sessionView(ctx, c)
+	have := view{}
+	err = s.sessionPartFrom(ctx, c, have, true)
+	if err == nil {
+		err = s.serverPart(ctx, c, have)
+	}
 	if err != nil {
 		return "", "", "", fmt.Errorf("borrowed view: %w", err)
 	}
