@@ -520,10 +520,13 @@ func (p *Pool) clean(e *entry, now int64) CloseReason {
 	case e.fatal != nil:
 		return CloseFatalError
 	case e.evict.Load():
+		p.releaseLocks(e)
 		return CloseEvicted
 	case e.expired(now):
+		p.releaseLocks(e)
 		return CloseMaxLifetime
 	case p.closed.Load():
+		p.releaseLocks(e)
 		return ClosePoolClosed
 	}
 	if e.validator != nil && !e.validator.IsValid() {

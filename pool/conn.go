@@ -250,6 +250,7 @@ func (c *conn) execContext(ctx context.Context, query string, args []driver.Name
 		c.e.sess.failed()
 		return nil, c.observe(err)
 	}
+	c.e.sess.insertID(r)
 	return r, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -164,7 +165,9 @@ func TestZeroBytesCleanCycle(t *testing.T) {
 	// the same bytes and packets.
 	table := "pool_zero_bytes"
 	mustExec(t, db, "DROP TABLE IF EXISTS "+table)
-	mustExec(t, db, "CREATE TABLE "+table+" (id INT PRIMARY KEY AUTO_INCREMENT, v INT)")
+	// No AUTO_INCREMENT: an INSERT that generates an id changes LAST_INSERT_ID(), which the
+	// release then resets (measured below).
+	mustExec(t, db, "CREATE TABLE "+table+" (id INT PRIMARY KEY, v INT)")
 	defer mustExec(t, db, "DROP TABLE IF EXISTS "+table)
 	workCycles := 10000
 	if !mysqltest.IsMariaDB() || testing.Short() {
@@ -183,7 +186,7 @@ func TestZeroBytesCleanCycle(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := tx.ExecContext(ctx, "INSERT INTO "+table+" (v) VALUES (1)"); err != nil {
+			if _, err := tx.ExecContext(ctx, "REPLACE INTO "+table+" (id, v) VALUES ("+strconv.Itoa(i)+", 1)"); err != nil {
 				t.Fatal(err)
 			}
 			if err := tx.Commit(); err != nil {
@@ -211,6 +214,41 @@ func TestZeroBytesCleanCycle(t *testing.T) {
 	if s := p.Stats(); s.ReleasePlans != 0 || s.Validations != 0 {
 		t.Fatalf("clean cycles ran release plans or validations: %+v", s)
 	}
+
+	// A cycle whose INSERT generates an AUTO_INCREMENT id is dirty: LAST_INSERT_ID() would
+	// reach the next borrower, so the release sends one SET last_insert_id=0 (one packet of
+	// 4+1+20 bytes), and nothing else.
+	ai := "pool_zero_bytes_ai"
+	mustExec(t, db, "DROP TABLE IF EXISTS "+ai)
+	mustExec(t, db, "CREATE TABLE "+ai+" (id INT PRIMARY KEY AUTO_INCREMENT, v INT)")
+	defer mustExec(t, db, "DROP TABLE IF EXISTS "+ai)
+	const aiCycles = 500
+	insert := func(db *sql.DB) time.Duration {
+		start := time.Now()
+		for i := 0; i < aiCycles; i++ {
+			if _, err := db.ExecContext(ctx, "INSERT INTO "+ai+" (v) VALUES (1)"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return time.Since(start)
+	}
+	plans := p.Stats().ReleasePlans
+	proxy.Reset()
+	pooledTime := insert(db)
+	pooled = proxy.Counts()
+	proxy.Reset()
+	directTime := insert(plain)
+	direct = proxy.Counts()
+	const resetBytes = int64(4 + 1 + len("SET last_insert_id=0"))
+	if pooled.ClientBytes != direct.ClientBytes+aiCycles*resetBytes || pooled.ClientPackets != direct.ClientPackets+aiCycles {
+		t.Fatalf("%d AUTO_INCREMENT insert cycles sent %d bytes/%d packets through the pool; plain database/sql %d/%d; want %d more bytes in %d more packets",
+			aiCycles, pooled.ClientBytes, pooled.ClientPackets, direct.ClientBytes, direct.ClientPackets, aiCycles*resetBytes, aiCycles)
+	}
+	if n := p.Stats().ReleasePlans - plans; n != aiCycles {
+		t.Fatalf("%d release plans for %d AUTO_INCREMENT insert cycles; want one each", n, aiCycles)
+	}
+	t.Logf("AUTO_INCREMENT insert cycle: %v through the pool (with the LAST_INSERT_ID reset), %v through plain database/sql",
+		pooledTime/aiCycles, directTime/aiCycles)
 }
 
 // Outside the bypass window an acquire sends one COM_PING (5 bytes) and nothing else.

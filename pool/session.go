@@ -137,6 +137,14 @@ func (s *session) rollback(err error) {
 
 func (s *session) statement(query string) { s.t.Statement(query) }
 
+// insertID tells the tracker the last insert id of a successful Exec's result: zero means the
+// statement generated no AUTO_INCREMENT value, so LAST_INSERT_ID() needs no reset for it.
+func (s *session) insertID(r driver.Result) {
+	if id, err := r.LastInsertId(); err == nil {
+		s.t.InsertID(id)
+	}
+}
+
 // failed is told that the last call recorded (statement, begin, commit or rollback) returned an
 // error: what it would have ended may still be in place.
 func (s *session) failed() { s.t.Failed() }
@@ -153,6 +161,7 @@ func (p *Pool) runPlan(e *entry) error {
 		e.sess.t.Done()
 		return nil
 	case txstate.ActionDiscard:
+		p.releaseLocks(e)
 		return fmt.Errorf("session cannot be reset: %s", plan.Reason)
 	}
 	ctx, cancel := context.WithTimeout(p.dialCtx, p.cfg.ValidationTimeout)
@@ -172,6 +181,20 @@ func (p *Pool) runPlan(e *entry) error {
 	}
 	e.sess.t.Done()
 	return nil
+}
+
+// releaseLocks runs SELECT RELEASE_ALL_LOCKS() on a healthy connection about to be closed at
+// release whose borrower may hold named locks (GET_LOCK, or a session state the tracker cannot
+// follow): the server releases a closed connection's locks only after its socket closes, so
+// without this the next borrower, on a new connection, could still find them held. Errors are
+// ignored: the connection is closed next either way.
+func (p *Pool) releaseLocks(e *entry) {
+	if e.fatal != nil || !e.sess.t.MayHoldUserLocks() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(p.dialCtx, p.cfg.ValidationTimeout)
+	defer cancel()
+	_ = execDriver(ctx, e.conn, "SELECT RELEASE_ALL_LOCKS()")
 }
 
 // execDriver runs one statement without arguments on a driver connection.

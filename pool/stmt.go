@@ -13,18 +13,17 @@ import (
 // changes conversion when present, is kept exactly: stmtCC is used only when the driver's
 // statement has it.
 //
-// With the statement cache on, a statement runs against the database the session is in when
-// it runs, not the one it was prepared in: it records the session tracker's generation
-// (txstate.Tracker.Resolution) and, run at another one (after a USE, a SET of sql_mode, a
-// release plan run in IsValid), swaps its driver statement for the cache's under the current
-// database, preparing it there on a miss. Without the cache it behaves as database/sql over
-// the driver: the server statement prepared first is used throughout.
+// A statement runs as the server statement prepared when the borrower prepared it, as plain
+// database/sql gives: in the database, sql_mode and character set the session had then, whatever
+// USE or SET came after (the server fixes those into a statement when it prepares it). With
+// the statement cache on, that server statement may be one the cache already held for the same
+// database and text, prepared under the same baseline sql_mode and character set
+// (txstate.Tracker.Resolution).
 type stmt struct {
 	c      *conn
 	ds     driver.Stmt
 	query  string
 	cs     *cachedStmt // the cache entry ds belongs to, or nil for an uncached statement
-	gen    uint32      // the tracker's generation when ds was prepared
 	closed bool
 }
 
@@ -38,8 +37,7 @@ var (
 )
 
 func newStmt(c *conn, ds driver.Stmt, query string, cs *cachedStmt) driver.Stmt {
-	_, gen, _ := c.e.sess.t.Resolution()
-	s := &stmt{c: c, ds: ds, query: query, cs: cs, gen: gen}
+	s := &stmt{c: c, ds: ds, query: query, cs: cs}
 	if _, ok := ds.(driver.ColumnConverter); ok { //nolint:staticcheck
 		return stmtCC{s}
 	}
@@ -91,6 +89,9 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 		r, err = stmtExec(ctx, s.ds, args)
 		return err
 	})
+	if err == nil {
+		s.c.e.sess.insertID(r)
+	}
 	return r, err
 }
 
@@ -112,11 +113,6 @@ func (s *stmt) run(ctx context.Context, do func() error) error {
 	if s.closed || s.c.closed {
 		return driver.ErrBadConn
 	}
-	if _, gen, _ := s.c.e.sess.t.Resolution(); gen != s.gen && s.c.e.stmts.max > 0 {
-		if err := s.reresolve(ctx, gen); err != nil {
-			return err
-		}
-	}
 	p := s.c.p
 	s.c.e.sess.statement(s.query)
 	ev, start := p.cfg.Events, int64(0)
@@ -131,18 +127,6 @@ func (s *stmt) run(ctx context.Context, do func() error) error {
 		s.c.e.sess.failed()
 		return s.c.observe(err)
 	}
-	return nil
-}
-
-// reresolve replaces the driver statement with the one prepared for the session as it is now
-// (see stmt), releasing the old one.
-func (s *stmt) reresolve(ctx context.Context, gen uint32) error {
-	cs, ds, err := s.c.cached(ctx, s.query)
-	if err != nil {
-		return s.c.observe(err)
-	}
-	releaseStmt(s.cs, s.ds)
-	s.cs, s.ds, s.gen = cs, ds, gen
 	return nil
 }
 

@@ -18,8 +18,9 @@ import (
 // the session tracker follows from USE (txstate.Tracker.Resolution). While the tracker cannot
 // tell how the server would prepare a statement (the database or the session state unknown:
 // after a failed USE, DROP DATABASE, a SET of sql_mode or NAMES, Raw), statements are prepared
-// uncached and closed after use. A statement handed out (stmt) records the tracker's generation
-// and is re-resolved through the cache when it runs at another one.
+// uncached and closed after use. A statement handed out (stmt) keeps the server statement it
+// got for as long as the borrower holds it, as plain database/sql does: it runs where it was
+// prepared, whatever USE or SET follows.
 //
 // A statement is shared by reference count: the proxies handed out for it and the rows read
 // from it. One evicted while in use is closed when the last reference goes. Only the goroutine

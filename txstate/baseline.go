@@ -96,7 +96,14 @@ func (v *Variables) Set(name, value string) bool {
 // @@character_set_results, @@character_set_connection,
 // @@collation_connection, @@wait_timeout, @@interactive_timeout, and the
 // statement timeout as a name and a value ('max_statement_time' on MariaDB,
-// 'max_execution_time' on MySQL). Feed the row to BaselineFromRow. The pool
+// 'max_execution_time' on MySQL), then the per-request variables
+// @@foreign_key_checks, @@unique_checks, @@innodb_lock_wait_timeout,
+// @@lock_wait_timeout, @@group_concat_max_len, @@sql_select_limit,
+// @@div_precision_increment, @@sql_safe_updates, @@sql_notes, @@sql_warnings,
+// @@sql_auto_is_null, @@max_sort_length, @@net_read_timeout,
+// @@net_write_timeout and @@lc_time_names (names every server here has: MySQL
+// 5.7+, MariaDB 10.x and the embedded go-mysql-server, checked on the last two).
+// Feed the row to BaselineFromRow. The pool
 // runs it once per connection, right after dialling (and ConnectionInit), so
 // the baseline includes whatever the driver set at connect: go-sql-driver/mysql
 // sends SET NAMES for its charset and collation parameters and a SET for every
@@ -120,7 +127,11 @@ const BaselineQuery = "SELECT DATABASE(), @@autocommit, @@sql_mode, " +
 	"@@character_set_connection, @@collation_connection, " +
 	"@@wait_timeout, @@interactive_timeout, " +
 	"/*M! 'max_statement_time', @@max_statement_time */ " +
-	"/*!50720 'max_execution_time', @@max_execution_time */"
+	"/*!50720 'max_execution_time', @@max_execution_time */, " +
+	"@@foreign_key_checks, @@unique_checks, @@innodb_lock_wait_timeout, @@lock_wait_timeout, " +
+	"@@group_concat_max_len, @@sql_select_limit, @@div_precision_increment, @@sql_safe_updates, " +
+	"@@sql_notes, @@sql_warnings, @@sql_auto_is_null, @@max_sort_length, " +
+	"@@net_read_timeout, @@net_write_timeout, @@lc_time_names"
 
 // BaselineCoreQuery is the fallback for a server that rejects BaselineQuery
 // (a system variable it does not have, such as max_statement_time on MariaDB
@@ -135,7 +146,12 @@ const BaselineCoreQuery = "SELECT DATABASE(), @@autocommit, @@sql_mode, " +
 	"/*!50720 @@transaction_isolation, @@transaction_read_only */"
 
 // BaselineColumns is the number of columns BaselineQuery returns.
-const BaselineColumns = 14
+const BaselineColumns = 29
+
+// baselineColumnsV1 is the number of columns of the earlier BaselineQuery, which ended with the
+// statement timeout; BaselineFromRow still accepts such a row (from a stub or mock that answers
+// it) and records no later variables.
+const baselineColumnsV1 = 14
 
 // BaselineCoreColumns is the number of columns BaselineCoreQuery returns
 // (database, autocommit, sql_mode, isolation, read-only). BaselineFromRow
@@ -157,7 +173,7 @@ var baselineVarColumns = [...]sysVar{
 // session variables. It returns an error naming the column it cannot read.
 func BaselineFromRow(row []driver.Value) (Baseline, error) {
 	var b Baseline
-	if len(row) != BaselineColumns && len(row) != BaselineCoreColumns {
+	if len(row) != BaselineColumns && len(row) != baselineColumnsV1 && len(row) != BaselineCoreColumns {
 		return b, fmt.Errorf("txstate: baseline row has %d columns, want %d", len(row), BaselineColumns)
 	}
 	db, _, err := text(row[0])
@@ -204,6 +220,18 @@ func BaselineFromRow(row []driver.Value) (Baseline, error) {
 		val, ok, err := scalar(row[13])
 		if err != nil {
 			return b, fmt.Errorf("txstate: baseline column @@%s: %w", name, err)
+		}
+		if ok {
+			b.Variables.Set(sysVars[v].name, val)
+		}
+	}
+	if len(row) == baselineColumnsV1 {
+		return b, nil
+	}
+	for i, v := range lateVarColumns {
+		val, ok, err := scalar(row[baselineColumnsV1+i])
+		if err != nil {
+			return b, fmt.Errorf("txstate: baseline column @@%s: %w", sysVars[v].name, err)
 		}
 		if ok {
 			b.Variables.Set(sysVars[v].name, val)

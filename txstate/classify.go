@@ -48,8 +48,9 @@ const (
 	// ClassXAFinish is XA COMMIT or XA ROLLBACK: it ends the XA transaction
 	// it names.
 	ClassXAFinish
-	// ClassSetUserVar is a SET of user variables only (SET @a = ...): user
-	// variables survive release, as with HikariCP, and are harmless.
+	// ClassSetUserVar is a SET of user variables only (SET @a = ...). The
+	// Tracker resets every user variable a statement of any class assigns
+	// (SET @a = NULL, in the release plan's one SET).
 	ClassSetUserVar
 	// ClassSetAutocommit is a SET whose assignments include autocommit (and
 	// maybe user variables or the transaction variables of
@@ -187,12 +188,17 @@ type info struct {
 	iso     bool            // isolation or access mode assigned
 	userVar bool            // a user variable assigned (its expression may read tables)
 	lock    bool            // GET_LOCK mentioned
+	insert  bool            // INSERT, REPLACE, LOAD or CREATE: may generate an AUTO_INCREMENT id (LAST_INSERT_ID)
+	load    bool            // LOAD: its column lists assign user variables
+	set     bool            // a SET statement (also SET STATEMENT ... FOR, and when GET_LOCK made it ClassUserLock)
 	dropDB  bool            // DROP DATABASE or SCHEMA: the current database may vanish
 	rename  bool            // ALTER or RENAME: a temporary table may change its name
 	txMode  int8            // START TRANSACTION access mode
 	name    string          // USE: the name as written; CREATE TEMPORARY TABLE: the table; XA: the xid
 	plain   string          // USE: the database name unescaped, or ""
 	qual    bool            // CREATE TEMPORARY TABLE: the name has a database part
+	names   bool            // SET NAMES or CHARACTER SET: the client's collation set too (namesColl, or the character set's default)
+	nColl   string          // SET NAMES ... COLLATE: the collation as written
 	vars    varMask         // restorable session variables assigned
 	vals    [numVars]string // their values as written (see literal), "" when unknown
 }
@@ -264,7 +270,10 @@ func (l *lexer) statement(in *info, depth int) {
 	case kSelect, kInsert, kUpdate, kDelete, kReplace, kShow, kDescribe, kDesc, kExplain, kDo, kValues,
 		kTable, kWith, kHelp, kLoad, kAnalyze, kCheck, kChecksum, kOptimize, kRepair:
 		in.class = ClassQuery
+		in.insert = k == kInsert || k == kReplace || k == kLoad
+		in.load = k == kLoad
 	case kSet:
+		in.set = true
 		l.set(in, depth)
 	case kBegin:
 		l.begin(in)
@@ -293,6 +302,7 @@ func (l *lexer) statement(in *info, depth int) {
 			in.class = ClassUnlockTables
 		}
 	case kCreate:
+		in.insert = containsFold(l.s, "select") // CREATE TABLE ... SELECT may generate ids
 		l.create(in)
 	case kDrop:
 		l.drop(in)

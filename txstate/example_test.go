@@ -45,6 +45,7 @@ func ExampleTracker() {
 	// A borrower that returned the connection mid-transaction.
 	t.Statement("START TRANSACTION")
 	t.Statement("INSERT INTO audit (msg) VALUES (?)")
+	t.InsertID(0) // the Exec's result: no AUTO_INCREMENT id generated
 	if !t.Clean() {
 		p := t.Plan()
 		fmt.Println(p.Action, p.Statements, "-", p.Reason)
@@ -86,7 +87,7 @@ func ExampleTracker_Plan() {
 
 	// Some states cannot be undone: the connection is closed instead.
 	t.Done()
-	t.Statement("SET foreign_key_checks = 0")
+	t.Statement("SET max_heap_table_size = 65536")
 	p = t.Plan()
 	fmt.Println(p.Action, "-", p.Reason)
 	// Output:

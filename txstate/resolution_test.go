@@ -35,6 +35,22 @@ func TestResolution(t *testing.T) {
 	step("SET NAMES", st("SET NAMES latin1"), "app", false, true)
 	step("Done", tr.Done, "app", true, true)
 	step("Raw", tr.Unknown, "app", false, true)
+	step("Done", tr.Done, "app", true, true)
+	// MariaDB refuses to prepare a write in a read-only session or transaction (1792): a
+	// statement cached under the baseline must not hide that.
+	step("SET SESSION TRANSACTION READ ONLY", st("SET SESSION TRANSACTION READ ONLY"), "app", false, false)
+	step("Done", tr.Done, "app", true, true)
+	step("SET TRANSACTION READ ONLY", st("SET TRANSACTION READ ONLY"), "app", false, false)
+	step("Done", tr.Done, "app", true, true)
+	step("START TRANSACTION READ ONLY", st("START TRANSACTION READ ONLY"), "app", false, false)
+	step("COMMIT", st("COMMIT"), "app", true, false)
+	step("BEGIN", st("BEGIN"), "app", true, false)
+	step("ROLLBACK", st("ROLLBACK"), "app", true, false)
+	// Under LOCK TABLES a statement on a table not locked fails to prepare (1100).
+	step("LOCK TABLES", st("LOCK TABLES t READ"), "app", false, false)
+	step("UNLOCK TABLES", st("UNLOCK TABLES"), "app", true, false)
+	step("XA START", st("XA START 'x'"), "app", false, false)
+	step("XA ROLLBACK", func() { tr.Statement("XA END 'x'"); tr.Statement("XA ROLLBACK 'x'") }, "app", true, false)
 
 	var zero Tracker // no baseline: the database at connect is "", known until changed
 	if d, _, k := zero.Resolution(); d != "" || !k {

@@ -134,7 +134,9 @@ func (l *lexer) setCharset(in *info) (more, ok bool) {
 	}
 	in.assign(vCharsetClient, cs)
 	in.assign(vCharsetResults, cs)
+	in.names, in.nColl = true, ""
 	if names {
+		in.nColl = coll
 		in.assign(vCharsetConnection, cs)
 		in.assign(vCollationConnection, coll)
 	} else {

@@ -17,6 +17,8 @@ const (
 	dUserLocks                     // GET_LOCK: SELECT RELEASE_ALL_LOCKS()
 	dTemp                          // temporary tables: DROP TEMPORARY TABLE
 	dVars                          // restorable session variables may differ (sess.vars): SET
+	dUserVars                      // user variables may be set (Tracker.uvars): SET @a=NULL
+	dLastID                        // LAST_INSERT_ID() may differ from 0: SET last_insert_id=0
 	dDiscard                       // unknown state: discard
 )
 
@@ -32,6 +34,7 @@ const (
 	reasonNoBase    = "no baseline recorded"
 	reasonIsolation = "baseline isolation level unknown"
 	reasonTemp      = "temporary table not tracked"
+	reasonUserVars  = "user variable not tracked"
 )
 
 // sess is the part of a Tracker's state that Failed can merge back.
@@ -99,12 +102,18 @@ type Tracker struct {
 	// varSQL is the last reset SET built for variables, for the dirty set
 	// varKey (the variables, plus autocommit and isolation bits above them).
 	varSQL string
-	varKey uint32
+	varKey uint64
 
 	// gen changes whenever how the server would prepare a statement may have
 	// changed: another database, a session change the Tracker cannot follow
 	// (sql_mode, character set, ...), a reset. See Resolution.
 	gen uint32
+
+	// uvars are the user variables (lower-case) the borrower may have set, reset to NULL at
+	// release; idTentative says the last Statement set dLastID only because it may insert, so
+	// that InsertID(0) can take it back.
+	uvars       []string
+	idTentative bool
 
 	txIso driver.IsolationLevel
 	xid   string
@@ -165,6 +174,16 @@ func (t *Tracker) Reset(b Baseline) {
 			t.restorable |= 1 << v
 		}
 	}
+	// character_set_client is restored with NAMES cs COLLATE <baseline collation_connection>
+	// when the connection's character set is the client's: assigning the character set alone
+	// would give the client its default collation, not the one the connection had (a bound
+	// parameter's collation). NAMES sets the results and connection character sets and the
+	// collation too; the assignments after it set them to the baseline's again.
+	cl, cn, co := t.baseVal[vCharsetClient], t.baseVal[vCharsetConnection], t.baseVal[vCollationConnection]
+	if t.restorable&(1<<vCharsetClient) != 0 && t.restorable&(1<<vCollationConnection) != 0 &&
+		t.baseOK&(1<<vCharsetConnection) != 0 && strings.EqualFold(cl, cn) {
+		t.assign[vCharsetClient] = "NAMES '" + cl + "' COLLATE '" + co + "'"
+	}
 	t.Done()
 }
 
@@ -193,12 +212,24 @@ func (t *Tracker) Done() {
 	t.xid = ""
 	clear(t.temps)
 	t.temps = t.temps[:0]
+	clear(t.uvars)
+	t.uvars = t.uvars[:0]
+	t.idTentative = false
 }
 
 // Clean reports whether nothing needs doing at release: no transaction,
 // lock, temporary table or changed setting. It is a field read.
 func (t *Tracker) Clean() bool {
 	return t.st.dirty == 0
+}
+
+// MayHoldUserLocks reports whether the borrower may hold user-level (named) locks: it ran
+// GET_LOCK, or the session state is unknown (a statement the Tracker cannot follow may have
+// taken one). A pool that closes such a connection instead of resetting it releases them first
+// (SELECT RELEASE_ALL_LOCKS()): the server frees a closed connection's locks only after the
+// socket closes, so the next borrower could still see them held.
+func (t *Tracker) MayHoldUserLocks() bool {
+	return t.st.dirty&(dUserLocks|dDiscard) != 0
 }
 
 // InTx reports whether a transaction may be open: begun by the driver or by
@@ -283,6 +314,7 @@ func (t *Tracker) Unknown() {
 // was in place before it is assumed to still be (the union of the states
 // before and after); what it may have started is kept too.
 func (t *Tracker) Failed() {
+	t.idTentative = false
 	p := t.prev
 	t.st.dirty |= p.dirty | t.failExtra
 	if p.ac != t.st.ac {
@@ -322,9 +354,66 @@ func (t *Tracker) Failed() {
 // it never uses regular expressions.
 func (t *Tracker) Statement(query string) {
 	t.prev, t.failExtra = t.st, 0
+	t.idTentative = false
 	var in info
-	analyze(&in, query, t.st.quoting)
+	q := t.st.quoting
+	analyze(&in, query, q)
 	t.apply(&in)
+	if in.class == ClassEmpty || t.st.dirty&dDiscard != 0 {
+		return
+	}
+	if strings.IndexByte(query, '@') >= 0 {
+		t.scanUserVars(query, q, &in)
+	}
+	switch {
+	case hasLastInsertIDArg(query):
+		t.st.dirty |= dLastID
+	case in.insert && t.st.dirty&dLastID == 0:
+		t.st.dirty |= dLastID
+		t.idTentative = true
+	}
+}
+
+// scanUserVars records the user variables query assigns, to reset at release.
+func (t *Tracker) scanUserVars(query string, q Quoting, in *info) {
+	mode := assignOps
+	switch {
+	case in.load:
+		mode = assignAll
+	case in.set:
+		mode = assignSet
+	}
+	ok := true
+	switch q {
+	case QuotingBackslash, QuotingANSI:
+		ok = userVarScan(query, true, mode, addUserVar, t)
+	case QuotingNoBackslash:
+		ok = userVarScan(query, false, mode, addUserVar, t)
+	default:
+		ok = userVarScan(query, true, mode, addUserVar, t)
+		if ok && strings.IndexByte(query, '\\') >= 0 {
+			ok = userVarScan(query, false, mode, addUserVar, t)
+		}
+	}
+	if !ok {
+		t.discard(reasonUserVars)
+		return
+	}
+	if len(t.uvars) > 0 {
+		t.st.dirty |= dUserVars
+	}
+}
+
+// InsertID records the last insert id the server reported for the last Statement, an Exec
+// (driver.Result.LastInsertId; the OK packet's field). Zero means the statement generated no
+// AUTO_INCREMENT value, so an INSERT that Statement counted as possibly changing
+// LAST_INSERT_ID() did not; it does not undo a LAST_INSERT_ID(expr) call or an earlier
+// statement's change. Call it only after a successful Exec whose result carries the id.
+func (t *Tracker) InsertID(id int64) {
+	if id == 0 && t.idTentative {
+		t.st.dirty &^= dLastID
+	}
+	t.idTentative = false
 }
 
 // apply changes the state by one classified statement.
@@ -459,13 +548,20 @@ func (t *Tracker) discard(reason string) {
 // sql.Conn.Raw, a statement it does not recognise), or sql_mode or the
 // connection's character sets or collation differ from the baseline (they
 // are fixed into a statement when the server prepares it; time_zone and the
-// other restored variables are read when it runs); a cache must then prepare
-// anew and not share the statement. gen changes whenever db or known may have
+// other restored variables are read when it runs), or the access mode or
+// isolation may differ from the baseline or a read-only transaction is open
+// (MariaDB refuses to prepare a write in a read-only session or transaction,
+// error 1792, so a statement cached under the baseline would hide that error),
+// or LOCK TABLES holds locks (a statement on a table not locked fails to
+// prepare, 1100) or an XA transaction is open;
+// a cache must then prepare anew and not share the statement. gen changes whenever db or known may have
 // changed, and at every Done: a statement prepared at one
 // gen must be prepared again before it runs at another (keyed by db, that
 // is a cache lookup). Resolution does not allocate.
 func (t *Tracker) Resolution() (db string, gen uint32, known bool) {
-	return t.st.db, t.gen, !t.st.dbUnknown && t.st.dirty&dDiscard == 0 && t.st.vars&resolutionVars == 0
+	known = !t.st.dbUnknown && t.st.dirty&(dDiscard|dIsolation|dTables|dXA) == 0 && t.st.vars&resolutionVars == 0 &&
+		!(t.st.dirty&dTx != 0 && t.st.txMode == txModeReadOnly)
+	return t.st.db, t.gen, known
 }
 
 // resolutionVars are the restorable variables under which the server parses
@@ -475,7 +571,11 @@ func (t *Tracker) Resolution() (db string, gen uint32, known bool) {
 // Resolution reports the state unknown, so a statement cache does not
 // share statements prepared under it; setting one back makes statements
 // prepared under the baseline usable again.
-const resolutionVars varMask = 1<<vSQLMode | 1<<vCharsetClient | 1<<vCharsetConnection | 1<<vCollationConnection
+const resolutionVars varMask = 1<<vSQLMode | 1<<vCharsetClient | 1<<vCharsetConnection | 1<<vCollationConnection |
+	// Read when a statement is parsed or its result types are fixed, which may be at prepare:
+	// not shared while they differ (erring toward preparing anew).
+	1<<vDivPrecisionIncrement | 1<<vGroupConcatMaxLen | 1<<vSQLSelectLimit | 1<<vSQLAutoIsNull |
+	1<<vMaxSortLength | 1<<vLCTimeNames
 
 // set applies a SET of user variables, autocommit and the transaction
 // variables.
@@ -521,7 +621,7 @@ func (t *Tracker) setVars(in *info) {
 		vals[vCharsetConnection] = t.baseVal[vCharsetConnection]
 	}
 	for m := in.vars; m != 0; m &= m - 1 {
-		v := sysVar(bits16(m))
+		v := sysVar(bitsVar(m))
 		if sameValue(v, vals[v], t.baseVal[v], t.baseOK&(1<<v) != 0) {
 			t.st.vars &^= 1 << v
 		} else {
@@ -537,6 +637,13 @@ func (t *Tracker) setVars(in *info) {
 				t.st.quoting = QuotingUnknown
 			}
 		}
+	}
+	if in.names && (in.nColl == "" || !sameValue(vCollationConnection, in.nColl, t.baseVal[vCollationConnection], t.baseOK&(1<<vCollationConnection) != 0)) {
+		// SET NAMES cs [COLLATE c] and SET CHARACTER SET cs give character_set_client the
+		// collation c (or cs's default), which @@character_set_client does not show but a
+		// bound parameter takes (COLLATION(?), checked on MariaDB 10.11): unless it is the
+		// baseline's collation, the client's character set is restored too, with NAMES.
+		t.st.vars |= 1 << vCharsetClient
 	}
 	if t.st.vars&(1<<vCharsetConnection) != 0 {
 		// Assigning character_set_connection also sets collation_connection, to the
@@ -610,7 +717,7 @@ func (t *Tracker) Plan() Plan {
 	case d&dIsolation != 0 && !t.isoOK:
 		return Plan{Action: ActionDiscard, Reason: reasonIsolation}
 	case d&dVars != 0 && t.st.vars&^t.restorable != 0:
-		v := bits16(t.st.vars &^ t.restorable)
+		v := bitsVar(t.st.vars &^ t.restorable)
 		return Plan{Action: ActionDiscard, Reason: "session variable " + sysVars[v].name + " changed; its value at connect is not known"}
 	}
 	var why [len(Tracker{}.plan)]string
@@ -636,7 +743,7 @@ func (t *Tracker) Plan() Plan {
 		n++
 	}
 	switch {
-	case d&dVars != 0:
+	case d&(dVars|dUserVars|dLastID) != 0:
 		t.plan[n], why[n] = t.varsSQL(d)
 		n++
 	case d&(dAutocommit|dIsolation) == dAutocommit:
@@ -656,20 +763,48 @@ func (t *Tracker) Plan() Plan {
 	return Plan{Action: ActionReset, Statements: t.plan[:n:n], Reason: reason}
 }
 
-// varsSQL returns the one SET that restores the changed session variables,
-// and autocommit, isolation and access mode when d says they changed too,
-// with the reason to give. The statement for the last set of changes is
-// kept, so a borrower that changes the same variables every time costs one
-// allocation per connection, not one per release.
+// varsSQL returns the one SET that restores the changed session variables, resets the user
+// variables the borrower may have set (to NULL) and LAST_INSERT_ID() (to 0), and restores
+// autocommit, isolation and access mode when d says they changed too, with the reason to give.
+// Without user variables the statement for the last set of changes is kept, so a borrower
+// that changes the same variables every time costs one allocation per connection, not one
+// per release; user variables build it anew.
 func (t *Tracker) varsSQL(d uint32) (sql, reason string) {
-	key := uint32(t.st.vars) | (d&(dAutocommit|dIsolation))<<16
-	if key != t.varKey || t.varSQL == "" {
+	key := uint64(t.st.vars) | uint64(d&(dAutocommit|dIsolation|dLastID))<<32
+	if d&dUserVars != 0 || key != t.varKey || t.varSQL == "" {
 		var b strings.Builder
 		b.WriteString("SET ")
 		sep := ""
-		for m := t.st.vars; m != 0; m &= m - 1 {
+		vars := t.st.vars
+		if vars&(1<<vCharsetClient) != 0 && strings.HasPrefix(t.assign[vCharsetClient], "NAMES ") {
+			// NAMES sets the connection's character set and collation to the baseline's,
+			// and the results' to the client's. The collation is assigned again after it:
+			// the embedded go-mysql-server ignores NAMES' COLLATE.
+			vars &^= 1 << vCharsetConnection
+			vars |= 1 << vCollationConnection
+			if t.baseOK&(1<<vCharsetResults) != 0 && strings.EqualFold(t.baseVal[vCharsetResults], t.baseVal[vCharsetClient]) {
+				vars &^= 1 << vCharsetResults
+			} else if t.restorable&(1<<vCharsetResults) != 0 {
+				vars |= 1 << vCharsetResults
+			}
+		}
+		for m := vars; m != 0; m &= m - 1 {
 			b.WriteString(sep)
-			b.WriteString(t.assign[bits16(m)])
+			b.WriteString(t.assign[bitsVar(m)])
+			sep = ", "
+		}
+		if d&dUserVars != 0 {
+			for _, n := range t.uvars {
+				b.WriteString(sep)
+				b.WriteString("@`")
+				b.WriteString(strings.ReplaceAll(n, "`", "``"))
+				b.WriteString("`=NULL")
+				sep = ", "
+			}
+		}
+		if d&dLastID != 0 {
+			b.WriteString(sep)
+			b.WriteString("last_insert_id=0")
 			sep = ", "
 		}
 		if d&dAutocommit != 0 {
@@ -677,22 +812,51 @@ func (t *Tracker) varsSQL(d uint32) (sql, reason string) {
 			b.WriteString(t.acSQL[len("SET "):])
 		}
 		if d&dIsolation != 0 {
+			if sep == "" {
+				return t.txSQL, "isolation or access mode changed"
+			}
 			b.WriteString(t.isoTail)
 		}
-		t.varSQL, t.varKey = b.String(), key
+		if d&dUserVars != 0 {
+			sql = b.String()
+		} else {
+			t.varSQL, t.varKey = b.String(), key
+			sql = t.varSQL
+		}
+	} else {
+		sql = t.varSQL
 	}
-	switch d & (dAutocommit | dIsolation) {
-	case dAutocommit:
-		return t.varSQL, "session variables or autocommit changed"
-	case dIsolation:
-		return t.varSQL, "session variables, isolation or access mode changed"
-	case dAutocommit | dIsolation:
-		return t.varSQL, "session variables, autocommit, isolation or access mode changed"
+	if d&(dUserVars|dLastID) == 0 {
+		switch d & (dAutocommit | dIsolation) {
+		case dAutocommit:
+			return sql, "session variables or autocommit changed"
+		case dIsolation:
+			return sql, "session variables, isolation or access mode changed"
+		case dAutocommit | dIsolation:
+			return sql, "session variables, autocommit, isolation or access mode changed"
+		}
+		return sql, "session variables changed"
 	}
-	return t.varSQL, "session variables changed"
+	var why []string
+	if d&dVars != 0 {
+		why = append(why, "session variables")
+	}
+	if d&dUserVars != 0 {
+		why = append(why, "user variables")
+	}
+	if d&dLastID != 0 {
+		why = append(why, "LAST_INSERT_ID")
+	}
+	if d&dAutocommit != 0 {
+		why = append(why, "autocommit")
+	}
+	if d&dIsolation != 0 {
+		why = append(why, "isolation or access mode")
+	}
+	return sql, strings.Join(why, ", ") + " changed"
 }
 
-// bits16 returns the index of the lowest set bit of a non-empty mask.
-func bits16(m varMask) int {
-	return bits.TrailingZeros16(uint16(m))
+// bitsVar returns the index of the lowest set bit of a non-empty mask.
+func bitsVar(m varMask) int {
+	return bits.TrailingZeros32(uint32(m))
 }

@@ -17,9 +17,11 @@ const (
 
 // run feeds ops to t. An op is a statement's text, or one of:
 // "<begin>", "<begin ro>", "<begin serializable>", "<commit>",
-// "<rollback>", "<failed>", "<unknown>", "<done>".
+// "<rollback>", "<failed>", "<unknown>", "<done>". A statement not followed by
+// "<failed>" is reported with InsertID(0), as the pool reports an Exec whose
+// result carries no generated id.
 func run(t *Tracker, ops []string) {
-	for _, op := range ops {
+	for i, op := range ops {
 		switch op {
 		case "<begin>":
 			t.Begin(driver.TxOptions{})
@@ -39,6 +41,9 @@ func run(t *Tracker, ops []string) {
 			t.Done()
 		default:
 			t.Statement(op)
+			if i+1 == len(ops) || ops[i+1] != "<failed>" {
+				t.InsertID(0)
+			}
 		}
 	}
 }
@@ -62,7 +67,23 @@ func TestTrackerPlans(t *testing.T) {
 	}{
 		{"nothing", &testBase, nil, ActionNone, nil},
 		{"autocommit select", &testBase, []string{"SELECT 1", "INSERT INTO t VALUES (1)"}, ActionNone, nil},
-		{"user var", &testBase, []string{"SET @a = 1", "SELECT @a"}, ActionNone, nil},
+		{"user var", &testBase, []string{"SET @a = 1", "SELECT @a"}, ActionReset, []string{"SET @`a`=NULL"}},
+		{"user vars of every form", &testBase, []string{"SET @A = 1, @`b c` := 2", "SELECT @d := 1, 'x@y := 1', @'e' := 2, @@session.time_zone", "SELECT v INTO @f, @F2 FROM t",
+			"SELECT 'u'@'h', @g /* c */ := 1 /* @h := 1 */ -- @i := 1\n", "SELECT @r, @r = 1", "LOAD DATA INFILE 'x' INTO TABLE t (a, @l) SET b = @l"},
+			ActionReset, []string{"SET @`a`=NULL, @`b c`=NULL, @`d`=NULL, @`e`=NULL, @`f`=NULL, @`f2`=NULL, @`g`=NULL, @`l`=NULL"}},
+		{"user var read only", &testBase, []string{"SELECT @tenant", "SELECT * FROM t WHERE owner = @tenant", "UPDATE t SET a = @x WHERE b = @y"}, ActionNone, nil},
+		{"user var with backtick", &testBase, []string{"SET @`a``b` = 1"}, ActionReset, []string{"SET @`a``b`=NULL"}},
+		{"user var unreadable", &testBase, []string{"SET @'a\\'b' = 1"}, ActionDiscard, nil},
+		{"user var in executable comment", &testBase, []string{"SELECT 1 /*!50700 , @x := 2 */"}, ActionReset, []string{"SET @`x`=NULL"}},
+		{"user var multi-statement", &testBase, []string{"SELECT 1; SET @m = 2"}, ActionDiscard, nil},
+		{"user var by procedure", &testBase, []string{"CALL p()"}, ActionDiscard, nil},
+		{"insert id generated", &testBase, []string{"INSERT INTO t (v) VALUES (1)"}, ActionNone, nil},
+		{"last_insert_id(expr)", &testBase, []string{"SELECT LAST_INSERT_ID(77)"}, ActionReset, []string{"SET last_insert_id=0"}},
+		{"last_insert_id()", &testBase, []string{"SELECT LAST_INSERT_ID( )"}, ActionNone, nil},
+		{"update last_insert_id", &testBase, []string{"UPDATE t SET id = LAST_INSERT_ID (id + 1)"}, ActionReset, []string{"SET last_insert_id=0"}},
+		{"failed insert", &testBase, []string{"INSERT INTO t VALUES (1)", "<failed>"}, ActionReset, []string{"SET last_insert_id=0"}},
+		{"create select", &testBase, []string{"CREATE TABLE t2 (id INT AUTO_INCREMENT PRIMARY KEY) SELECT 1 AS x", "<failed>"}, ActionReset, []string{"SET last_insert_id=0"}},
+		{"user var and insert id with autocommit", &testBase, []string{"SET autocommit=0, @x = 1", "SELECT LAST_INSERT_ID(1)"}, ActionReset, []string{"ROLLBACK", "SET @`x`=NULL, last_insert_id=0, autocommit=1"}},
 		{"empty", &testBase, []string{"", "/* */"}, ActionNone, nil},
 
 		// Transactions.
@@ -94,8 +115,8 @@ func TestTrackerPlans(t *testing.T) {
 		{"autocommit failed switch", &testBase, []string{"SET autocommit=0", "INSERT INTO t VALUES (1)", "SET autocommit=1", "<failed>"}, ActionReset, []string{"ROLLBACK", "SET autocommit=1"}},
 		{"autocommit unknown", &testBase, []string{"SET autocommit=@v"}, ActionReset, []string{"SET autocommit=1"}},
 		{"autocommit unknown insert", &testBase, []string{"SET autocommit=@v", "INSERT INTO t VALUES (1)", "SET autocommit=1"}, ActionReset, []string{"ROLLBACK"}},
-		{"autocommit=0 user var", &testBase, []string{"SET autocommit=0", "SET @x = (SELECT a FROM t)"}, ActionReset, []string{"ROLLBACK", "SET autocommit=1"}},
-		{"autocommit=0 in one SET with var", &testBase, []string{"SET autocommit=0, @x = 1"}, ActionReset, []string{"ROLLBACK", "SET autocommit=1"}},
+		{"autocommit=0 user var", &testBase, []string{"SET autocommit=0", "SET @x = (SELECT a FROM t)"}, ActionReset, []string{"ROLLBACK", "SET @`x`=NULL, autocommit=1"}},
+		{"autocommit=0 in one SET with var", &testBase, []string{"SET autocommit=0, @x = 1"}, ActionReset, []string{"ROLLBACK", "SET @`x`=NULL, autocommit=1"}},
 		{"autocommit=0 executable comment", &testBase, []string{"/*!40101 SET autocommit=0 */", "SELECT 1"}, ActionReset, []string{"ROLLBACK", "SET autocommit=1"}},
 		{"autocommit already on", &testBase, []string{"SET autocommit=1"}, ActionNone, nil},
 		{"baseline autocommit off: statement", &acOff, []string{"SELECT 1"}, ActionReset, []string{"ROLLBACK"}},
@@ -110,7 +131,7 @@ func TestTrackerPlans(t *testing.T) {
 		{"begin releases table locks", &testBase, []string{"LOCK TABLES t WRITE", "BEGIN", "UNLOCK TABLES"}, ActionReset, []string{"ROLLBACK"}},
 		{"unlock without lock", &testBase, []string{"BEGIN", "UNLOCK TABLES"}, ActionReset, []string{"ROLLBACK"}},
 		{"get_lock", &testBase, []string{"SELECT GET_LOCK('a', 1)"}, ActionReset, []string{"SELECT RELEASE_ALL_LOCKS()"}},
-		{"get_lock in set", &testBase, []string{"SET @l = GET_LOCK('a', 1)"}, ActionReset, []string{"SELECT RELEASE_ALL_LOCKS()"}},
+		{"get_lock in set", &testBase, []string{"SET @l = GET_LOCK('a', 1)"}, ActionReset, []string{"SELECT RELEASE_ALL_LOCKS()", "SET @`l`=NULL"}},
 
 		// Database.
 		{"use other", &testBase, []string{"USE other"}, ActionReset, []string{"USE `app`"}},
@@ -282,6 +303,7 @@ func TestTrackerBaselineQuoting(t *testing.T) {
 	b := testBase
 	tr := NewTracker(b)
 	tr.Statement(q)
+	tr.InsertID(0) // the Exec reported no generated id
 	if !tr.Clean() {
 		t.Errorf("backslash mode: %q not clean: %v", q, tr.Plan())
 	}

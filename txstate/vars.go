@@ -22,6 +22,22 @@ const (
 	vMaxExecutionTime // MySQL 5.7.8+, milliseconds
 	vWaitTimeout
 	vInteractiveTimeout
+	// The per-request variables recorded by BaselineQuery's trailing columns, in their order.
+	vForeignKeyChecks
+	vUniqueChecks
+	vInnodbLockWaitTimeout
+	vLockWaitTimeout
+	vGroupConcatMaxLen
+	vSQLSelectLimit
+	vDivPrecisionIncrement
+	vSQLSafeUpdates
+	vSQLNotes
+	vSQLWarnings
+	vSQLAutoIsNull
+	vMaxSortLength
+	vNetReadTimeout
+	vNetWriteTimeout
+	vLCTimeNames
 	numVars
 )
 
@@ -42,6 +58,29 @@ var sysVars = [numVars]struct {
 	vMaxExecutionTime:    {"max_execution_time", true},
 	vWaitTimeout:         {"wait_timeout", true},
 	vInteractiveTimeout:  {"interactive_timeout", true},
+
+	vForeignKeyChecks:      {"foreign_key_checks", true},
+	vUniqueChecks:          {"unique_checks", true},
+	vInnodbLockWaitTimeout: {"innodb_lock_wait_timeout", true},
+	vLockWaitTimeout:       {"lock_wait_timeout", true},
+	vGroupConcatMaxLen:     {"group_concat_max_len", true},
+	vSQLSelectLimit:        {"sql_select_limit", true},
+	vDivPrecisionIncrement: {"div_precision_increment", true},
+	vSQLSafeUpdates:        {"sql_safe_updates", true},
+	vSQLNotes:              {"sql_notes", true},
+	vSQLWarnings:           {"sql_warnings", true},
+	vSQLAutoIsNull:         {"sql_auto_is_null", true},
+	vMaxSortLength:         {"max_sort_length", true},
+	vNetReadTimeout:        {"net_read_timeout", true},
+	vNetWriteTimeout:       {"net_write_timeout", true},
+	vLCTimeNames:           {"lc_time_names", false},
+}
+
+// lateVarColumns are the variables of BaselineQuery's columns after the statement timeout.
+var lateVarColumns = [...]sysVar{
+	vForeignKeyChecks, vUniqueChecks, vInnodbLockWaitTimeout, vLockWaitTimeout, vGroupConcatMaxLen,
+	vSQLSelectLimit, vDivPrecisionIncrement, vSQLSafeUpdates, vSQLNotes, vSQLWarnings, vSQLAutoIsNull,
+	vMaxSortLength, vNetReadTimeout, vNetWriteTimeout, vLCTimeNames,
 }
 
 // RestoredVariables returns the names of the session variables, besides autocommit and the
@@ -49,7 +88,11 @@ var sysVars = [numVars]struct {
 // release with one SET instead of discarding the connection: character_set_client,
 // character_set_results, character_set_connection, collation_connection (and so SET NAMES
 // and SET CHARACTER SET), time_zone, sql_mode, max_statement_time (MariaDB),
-// max_execution_time (MySQL), wait_timeout and interactive_timeout.
+// max_execution_time (MySQL), wait_timeout, interactive_timeout, and the variables
+// applications set per request: foreign_key_checks, unique_checks, innodb_lock_wait_timeout,
+// lock_wait_timeout, group_concat_max_len, sql_select_limit, div_precision_increment,
+// sql_safe_updates, sql_notes, sql_warnings, sql_auto_is_null, max_sort_length,
+// net_read_timeout, net_write_timeout and lc_time_names.
 func RestoredVariables() []string {
 	names := make([]string, numVars)
 	for i, v := range sysVars {
@@ -72,7 +115,7 @@ func lookupVar(name string) (sysVar, bool) {
 }
 
 // varMask is a set of sysVars.
-type varMask uint16
+type varMask uint32
 
 // assignment returns "name=value" for a variable's baseline value, written so that it reads
 // the same under every sql_mode, or "" when value cannot be written safely: a number with
@@ -92,6 +135,9 @@ func assignment(v sysVar, value string, valid bool) string {
 			return ""
 		}
 		return d.name + "=" + value
+	}
+	if value == "" && v != vSQLMode {
+		return "" // an empty name (the embedded server's lc_time_names) cannot be set back
 	}
 	for i := 0; i < len(value); i++ {
 		if c := value[i]; c == '\\' || c == '\'' || c == '"' || c < ' ' || c == 0x7f {
@@ -156,6 +202,9 @@ func sameValue(v sysVar, set, base string, baseValid bool) bool {
 	}
 	switch {
 	case sysVars[v].numeric:
+		if isDigits(set) && isDigits(base) {
+			return strings.TrimLeft(set, "0") == strings.TrimLeft(base, "0")
+		}
 		a, err1 := strconv.ParseFloat(set, 64)
 		b, err2 := strconv.ParseFloat(base, 64)
 		return err1 == nil && err2 == nil && a == b
@@ -163,4 +212,17 @@ func sameValue(v sysVar, set, base string, baseValid bool) bool {
 		return set == base
 	}
 	return strings.EqualFold(set, base)
+}
+
+// isDigits reports a non-empty string of decimal digits.
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

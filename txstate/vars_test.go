@@ -23,8 +23,10 @@ var varBase = func() Baseline {
 	return b
 }()
 
-const setCharsets = "SET character_set_client='utf8mb4', character_set_results='utf8mb4', " +
-	"character_set_connection='utf8mb4', collation_connection='utf8mb4_general_ci'"
+// setCharsets restores the client's, results' and connection's character sets and the
+// collation: NAMES, so that the client's collation (which a bound parameter takes) is the
+// baseline's too, and the collation again (the embedded server ignores NAMES' COLLATE).
+const setCharsets = "SET NAMES 'utf8mb4' COLLATE 'utf8mb4_general_ci', collation_connection='utf8mb4_general_ci'"
 
 func TestTrackerVariables(t *testing.T) {
 	isoTail := " /*M!, SESSION tx_isolation='REPEATABLE-READ', SESSION tx_read_only=0 */" +
@@ -43,11 +45,13 @@ func TestTrackerVariables(t *testing.T) {
 		{"sql_mode", []string{"SET sql_mode = 'ANSI'"}, ActionReset, []string{"SET sql_mode='STRICT_TRANS_TABLES'"}},
 		{"sql_mode expression", []string{"SET sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES')"}, ActionReset, []string{"SET sql_mode='STRICT_TRANS_TABLES'"}},
 		{"sql_mode to the baseline", []string{"SET SESSION sql_mode = 'strict_trans_tables'"}, ActionNone, nil},
-		{"NAMES of the baseline charset", []string{"SET NAMES utf8mb4"}, ActionReset, []string{"SET collation_connection='utf8mb4_general_ci'"}},
+		{"NAMES of the baseline charset", []string{"SET NAMES utf8mb4"}, ActionReset, []string{setCharsets}},
+		{"NAMES of the baseline charset and collation", []string{"SET NAMES utf8mb4 COLLATE utf8mb4_general_ci"}, ActionNone, nil},
+		{"NAMES of the baseline charset, another collation", []string{"SET NAMES utf8mb4 COLLATE utf8mb4_bin"}, ActionReset, []string{setCharsets}},
 		{"NAMES with the baseline collation", []string{"SET NAMES 'utf8mb4' COLLATE 'utf8mb4_general_ci'"}, ActionNone, nil},
 		{"NAMES latin1", []string{"SET NAMES latin1"}, ActionReset, []string{setCharsets}},
 		{"NAMES DEFAULT", []string{"SET NAMES DEFAULT"}, ActionReset, []string{setCharsets}},
-		{"CHARACTER SET", []string{"SET CHARACTER SET utf8mb4"}, ActionReset, []string{"SET character_set_connection='utf8mb4', collation_connection='utf8mb4_general_ci'"}},
+		{"CHARACTER SET", []string{"SET CHARACTER SET utf8mb4"}, ActionReset, []string{setCharsets}},
 		{"NAMES latin1 then back", []string{"SET NAMES latin1", "SET NAMES utf8mb4 COLLATE utf8mb4_general_ci"}, ActionNone, nil},
 		{"character_set_results NULL", []string{"SET character_set_results = NULL"}, ActionReset, []string{"SET character_set_results='utf8mb4'"}},
 		{"character_set_connection", []string{"SET character_set_connection = utf8mb4"}, ActionReset, []string{"SET collation_connection='utf8mb4_general_ci'"}},
@@ -58,7 +62,7 @@ func TestTrackerVariables(t *testing.T) {
 		{"wait_timeout", []string{"SET SESSION wait_timeout = 60"}, ActionReset, []string{"SET wait_timeout=28800"}},
 		{"wait_timeout to the baseline", []string{"SET wait_timeout = 28800"}, ActionNone, nil},
 		{"interactive_timeout", []string{"SET @@local.interactive_timeout = 60"}, ActionReset, []string{"SET interactive_timeout=28800"}},
-		{"several in one", []string{"SET NAMES latin1, time_zone = '+00:00', @a = 1"}, ActionReset, []string{setCharsets + ", time_zone='SYSTEM'"}},
+		{"several in one", []string{"SET NAMES latin1, time_zone = '+00:00', @a = 1"}, ActionReset, []string{setCharsets + ", time_zone='SYSTEM', @`a`=NULL"}},
 		{"several in turn", []string{"SET wait_timeout = 5", "SET time_zone = '+00:00'"}, ActionReset, []string{"SET time_zone='SYSTEM', wait_timeout=28800"}},
 		{"with autocommit", []string{"SET autocommit = 0", "SET time_zone = '+00:00'"}, ActionReset, []string{"SET time_zone='SYSTEM', autocommit=1"}},
 		{"with autocommit in one", []string{"SET time_zone = '+00:00', autocommit = 0"}, ActionReset, []string{"SET time_zone='SYSTEM', autocommit=1"}},
@@ -96,6 +100,7 @@ func TestTrackerSQLModeQuoting(t *testing.T) {
 	q := "INSERT INTO t VALUES ('it\\'s; fine')"
 	tr := NewTracker(varBase)
 	tr.Statement(q)
+	tr.InsertID(0) // the Exec reported no generated id
 	if !tr.Clean() {
 		t.Fatalf("baseline mode: %q not clean", q)
 	}
@@ -185,8 +190,7 @@ func TestBaselineFromRowVariables(t *testing.T) {
 	tr := NewTracker(b)
 	tr.Statement("SET NAMES utf8mb4, max_execution_time = 5")
 	p := tr.Plan()
-	if want := "SET character_set_client='latin1', character_set_results=NULL, character_set_connection='latin1', " +
-		"collation_connection='latin1_swedish_ci', max_execution_time=1500"; len(p.Statements) != 1 || p.Statements[0] != want {
+	if want := "SET NAMES 'latin1' COLLATE 'latin1_swedish_ci', character_set_results=NULL, collation_connection='latin1_swedish_ci', max_execution_time=1500"; len(p.Statements) != 1 || p.Statements[0] != want {
 		t.Fatalf("Plan() = %q\nwant %q", p.Statements, want)
 	}
 	tr.Done()
@@ -201,7 +205,7 @@ func TestBaselineFromRowVariables(t *testing.T) {
 		t.Fatal("Get(max_statement_time) found a value")
 	}
 	var v Variables
-	if v.Set("foreign_key_checks", "0") {
+	if v.Set("max_heap_table_size", "0") {
 		t.Fatal("Set accepted a variable that is not restored")
 	}
 	for _, bad := range [][]driver.Value{
@@ -234,7 +238,7 @@ func TestTrackerConnectionCollation(t *testing.T) {
 		{"both in one SET", []string{"SET character_set_connection = latin1, @@session.collation_connection = utf8mb4_unicode_ci"}, ActionNone, nil},
 		{"collation back, then the character set", []string{"SET collation_connection = utf8mb4_unicode_ci, character_set_connection = latin1"}, ActionReset, both},
 		{"NAMES, then the connection collation back", []string{"SET NAMES latin1", "SET collation_connection = utf8mb4_unicode_ci"}, ActionReset,
-			[]string{"SET character_set_client='utf8mb4', character_set_results='utf8mb4'"}},
+			[]string{"SET NAMES 'utf8mb4' COLLATE 'utf8mb4_unicode_ci', collation_connection='utf8mb4_unicode_ci'"}},
 		{"character set of the baseline", []string{"SET character_set_connection = utf8mb4"}, ActionReset, []string{"SET collation_connection='utf8mb4_unicode_ci'"}},
 		{"another character set", []string{"SET character_set_connection = latin1"}, ActionReset, both},
 		{"another collation", []string{"SET collation_connection = utf8mb4_bin"}, ActionReset, both},
@@ -256,5 +260,62 @@ func TestTrackerConnectionCollation(t *testing.T) {
 	tr.Statement("SET collation_connection = utf8mb4_bin, character_set_connection = utf8mb4")
 	if p := tr.Plan(); p.Action != ActionDiscard {
 		t.Errorf("collation not restorable: Plan() = %v %q; want a discard", p.Action, p.Statements)
+	}
+}
+
+// The per-request variables (GORM's SET FOREIGN_KEY_CHECKS = 0 … = 1, a lock wait timeout, a
+// GROUP_CONCAT length) are restored with the one SET, or need nothing when set back.
+func TestTrackerPerRequestVariables(t *testing.T) {
+	row := []driver.Value{
+		[]byte("app"), int64(1), []byte("STRICT_TRANS_TABLES"), []byte("REPEATABLE-READ"), int64(0),
+		[]byte("SYSTEM"), []byte("utf8mb4"), []byte("utf8mb4"), []byte("utf8mb4"), []byte("utf8mb4_general_ci"), int64(28800), int64(28800),
+		[]byte("max_statement_time"), []byte("0.000000"),
+		int64(1), int64(1), int64(50), int64(86400), int64(1048576), uint64(18446744073709551615), int64(4), int64(0),
+		int64(1), int64(0), int64(0), int64(1024), int64(30), int64(60), []byte("en_US"),
+	}
+	if len(row) != BaselineColumns {
+		t.Fatalf("row has %d columns, BaselineColumns is %d", len(row), BaselineColumns)
+	}
+	b, err := BaselineFromRow(row)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name  string
+		ops   []string
+		act   Action
+		stmts []string
+	}{
+		{"GORM DropTable", []string{"SET FOREIGN_KEY_CHECKS = 0", "DROP TABLE IF EXISTS users", "SET FOREIGN_KEY_CHECKS = 1"}, ActionNone, nil},
+		{"foreign_key_checks left off", []string{"SET foreign_key_checks = 0"}, ActionReset, []string{"SET foreign_key_checks=1"}},
+		{"ON", []string{"SET foreign_key_checks = ON"}, ActionReset, []string{"SET foreign_key_checks=1"}},
+		{"several", []string{"SET unique_checks = 0, innodb_lock_wait_timeout = 5, @@session.group_concat_max_len = 4"}, ActionReset,
+			[]string{"SET unique_checks=1, innodb_lock_wait_timeout=50, group_concat_max_len=1048576"}},
+		{"sql_select_limit", []string{"SET sql_select_limit = 18446744073709551614"}, ActionReset, []string{"SET sql_select_limit=18446744073709551615"}},
+		{"sql_select_limit back", []string{"SET sql_select_limit = 1", "SET sql_select_limit = 18446744073709551615"}, ActionNone, nil},
+		{"lc_time_names", []string{"SET lc_time_names = 'de_DE'"}, ActionReset, []string{"SET lc_time_names='en_US'"}},
+		{"the rest", []string{"SET lock_wait_timeout = 5, div_precision_increment = 2, sql_safe_updates = 1, sql_notes = 0, sql_warnings = 1, " +
+			"sql_auto_is_null = 1, max_sort_length = 8, net_read_timeout = 5, net_write_timeout = 5"}, ActionReset,
+			[]string{"SET lock_wait_timeout=86400, div_precision_increment=4, sql_safe_updates=0, sql_notes=1, sql_warnings=0, " +
+				"sql_auto_is_null=0, max_sort_length=1024, net_read_timeout=30, net_write_timeout=60"}},
+		{"not restored", []string{"SET max_heap_table_size = 65536"}, ActionDiscard, nil},
+	}
+	for _, c := range cases {
+		tr := NewTracker(b)
+		run(tr, c.ops)
+		p := tr.Plan()
+		if p.Action != c.act || !reflect.DeepEqual(p.Statements, c.stmts) {
+			t.Errorf("%s: Plan() = %v %q (%s), want %v %q", c.name, p.Action, p.Statements, p.Reason, c.act, c.stmts)
+		}
+	}
+	// A row of the earlier 14 columns records none of them: a SET of one discards.
+	b14, err := BaselineFromRow(row[:14])
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := NewTracker(b14)
+	tr.Statement("SET foreign_key_checks = 0")
+	if p := tr.Plan(); p.Action != ActionDiscard {
+		t.Errorf("14-column baseline: Plan() = %v, want discard", p)
 	}
 }

@@ -188,7 +188,7 @@ func (cn *Conn) ExecContext(ctx context.Context, query string, args []driver.Nam
 	if err := cn.c.execError(query); err != nil {
 		return nil, err
 	}
-	return driver.RowsAffected(1), nil
+	return result{}, nil
 }
 
 func (cn *Conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
@@ -313,3 +313,10 @@ func (mc MinimalConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	}
 	return Minimal{c.(*Conn)}, nil
 }
+
+// result is every Exec's result: one row affected, no generated id (as for a table without
+// AUTO_INCREMENT), so the pool's tracker sees no LAST_INSERT_ID() change.
+type result struct{}
+
+func (result) LastInsertId() (int64, error) { return 0, nil }
+func (result) RowsAffected() (int64, error) { return 1, nil }

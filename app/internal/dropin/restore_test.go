@@ -73,6 +73,19 @@ var restoreCases = []restoreCase{
 		set: []string{"SET SESSION TRANSACTION ISOLATION LEVEL SERIALIZABLE"}, read: "@@tx_isolation"},
 	{name: "read-only", set: []string{"SET SESSION TRANSACTION READ ONLY"}, read: "@@tx_read_only"},
 	{name: "autocommit", set: []string{"SET autocommit = 0", "SELECT 1"}, read: "@@autocommit"},
+	// GORM's DropTable: SET FOREIGN_KEY_CHECKS = 0, DROP TABLE, SET FOREIGN_KEY_CHECKS = 1.
+	{name: "foreign_key_checks off and on (GORM DropTable)", set: []string{"SET FOREIGN_KEY_CHECKS = 0", "DROP TABLE IF EXISTS sqlpool_restore_gorm", "SET FOREIGN_KEY_CHECKS = 1"},
+		read: "@@foreign_key_checks", keeps: true, same: true},
+	{name: "foreign_key_checks", set: []string{"SET foreign_key_checks = 0"}, read: "@@foreign_key_checks"},
+	{name: "unique_checks", set: []string{"SET unique_checks = 0"}, read: "@@unique_checks"},
+	{name: "innodb_lock_wait_timeout", params: map[string]string{"innodb_lock_wait_timeout": "20"},
+		set: []string{"SET innodb_lock_wait_timeout = 3"}, read: "@@innodb_lock_wait_timeout"},
+	{name: "group_concat_max_len", set: []string{"SET SESSION group_concat_max_len = 4"}, read: "@@group_concat_max_len"},
+	{name: "sql_select_limit", set: []string{"SET sql_select_limit = 1"}, read: "@@sql_select_limit"},
+	{name: "the other per-request variables", set: []string{"SET lock_wait_timeout = 5, div_precision_increment = 2, sql_safe_updates = 1, " +
+		"sql_notes = 0, sql_warnings = 1, sql_auto_is_null = 1, max_sort_length = 8, net_read_timeout = 5, net_write_timeout = 5, lc_time_names = 'de_DE'"},
+		read: "CONCAT_WS(' ', @@lock_wait_timeout, @@div_precision_increment, @@sql_safe_updates, @@sql_notes, @@sql_warnings, " +
+			"@@sql_auto_is_null, @@max_sort_length, @@net_read_timeout, @@net_write_timeout, @@lc_time_names)"},
 	{name: "several at once", params: map[string]string{"time_zone": "'+02:00'"},
 		set:  []string{"SET NAMES latin1, time_zone = '+00:00', wait_timeout = 60", "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED", "SET autocommit = 0"},
 		read: "CONCAT_WS(' ', @@character_set_client, @@collation_connection, @@time_zone, @@wait_timeout, @@tx_isolation, @@autocommit)"},

@@ -35,6 +35,8 @@ var mockBaseline = []driver.Value{
 	"app", int64(1), "STRICT_TRANS_TABLES", "REPEATABLE-READ", int64(0),
 	"SYSTEM", "utf8mb4", "utf8mb4", "utf8mb4", "utf8mb4_general_ci", int64(28800), int64(28800),
 	"max_statement_time", "0.000000",
+	int64(1), int64(1), int64(50), int64(86400), int64(1048576), "18446744073709551615", int64(4), int64(0),
+	int64(1), int64(0), int64(0), int64(1024), int64(30), int64(60), "en_US",
 }
 
 func expectBaseline(mock sqlmock.Sqlmock) {
@@ -161,8 +163,7 @@ const (
 	mockIsoTail = " /*M!, SESSION tx_isolation='REPEATABLE-READ', SESSION tx_read_only=0 */" +
 		" /*!50720 , SESSION transaction_isolation='REPEATABLE-READ', SESSION transaction_read_only=0 */"
 	mockSetTx       = "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ WRITE"
-	mockSetCharsets = "SET character_set_client='utf8mb4', character_set_results='utf8mb4', " +
-		"character_set_connection='utf8mb4', collation_connection='utf8mb4_general_ci'"
+	mockSetCharsets = "SET NAMES 'utf8mb4' COLLATE 'utf8mb4_general_ci', collation_connection='utf8mb4_general_ci'"
 )
 
 // discard is the expected "plan" of a connection that is closed and replaced.
@@ -193,7 +194,7 @@ func TestSQLMockStatementSequence(t *testing.T) {
 		{"xa-start", []string{"XA START 'x'"}, discard},
 		{"xa-prepare", []string{"XA START 'x'", "XA END 'x'", "XA PREPARE 'x'"}, discard},
 		{"xa-finish", []string{"XA START 'x'", "XA END 'x'", "XA COMMIT 'x' ONE PHASE"}, nil},
-		{"set-user-var", []string{"SET @a = 1"}, nil},
+		{"set-user-var", []string{"SET @a = 1"}, []string{"SET @`a`=NULL"}},
 		{"set-autocommit", []string{"SET autocommit = 0", "INSERT INTO t VALUES (1)"}, []string{"ROLLBACK", "SET autocommit=1"}},
 		{"set-autocommit, no statement after", []string{"SET autocommit = 0"}, []string{"SET autocommit=1"}},
 		{"set-autocommit, set back", []string{"SET autocommit = 0", "SET autocommit = 1"}, nil},
