@@ -68,7 +68,7 @@ func TestRestartsLoseNothing(t *testing.T) {
 	go func() {
 		defer close(sent)
 		for i := range n {
-			rep.Send(spanModel(run, i))
+			rep.Send(collectortest.SpanModel(run, i))
 			if i%500 == 0 {
 				time.Sleep(5 * time.Millisecond) // a steady stream, not one burst
 			}
@@ -95,7 +95,7 @@ func TestRestartsLoseNothing(t *testing.T) {
 	}
 	store.WaitLen(t, n, 2*time.Minute)
 	for i := range n {
-		if !store.Has(key(i)) {
+		if !store.Has(collectortest.KeyOf(i)) {
 			t.Fatalf("span %d lost", i)
 		}
 	}
@@ -135,7 +135,7 @@ func TestPoisonMessages(t *testing.T) {
 	run := rand.Uint64()
 	var recs []*kgo.Record
 	for i := range good {
-		b, _ := json.Marshal([]zmodel.SpanModel{spanModel(run, i)})
+		b, _ := json.Marshal([]zmodel.SpanModel{collectortest.SpanModel(run, i)})
 		recs = append(recs, &kgo.Record{Value: b})
 	}
 	for i := range bad {
@@ -184,7 +184,7 @@ func TestRefusedForGood(t *testing.T) {
 	prod := producer(t, c)
 	run := rand.Uint64()
 	for i := range 5 {
-		b, _ := json.Marshal([]zmodel.SpanModel{spanModel(run, i)})
+		b, _ := json.Marshal([]zmodel.SpanModel{collectortest.SpanModel(run, i)})
 		if err := prod.ProduceSync(context.Background(), &kgo.Record{Value: b}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
@@ -217,7 +217,7 @@ func TestBackPressure(t *testing.T) {
 	run := rand.Uint64()
 	var recs []*kgo.Record
 	for i := range n {
-		b, _ := json.Marshal([]zmodel.SpanModel{spanModel(run, i)})
+		b, _ := json.Marshal([]zmodel.SpanModel{collectortest.SpanModel(run, i)})
 		recs = append(recs, &kgo.Record{Value: b})
 	}
 	if err := prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {

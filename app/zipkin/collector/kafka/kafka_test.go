@@ -74,26 +74,6 @@ func start(t testing.TB, c *kfake.Cluster, srv *collectortest.Server, cfg Config
 	return col
 }
 
-// spanModel is a zipkin-go span of its own trace, numbered n (trace ID
-// high bits random per run, low bits n+1).
-func spanModel(run uint64, n int) zmodel.SpanModel {
-	return zmodel.SpanModel{
-		SpanContext: zmodel.SpanContext{
-			TraceID: zmodel.TraceID{High: run, Low: uint64(n) + 1},
-			ID:      zmodel.ID(uint64(n) + 1),
-		},
-		Name:          "op",
-		Kind:          zmodel.Server,
-		Timestamp:     time.Now(),
-		Duration:      time.Millisecond,
-		LocalEndpoint: &zmodel.Endpoint{ServiceName: "svc"},
-	}
-}
-
-func key(n int) collectortest.Key {
-	return collectortest.Key{Trace: uint64(n) + 1, Span: uint64(n) + 1}
-}
-
 // TestZipkinGoReporter: spans sent by zipkin-go's Kafka reporter (sarama)
 // to the topic "zipkin" are stored, and counted under transport="kafka".
 func TestZipkinGoReporter(t *testing.T) {
@@ -108,14 +88,14 @@ func TestZipkinGoReporter(t *testing.T) {
 	const n = 200
 	run := rand.Uint64()
 	for i := range n {
-		rep.Send(spanModel(run, i))
+		rep.Send(collectortest.SpanModel(run, i))
 	}
 	if err := rep.Close(); err != nil {
 		t.Fatal(err)
 	}
 	store.WaitLen(t, n, 30*time.Second)
 	for i := range n {
-		if !store.Has(key(i)) {
+		if !store.Has(collectortest.KeyOf(i)) {
 			t.Fatalf("span %d not stored", i)
 		}
 	}
@@ -192,7 +172,7 @@ func TestCommitOnlyAfterStored(t *testing.T) {
 	const n = 50
 	run := rand.Uint64()
 	for i := range n {
-		b, _ := json.Marshal([]zmodel.SpanModel{spanModel(run, i)})
+		b, _ := json.Marshal([]zmodel.SpanModel{collectortest.SpanModel(run, i)})
 		if err := prod.ProduceSync(context.Background(), &kgo.Record{Value: b}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}

@@ -69,24 +69,6 @@ func start(t testing.TB, b *rabbittest.Broker, srv *collectortest.Server, cfg Co
 	return col
 }
 
-func spanModel(run uint64, n int) zmodel.SpanModel {
-	return zmodel.SpanModel{
-		SpanContext: zmodel.SpanContext{
-			TraceID: zmodel.TraceID{High: run, Low: uint64(n) + 1},
-			ID:      zmodel.ID(uint64(n) + 1),
-		},
-		Name:          "op",
-		Kind:          zmodel.Client,
-		Timestamp:     time.Now(),
-		Duration:      time.Millisecond,
-		LocalEndpoint: &zmodel.Endpoint{ServiceName: "svc"},
-	}
-}
-
-func key(n int) collectortest.Key {
-	return collectortest.Key{Trace: uint64(n) + 1, Span: uint64(n) + 1}
-}
-
 // publisher returns a channel to publish raw messages on b, closed in
 // t.Cleanup.
 func publisher(t testing.TB, b *rabbittest.Broker) *amqp.Channel {
@@ -170,14 +152,14 @@ func testZipkinGoReporter(t *testing.T, b *rabbittest.Broker) {
 	const n = 500
 	run := rand.Uint64()
 	for i := range n {
-		rep.Send(spanModel(run, i))
+		rep.Send(collectortest.SpanModel(run, i))
 	}
 	if err := rep.Close(); err != nil {
 		t.Fatal(err)
 	}
 	store.WaitLen(t, n, 30*time.Second)
 	for i := range n {
-		if !store.Has(key(i)) {
+		if !store.Has(collectortest.KeyOf(i)) {
 			t.Fatalf("span %d not stored", i)
 		}
 	}
@@ -212,12 +194,12 @@ func testAckOnlyAfterStored(t *testing.T, b *rabbittest.Broker) {
 	run := rand.Uint64()
 	const n = 40
 	for i := range n {
-		body, _ := json.Marshal([]zmodel.SpanModel{spanModel(run, i)})
+		body, _ := json.Marshal([]zmodel.SpanModel{collectortest.SpanModel(run, i)})
 		publish(t, pub, body)
 	}
 	store.WaitLen(t, n/2, 30*time.Second)
 	col.Kill()
-	if store.Has(key(0)) {
+	if store.Has(collectortest.KeyOf(0)) {
 		t.Fatal("span 0 stored while blocked")
 	}
 	waitFor(t, "the unacknowledged messages to be back in the queue", func() bool { return ready(t, pub) > 0 })
@@ -256,7 +238,7 @@ func testRestartsLoseNothing(t *testing.T, b *rabbittest.Broker) {
 	go func() {
 		defer close(sent)
 		for i := range n {
-			rep.Send(spanModel(run, i))
+			rep.Send(collectortest.SpanModel(run, i))
 		}
 	}()
 	store.WaitLen(t, n/5, time.Minute)
@@ -277,7 +259,7 @@ func testRestartsLoseNothing(t *testing.T, b *rabbittest.Broker) {
 	}
 	store.WaitLen(t, n, 2*time.Minute)
 	for i := range n {
-		if !store.Has(key(i)) {
+		if !store.Has(collectortest.KeyOf(i)) {
 			t.Fatalf("span %d lost", i)
 		}
 	}
@@ -309,7 +291,7 @@ func testPoisonMessages(t *testing.T, b *rabbittest.Broker) {
 	run := rand.Uint64()
 	var bodies [][]byte
 	for i := range good {
-		body, _ := json.Marshal([]zmodel.SpanModel{spanModel(run, i)})
+		body, _ := json.Marshal([]zmodel.SpanModel{collectortest.SpanModel(run, i)})
 		bodies = append(bodies, body)
 	}
 	for i := range bad {
@@ -351,7 +333,7 @@ func testBackPressure(t *testing.T, b *rabbittest.Broker) {
 	const n = 3_000
 	run := rand.Uint64()
 	for i := range n {
-		body, _ := json.Marshal([]zmodel.SpanModel{spanModel(run, i)})
+		body, _ := json.Marshal([]zmodel.SpanModel{collectortest.SpanModel(run, i)})
 		publish(t, pub, body)
 	}
 	var peak int

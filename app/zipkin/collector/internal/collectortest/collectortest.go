@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	zmodel "github.com/openzipkin/zipkin-go/model"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
@@ -20,6 +21,25 @@ import (
 
 // Key names a span: trace ID (low 64 bits) and span ID.
 type Key struct{ Trace, Span uint64 }
+
+// SpanModel is a zipkin-go span of its own trace, numbered n: trace ID
+// high bits run (random per run), low bits n+1, span ID n+1 (see KeyOf).
+func SpanModel(run uint64, n int) zmodel.SpanModel {
+	return zmodel.SpanModel{
+		SpanContext: zmodel.SpanContext{
+			TraceID: zmodel.TraceID{High: run, Low: uint64(n) + 1},
+			ID:      zmodel.ID(uint64(n) + 1),
+		},
+		Name:          "op",
+		Kind:          zmodel.Server,
+		Timestamp:     time.Now(),
+		Duration:      time.Millisecond,
+		LocalEndpoint: &zmodel.Endpoint{ServiceName: "svc"},
+	}
+}
+
+// KeyOf is the Key of SpanModel's span number n.
+func KeyOf(n int) Key { return Key{Trace: uint64(n) + 1, Span: uint64(n) + 1} }
 
 // Store is an in-memory storage.Storage whose writes are idempotent, as
 // the MySQL store's are: a span accepted twice is kept once, and Accepts
