@@ -35,7 +35,11 @@ import (
 // until the server reports that the session is gone, or Config.ServerCancelTimeout has passed.
 // The creator dials no replacement meanwhile: MaxConns bounds the server threads that run
 // the pool's statements, not just its sockets (plus one: the side connection, one per host,
-// opened at the first cancel and kept until Close; it is not counted in MaxConns).
+// opened at the first cancel and kept until Close; it is not counted in MaxConns). Each step
+// of a cancel (opening the side connection, the KILL, one poll) is bounded by the shorter of
+// ConnectTimeout or ValidationTimeout and ServerCancelTimeout, and each host has its own cancel
+// goroutine, so a host that stopped answering holds its cancelled connections' slots for at
+// most about ServerCancelTimeout and delays no other host's cancels.
 //
 // The caller is not delayed: it gets its error when the driver returns, as without the pool.
 // A connection whose driver returned the context's error but stayed valid (the context ended
@@ -144,24 +148,30 @@ type CancelEvents interface {
 	ServerCancelled(pool string, outcome CancelOutcome, d time.Duration)
 }
 
-// cancelPoll is how often the cancel goroutine asks the server whether cancelled sessions are
+// cancelPoll is how often a cancel goroutine asks the server whether cancelled sessions are
 // gone, while any is pending.
 const cancelPoll = 5 * time.Millisecond
 
-// canceller is a pool's server-side cancel state. The goroutine starts at the first cancel and
-// stops at Close.
+// canceller is a pool's server-side cancel state: one goroutine per host (one in all without
+// a HostConnector), started at the host's first cancel and stopped by Close, so that a host
+// that stopped answering delays only its own cancels.
 type canceller struct {
 	impl ServerCancel
 
 	mu      sync.Mutex
-	queue   []*cancelJob // handed over by closeEntry, not yet seen by the goroutine
-	started bool
-	stopped bool          // Close began: no more jobs, the goroutine finishes
-	wake    chan struct{} // capacity 1
-	exited  chan struct{} // closed when the goroutine returns
+	hosts   map[string]*hostCanceller
+	stopped bool           // Close began: no more jobs, the goroutines finish
+	wg      sync.WaitGroup // the goroutines; Add only under mu while !stopped
 
 	// pending counts the jobs not yet finished (queued or in progress), for Stats.
 	pending atomic.Int32
+}
+
+// hostCanceller is the cancel goroutine of one host.
+type hostCanceller struct {
+	host  string
+	queue []*cancelJob  // handed over by closeEntry, not yet seen by the goroutine; under canceller.mu
+	wake  chan struct{} // capacity 1
 }
 
 type cancelJob struct {
@@ -258,29 +268,34 @@ func (p *Pool) serverCancel(e *entry, reason CloseReason, closeErr error) bool {
 	now := time.Now()
 	j := &cancelJob{e: e, reason: reason, closeErr: closeErr, queued: now,
 		deadline: now.Add(p.cfg.ServerCancelTimeout)}
+	host := hostName(e)
 	c.mu.Lock()
 	if c.stopped {
 		c.mu.Unlock()
 		return false
 	}
-	c.pending.Add(1)
-	c.queue = append(c.queue, j)
-	if !c.started {
-		c.started = true
-		c.wake = make(chan struct{}, 1)
-		c.exited = make(chan struct{})
-		go p.cancelLoop()
+	hc := c.hosts[host]
+	if hc == nil {
+		if c.hosts == nil {
+			c.hosts = map[string]*hostCanceller{}
+		}
+		hc = &hostCanceller{host: host, wake: make(chan struct{}, 1)}
+		c.hosts[host] = hc
+		c.wg.Add(1)
+		go p.cancelLoop(hc)
 	}
+	c.pending.Add(1)
+	hc.queue = append(hc.queue, j)
 	c.mu.Unlock()
 	select {
-	case c.wake <- struct{}{}:
+	case hc.wake <- struct{}{}:
 	default:
 	}
 	return true
 }
 
-// stopCanceller is called by Close after the pool stopped dialling: the goroutine releases
-// every pending connection (CancelPoolClosed) and returns.
+// stopCanceller is called by Close after the pool stopped dialling: every cancel goroutine
+// releases its pending connections (CancelPoolClosed) and returns.
 func (p *Pool) stopCanceller() {
 	c := p.cancel
 	if c == nil {
@@ -288,22 +303,19 @@ func (p *Pool) stopCanceller() {
 	}
 	c.mu.Lock()
 	c.stopped = true
-	started := c.started
 	c.mu.Unlock()
-	if started {
-		<-c.exited
-	}
+	c.wg.Wait()
 }
 
-// cancelLoop is the cancel goroutine: it sends the KILLs, polls the server for the sessions'
-// end and gives the slots back.
-func (p *Pool) cancelLoop() {
+// cancelLoop is the cancel goroutine of one host: it sends the KILLs, polls the server for
+// the sessions' end and gives the slots back.
+func (p *Pool) cancelLoop(hc *hostCanceller) {
 	c := p.cancel
-	defer close(c.exited)
-	sides := map[string]driver.Conn{}
+	defer c.wg.Done()
+	var side driver.Conn
 	defer func() {
-		for _, s := range sides {
-			_ = s.Close()
+		if side != nil {
+			_ = side.Close()
 		}
 	}()
 	var active []*cancelJob
@@ -314,14 +326,14 @@ func (p *Pool) cancelLoop() {
 		var closing bool
 		if len(active) == 0 {
 			select {
-			case <-c.wake:
+			case <-hc.wake:
 			case <-p.done:
 				closing = true
 			}
 		} else {
 			poll.Reset(cancelPoll)
 			select {
-			case <-c.wake:
+			case <-hc.wake:
 				poll.Stop()
 			case <-poll.C:
 			case <-p.done:
@@ -329,8 +341,8 @@ func (p *Pool) cancelLoop() {
 			}
 		}
 		c.mu.Lock()
-		jobs := c.queue
-		c.queue = nil
+		jobs := hc.queue
+		hc.queue = nil
 		if closing {
 			c.stopped = true // a closeEntry from now on finishes by itself
 		}
@@ -340,9 +352,9 @@ func (p *Pool) cancelLoop() {
 				p.finishCancel(j, CancelPoolClosed)
 				continue
 			}
-			if err := p.sendCancel(sides, j); err != nil {
+			if err := p.sendCancel(&side, hc.host, j); err != nil {
 				p.cfg.Logger.Warn("sqlpool: cannot stop a cancelled statement on the server; its connection no longer counts against MaxConns",
-					"pool", p.cfg.Name, "conn", j.e.id, "session", j.e.sessionID, "error", err)
+					"pool", p.cfg.Name, "host", hc.host, "conn", j.e.id, "session", j.e.sessionID, "error", err)
 				p.finishCancel(j, CancelFailed)
 				continue
 			}
@@ -354,11 +366,11 @@ func (p *Pool) cancelLoop() {
 			}
 			return
 		}
-		active = p.pollCancelled(sides, active)
+		active = p.pollCancelled(&side, hc.host, active)
 	}
 }
 
-// hostName is the key of e's host in the side connections ("" without a HostConnector).
+// hostName is the key of e's host in the cancel goroutines ("" without a HostConnector).
 func hostName(e *entry) string {
 	if e.host == nil {
 		return ""
@@ -366,17 +378,20 @@ func hostName(e *entry) string {
 	return e.host.name
 }
 
-// side returns the side connection to host, opening it if need be.
-func (p *Pool) side(sides map[string]driver.Conn, host string) (driver.Conn, error) {
-	if s := sides[host]; s != nil {
-		return s, nil
+// cancelBound is the longest one step of a cancel (opening the side connection, one KILL,
+// one poll) may take: the shorter of limit and ServerCancelTimeout, so that a host that
+// stopped answering holds a slot no longer than ServerCancelTimeout.
+func (p *Pool) cancelBound(limit time.Duration) time.Duration {
+	if limit <= 0 {
+		return p.cfg.ServerCancelTimeout
 	}
-	ctx := p.dialCtx
-	if p.cfg.ConnectTimeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, p.cfg.ConnectTimeout)
-		defer cancel()
-	}
+	return min(limit, p.cfg.ServerCancelTimeout)
+}
+
+// openSide opens the side connection to host.
+func (p *Pool) openSide(host string) (driver.Conn, error) {
+	ctx, cancel := context.WithTimeout(p.dialCtx, p.cancelBound(p.cfg.ConnectTimeout))
+	defer cancel()
 	var dc driver.Conn
 	var err error
 	if host == "" {
@@ -392,31 +407,34 @@ func (p *Pool) side(sides map[string]driver.Conn, host string) (driver.Conn, err
 	if dc == nil {
 		return nil, errors.New("opening the side connection: the connector returned a nil connection and no error")
 	}
-	sides[host] = dc
 	return dc, nil
 }
 
-// sideCall runs f on the side connection to host within ValidationTimeout; after an error it
-// closes that side connection and, when the error was fatal for it (a side connection the
-// server dropped while idle), tries once more on a new one.
-func (p *Pool) sideCall(sides map[string]driver.Conn, host string, f func(ctx context.Context, side driver.Conn) error) error {
+// sideCall runs f on the side connection to host (opened if need be) within
+// ValidationTimeout; after an error it closes the side connection, and when the error was
+// fatal for it (a side connection the server dropped while idle) tries once more on a new one.
+func (p *Pool) sideCall(side *driver.Conn, host string, f func(ctx context.Context, side driver.Conn) error) error {
 	for attempt := 0; ; attempt++ {
-		side, err := p.side(sides, host)
-		if err != nil {
-			return err
+		if *side == nil {
+			dc, err := p.openSide(host)
+			if err != nil {
+				return err
+			}
+			*side = dc
 		}
-		ctx, cancel := context.WithTimeout(p.dialCtx, p.cfg.ValidationTimeout)
-		err = f(ctx, side)
+		ctx, cancel := context.WithTimeout(p.dialCtx, p.cancelBound(p.cfg.ValidationTimeout))
+		err := f(ctx, *side)
 		cancel()
 		if err == nil {
 			return nil
 		}
-		fatal := errors.Is(err, driver.ErrBadConn) || validate.Check(err, validate.Session{}).Fatal
+		fatal := errors.Is(err, driver.ErrBadConn) || errors.Is(err, context.DeadlineExceeded) ||
+			validate.Check(err, validate.Session{}).Fatal
 		if fatal {
-			_ = side.Close()
-			delete(sides, host)
+			_ = (*side).Close()
+			*side = nil
 		}
-		if !fatal || attempt > 0 {
+		if !fatal || attempt > 0 || errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}
 	}
@@ -425,12 +443,11 @@ func (p *Pool) sideCall(sides map[string]driver.Conn, host string, f func(ctx co
 // sendCancel stops j's statement on the server. It fails only when there is no usable side
 // connection: an ordinary error from the KILL itself (such as "unknown thread": the session
 // ended first) leaves the decision to the poll.
-func (p *Pool) sendCancel(sides map[string]driver.Conn, j *cancelJob) error {
-	h := hostName(j.e)
-	err := p.sideCall(sides, h, func(ctx context.Context, side driver.Conn) error {
-		return p.cancel.impl.Cancel(ctx, side, j.e.sessionID)
+func (p *Pool) sendCancel(side *driver.Conn, host string, j *cancelJob) error {
+	err := p.sideCall(side, host, func(ctx context.Context, dc driver.Conn) error {
+		return p.cancel.impl.Cancel(ctx, dc, j.e.sessionID)
 	})
-	if err != nil && sides[h] == nil {
+	if err != nil && *side == nil {
 		return err
 	}
 	return nil
@@ -438,35 +455,27 @@ func (p *Pool) sendCancel(sides map[string]driver.Conn, j *cancelJob) error {
 
 // pollCancelled asks the server which of active's sessions still exist, finishes those that
 // ended or timed out, and returns the rest.
-func (p *Pool) pollCancelled(sides map[string]driver.Conn, active []*cancelJob) []*cancelJob {
-	byHost := map[string][]int64{}
-	for _, j := range active {
-		h := hostName(j.e)
-		byHost[h] = append(byHost[h], j.e.sessionID)
+func (p *Pool) pollCancelled(side *driver.Conn, host string, active []*cancelJob) []*cancelJob {
+	ids := make([]int64, len(active))
+	for i, j := range active {
+		ids[i] = j.e.sessionID
 	}
-	running := map[string]map[int64]bool{}
-	failed := map[string]error{}
-	for h, ids := range byHost {
-		err := p.sideCall(sides, h, func(ctx context.Context, side driver.Conn) error {
-			r, err := p.cancel.impl.Running(ctx, side, ids)
-			running[h] = r
-			return err
-		})
-		if err != nil {
-			failed[h] = err
-		}
-	}
+	var running map[int64]bool
+	err := p.sideCall(side, host, func(ctx context.Context, dc driver.Conn) error {
+		var err error
+		running, err = p.cancel.impl.Running(ctx, dc, ids)
+		return err
+	})
 	now := time.Now()
 	rest := active[:0]
 	for _, j := range active {
-		h := hostName(j.e)
 		switch {
-		case failed[h] == nil && !running[h][j.e.sessionID]:
+		case err == nil && !running[j.e.sessionID]:
 			p.finishCancel(j, CancelEnded)
 		case now.After(j.deadline):
-			if err := failed[h]; err != nil {
+			if err != nil {
 				p.cfg.Logger.Warn("sqlpool: cannot see whether a cancelled statement ended on the server",
-					"pool", p.cfg.Name, "conn", j.e.id, "session", j.e.sessionID, "error", err)
+					"pool", p.cfg.Name, "host", host, "conn", j.e.id, "session", j.e.sessionID, "error", err)
 			}
 			p.finishCancel(j, CancelTimedOut)
 		default:
@@ -480,11 +489,12 @@ func (p *Pool) pollCancelled(sides map[string]driver.Conn, active []*cancelJob) 
 // finishCancel gives j's slot back and reports the outcome.
 func (p *Pool) finishCancel(j *cancelJob, outcome CancelOutcome) {
 	p.cancel.pending.Add(-1)
+	took := time.Since(j.queued)
 	if ce, ok := p.cfg.Events.(CancelEvents); ok {
-		ce.ServerCancelled(p.cfg.Name, outcome, time.Since(j.queued))
+		ce.ServerCancelled(p.cfg.Name, outcome, took)
 	}
 	p.cfg.Logger.Debug("sqlpool: cancelled statement stopped on the server", "pool", p.cfg.Name,
-		"conn", j.e.id, "session", j.e.sessionID, "outcome", string(outcome), "took", time.Since(j.queued))
+		"conn", j.e.id, "session", j.e.sessionID, "outcome", string(outcome), "took", took)
 	p.closeDone(j.e, j.reason, j.closeErr)
 }
 
