@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/sqlpool/sqlpool/internal/mysqltest"
 	"github.com/sqlpool/sqlpool/pool"
 )
@@ -226,4 +228,73 @@ func (r *cancelRecorder) all() map[pool.CancelOutcome]int64 {
 		m[o] = c.Load()
 	}
 	return m
+}
+
+// The bound: when the server cannot be asked (its address stopped answering: the fault proxy
+// in front of it is blackholed before the cancel), the cancelled connection stops counting
+// against MaxConns after ServerCancelTimeout, with outcome "failed", and the pool goes on.
+// Close while nothing is pending stops the cancel goroutine (the leak check at the end of the
+// package's tests sees it).
+func TestServerCancelBoundedWhenServerSilent(t *testing.T) {
+	mysqltest.RequireMariaDB(t, "server-side cancel against a real server behind the fault proxy")
+	dsn := mysqltest.DSN(t)
+	admin := cancelAdmin(t, dsn)
+	px := mysqltest.NewProxy(t, mysqlAddrOf(t, dsn))
+	ev := &cancelRecorder{}
+	const bound = 300 * time.Millisecond
+	p := newMySQLPool(t, px.DSN(dsn), pool.Config{Name: "cancel-bound", MaxConns: 1, Events: ev,
+		ServerCancelTimeout: bound, AcquireTimeout: 5 * time.Second})
+	db := p.OpenDB()
+	defer db.Close()
+	tag := fmt.Sprintf("sqlpool_cancel_bound_%d", time.Now().UnixNano())
+	defer killTagged(t, admin, tag)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	// Blackhole the proxy once the statement is on the server, before its context ends.
+	errc := make(chan error, 1)
+	go func() {
+		var n int64
+		errc <- db.QueryRowContext(ctx, "/* "+tag+" */ SELECT SLEEP(10)").Scan(&n)
+	}()
+	waitFor(t, "the statement running on the server", func() bool {
+		ids, err := threadsRunning(context.Background(), admin, tag)
+		return err == nil && len(ids) == 1
+	})
+	px.Blackhole(true)
+	if err := <-errc; err == nil {
+		t.Fatal("SELECT SLEEP(10) finished within 200ms")
+	}
+	ended := time.Now()
+	// database/sql closed the dead connection before Scan returned: it is pending now, and
+	// counted.
+	if st := p.Stats(); st.Cancelling != 1 || st.Total != 1 || st.Active != 1 {
+		t.Errorf("right after the cancel: Cancelling %d, Total %d, Active %d; want 1, 1, 1 (counted against MaxConns)", st.Cancelling, st.Total, st.Active)
+	}
+	waitFor(t, "the cancel given up", func() bool { return ev.count(pool.CancelFailed) == 1 })
+	held := time.Since(ended)
+	st := p.Stats()
+	t.Logf("server silent: the cancelled connection was released %v after its context ended (ServerCancelTimeout %v); stats %v cancelling=%d; outcomes %v",
+		held.Round(time.Millisecond), bound, st, st.Cancelling, ev.all())
+	if held < bound-50*time.Millisecond || held > bound+time.Second {
+		t.Errorf("released %v after the context ended, want about ServerCancelTimeout %v", held, bound)
+	}
+	if st.Cancelling != 0 {
+		t.Errorf("Stats.Cancelling = %d after the outcome, want 0", st.Cancelling)
+	}
+	px.Blackhole(false)
+	var one int
+	if err := db.QueryRowContext(context.Background(), "SELECT 1").Scan(&one); err != nil {
+		t.Fatalf("the pool does not serve after the server answers again: %v", err)
+	}
+}
+
+// mysqlAddrOf returns the address of a go-sql-driver/mysql DSN.
+func mysqlAddrOf(t *testing.T, dsn string) string {
+	t.Helper()
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg.Addr
 }
