@@ -78,10 +78,12 @@ func (s Strategy) String() string {
 
 // Defaults of Config.
 const (
-	DefaultHostTimeout      = 5 * time.Second
-	DefaultProbeInterval    = 250 * time.Millisecond
-	DefaultMaxProbeInterval = time.Second
-	DefaultRebalancePeriod  = 30 * time.Second
+	DefaultHostTimeout       = 5 * time.Second
+	DefaultProbeInterval     = 250 * time.Millisecond
+	DefaultMaxProbeInterval  = time.Second
+	DefaultRebalancePeriod   = 30 * time.Second
+	DefaultHeartbeatInterval = 500 * time.Millisecond
+	DefaultHeartbeatTimeout  = time.Second
 )
 
 // Host is one database host.
@@ -136,6 +138,18 @@ type Config struct {
 	// on the host the strategy picks; a busy one is closed when it is returned. Zero value:
 	// 30 s. Negative: no rebalancing (new connections still follow the strategy).
 	RebalancePeriod time.Duration
+	// HeartbeatInterval is how often the connector pings each up host over a connection of its
+	// own (not one of the pool's), and HeartbeatTimeout how long it waits for the answer. A host
+	// that does not answer in time is marked down at once: a host that stopped answering (a
+	// frozen process or VM, a partition, a stalled proxy) resets no socket and refuses no dial,
+	// so nothing else reports it, and its connections would otherwise be handed out and hang
+	// until their callers' deadlines. Detection therefore takes at most about
+	// HeartbeatInterval + HeartbeatTimeout. An answer that is an error (the connection was
+	// lost) only makes the host suspect: a fresh dial decides, as for HostGone. Zero values:
+	// 500 ms and 1 s. A negative HeartbeatInterval turns heartbeats off. HeartbeatTimeout is
+	// raised to 10 ms at least.
+	HeartbeatInterval time.Duration
+	HeartbeatTimeout  time.Duration
 	// Logger receives the host events. Zero value: slog.Default().
 	Logger *slog.Logger
 }
@@ -234,6 +248,13 @@ func New(cfg Config) (*Connector, error) {
 	if cfg.RebalancePeriod == 0 {
 		cfg.RebalancePeriod = DefaultRebalancePeriod
 	}
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if cfg.HeartbeatTimeout <= 0 {
+		cfg.HeartbeatTimeout = DefaultHeartbeatTimeout
+	}
+	cfg.HeartbeatTimeout = max(cfg.HeartbeatTimeout, 10*time.Millisecond)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -434,6 +455,12 @@ func (c *Connector) AttachPool(p pool.HostPool) error {
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(1)
 	go c.monitor()
+	if c.cfg.HeartbeatInterval > 0 {
+		for _, h := range c.hosts {
+			c.wg.Add(1)
+			go c.heartbeat(h)
+		}
+	}
 	return nil
 }
 

@@ -47,6 +47,7 @@ func TestGalera(t *testing.T) {
 	t.Run("spread", func(t *testing.T) { galeraSpread(t, g) })
 	t.Run("kill-one", func(t *testing.T) { galeraKillOne(ctx, t, g) })
 	t.Run("kill-two", func(t *testing.T) { galeraKillTwo(ctx, t, g) })
+	t.Run("freeze-one", func(t *testing.T) { galeraFreezeOne(ctx, t, g) })
 }
 
 type galeraBed struct {

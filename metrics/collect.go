@@ -21,7 +21,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.timeouts, m.closed, m.validations,
-		m.plans, m.rollbacks, m.resets, m.leaked, m.stmtErrors, m.retryAttempts,
+		m.plans, m.rollbacks, m.resets, m.leaked, m.cancels, m.stmtErrors, m.retryAttempts,
 		m.retries, m.retryBudget, m.retryAmbiguous, m.retryCalls}
 }
 

@@ -98,6 +98,7 @@ type Metrics struct {
 	plans             *prometheus.CounterVec
 	rollbacks, resets *prometheus.CounterVec
 	leaked            *prometheus.CounterVec
+	cancels           *prometheus.CounterVec
 	stmtErrors        *prometheus.CounterVec
 	retryAttempts     *prometheus.CounterVec
 	retries           *prometheus.CounterVec
@@ -182,6 +183,7 @@ func New(opts Options) (*Metrics, error) {
 	m.rollbacks = counter(NameReleaseRollbacks, "ROLLBACKs run by the pool on release for transactions the borrower left open.", "pool")
 	m.resets = counter(NameReleaseResets, "Session reset statements (other than ROLLBACK) run by the pool on release.", "pool")
 	m.leaked = counter(NameLeakedStatements, "Prepared statements the borrower left open, closed by the pool on release.", "pool")
+	m.cancels = counter(NameCancels, "Statements stopped on the server after their context ended (server-side cancel), by outcome: ended, timeout, failed, pool_closed.", "pool", "outcome")
 	m.stmtErrors = counter(NameStatementErrors, "Statements that returned an error, by bounded statement name and error class.", "pool", "statement", "class")
 	m.retryAttempts = counter(NameRetryAttempts, "Attempts made by retry.Do and retry.Tx, first attempts included.", "pool", "op")
 	m.retries = counter(NameRetries, "Attempts retry.Do and retry.Tx scheduled again after a transient error.", "pool", "op")
@@ -235,6 +237,7 @@ const (
 	NameReleaseResets       = "sqlpool_release_resets_total"
 	NameLeakedStatements    = "sqlpool_leaked_statements_closed_total"
 	NameStatementCacheFull  = "sqlpool_statement_cache_full_total"
+	NameCancels             = "sqlpool_cancels_total"
 	NameStatementSeconds    = "sqlpool_statement_seconds"
 	NameStatementErrors     = "sqlpool_statement_errors_total"
 
@@ -407,7 +410,7 @@ func (m *Metrics) Unregister(name string) {
 	m.unregisterHosts(name)
 	l := prometheus.Labels{"pool": name}
 	for _, v := range []*prometheus.CounterVec{m.timeouts, m.closed, m.validations, m.plans, m.rollbacks,
-		m.resets, m.leaked, m.stmtErrors, m.retryAttempts, m.retries, m.retryBudget, m.retryAmbiguous, m.retryCalls} {
+		m.resets, m.leaked, m.cancels, m.stmtErrors, m.retryAttempts, m.retries, m.retryBudget, m.retryAmbiguous, m.retryCalls} {
 		v.DeletePartialMatch(l)
 	}
 }
@@ -480,6 +483,15 @@ func (m *Metrics) ReleasePlanRun(name string, rollback bool, statements int, ok 
 		pm.resets.Add(float64(statements))
 	}
 }
+
+// ServerCancelled implements pool.CancelEvents: it counts sqlpool_cancels_total by outcome.
+// It is not on the hot path (one call per cancelled statement), so the labelled child is
+// looked up per call.
+func (m *Metrics) ServerCancelled(name string, outcome pool.CancelOutcome, _ time.Duration) {
+	m.cancels.WithLabelValues(name, string(outcome)).Inc()
+}
+
+var _ pool.CancelEvents = (*Metrics)(nil)
 
 // LeakedStatementClosed implements pool.Events.
 func (m *Metrics) LeakedStatementClosed(name string) {

@@ -272,6 +272,7 @@ var allNames = map[string]struct {
 	"sqlpool_release_resets_total":              {dto.MetricType_COUNTER, []string{"pool"}},
 	"sqlpool_leaked_statements_closed_total":    {dto.MetricType_COUNTER, []string{"pool"}},
 	"sqlpool_statement_cache_full_total":        {dto.MetricType_COUNTER, []string{"pool"}},
+	"sqlpool_cancels_total":                     {dto.MetricType_COUNTER, []string{"pool", "outcome"}},
 	"sqlpool_statement_seconds":                 {dto.MetricType_HISTOGRAM, []string{"pool", "statement"}},
 	"sqlpool_statement_seconds_max":             {dto.MetricType_GAUGE, []string{"pool", "statement"}},
 	"sqlpool_statement_errors_total":            {dto.MetricType_COUNTER, []string{"pool", "statement", "class"}},
@@ -290,6 +291,7 @@ func TestEveryMetricPresent(t *testing.T) {
 	p, _ := newFakePool(t, pool.Config{Name: "all", MaxConns: 2, Events: m})
 	m.MustRegister(p)
 	m.StatementDone(bg, "all", "SELECT 1", time.Millisecond, &mysql.MySQLError{Number: 1213})
+	m.ServerCancelled("all", pool.CancelEnded, time.Millisecond)
 	obs := m.RetryObserver("all")
 	obs.Attempt(retry.OpDo, 1)
 	obs.Retry(retry.OpDo, 1, errors.New("x"), 0)

@@ -148,6 +148,17 @@ type Config struct {
 	// behaviour.
 	StatementCacheSize int
 
+	// ServerCancelTimeout turns on server-side cancel and bounds how long a connection stays
+	// counted against MaxConns after its statement was cancelled. When a statement fails
+	// because its context ended, go-sql-driver/mysql has already closed the socket and the
+	// server goes on running the statement; the pool then sends KILL QUERY for the connection's
+	// session over a side connection of its own and keeps counting the connection (in
+	// Stats.Total, Active and Cancelling) until the server no longer lists the session, or
+	// until ServerCancelTimeout has passed. The caller is not delayed. See ServerCancel. Zero
+	// value: ValidationTimeout (5 s by default). Negative: off (the statement runs on after a
+	// cancel and the pool dials a replacement at once, as plain database/sql does).
+	ServerCancelTimeout time.Duration
+
 	// ConnectionInit runs once on every new physical connection, before the session baseline is
 	// recorded; an error fails that connection. Zero value: none.
 	ConnectionInit func(ctx context.Context, conn driver.Conn) error
@@ -312,6 +323,13 @@ func (cfg Config) resolved() (Config, error) {
 	case c.MaxLifetime > 0 && c.LeakDetectionThreshold > c.MaxLifetime:
 		warn("LeakDetectionThreshold", c.LeakDetectionThreshold, "off", "above MaxLifetime")
 		c.LeakDetectionThreshold = -1
+	}
+
+	switch {
+	case c.ServerCancelTimeout == 0:
+		c.ServerCancelTimeout = c.ValidationTimeout
+	case c.ServerCancelTimeout < 0:
+		c.ServerCancelTimeout = -1
 	}
 
 	switch {

@@ -163,7 +163,7 @@ func (p *Pool) dial() (*entry, error) {
 	e.stmts.max = p.cfg.StatementCacheSize
 	e.validator, _ = dc.(driver.Validator)
 	e.resetter, _ = dc.(driver.SessionResetter)
-	if err := e.sess.init(ctx, dc); err != nil {
+	if err := p.initSession(ctx, e, dc); err != nil {
 		_ = dc.Close()
 		return nil, fmt.Errorf("recording the session baseline: %w", err)
 	}
@@ -180,6 +180,7 @@ func (p *Pool) dial() (*entry, error) {
 // marks e so that it is closed on release; one that says the server went away also makes every
 // idle connection last known alive before now be probed on its next acquire.
 func (p *Pool) observe(e *entry, err error) {
+	p.noteInterrupted(e, err)
 	fatal, reason, gone := p.classify(e, err)
 	if !fatal {
 		return

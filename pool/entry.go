@@ -25,6 +25,12 @@ type entry struct {
 	resetter  driver.SessionResetter // conn's, or nil; asserted once, not on every hand-out
 	id        uint64
 	host      *hostState // the host the connection reached (HostConnector), or nil
+	// sessionID is the server's id of the session (CONNECTION_ID()), recorded at dial with
+	// server-side cancel on; 0: unknown, no cancel (cancel.go).
+	sessionID int64
+	// interrupted is set when a driver call failed with its context's error: closing the
+	// connection then also stops its statement on the server (cancel.go).
+	interrupted atomic.Bool
 
 	state atomic.Int32
 	// evict marks the connection for closing at its next acquire or release (SoftEvict,

@@ -104,6 +104,8 @@ type Pool struct {
 	hosts map[string]*hostState
 	// unavailable is the fail-fast error set by SetUnavailable, or nil.
 	unavailable atomic.Pointer[errBox]
+	// cancel is the server-side cancel state (cancel.go); nil when ServerCancelTimeout is off.
+	cancel *canceller
 
 	timeouts      atomic.Uint64
 	created       atomic.Uint64
@@ -128,6 +130,10 @@ type Stats struct {
 	Active   int // in use by a borrower
 	Idle     int // idle in the pool, or parked in a database/sql idle list
 	Waiting  int // goroutines waiting in Connect
+	// Cancelling counts closed connections whose cancelled statement the pool is waiting to
+	// see end on the server (Config.ServerCancelTimeout); they are in Total and Active, so
+	// that MaxConns bounds the server threads running the pool's statements.
+	Cancelling int
 
 	// Acquires counts connections handed out: by Connect, or checked out of a database/sql idle
 	// list (ResetSession). A connection taken from the stack and then closed (failed probe,
@@ -179,6 +185,9 @@ func New(c driver.Connector, cfg Config) (*Pool, error) {
 	p.store.nanotime = p.nanotime
 	p.refreshClock()
 	p.dialCtx, p.dialStop = context.WithCancel(context.Background())
+	if rc.ServerCancelTimeout > 0 {
+		p.cancel = &canceller{impl: MySQLCancel{}}
+	}
 
 	if err := p.attachHosts(); err != nil {
 		p.dialStop()
@@ -281,7 +290,8 @@ func (p *Pool) Stats() Stats {
 		LastError:          p.lastError(),
 	}
 	p.regMu.Lock()
-	s.Total = len(p.all)
+	s.Cancelling = p.cancelling()
+	s.Total = len(p.all) + s.Cancelling
 	lent := 0
 	for e := range p.all {
 		if e.state.Load() == stateLent {
@@ -291,7 +301,7 @@ func (p *Pool) Stats() Stats {
 	}
 	s.Acquires += p.handouts.Load()
 	p.regMu.Unlock()
-	s.Idle = min(idle+lent, s.Total)
+	s.Idle = min(idle+lent, s.Total-s.Cancelling)
 	s.Active = s.Total - s.Idle
 	return s
 }
@@ -368,6 +378,7 @@ func (p *Pool) Close() error {
 	}
 	p.regMu.Unlock()
 	p.wg.Wait()
+	p.stopCanceller()
 	p.detachHosts()
 
 	deadline := time.NewTimer(p.cfg.CloseTimeout)
@@ -483,6 +494,14 @@ func (p *Pool) closeEntry(e *entry, reason CloseReason) {
 		return
 	}
 	err := e.conn.Close()
+	if p.serverCancel(e, reason, err) {
+		return // counted until its statement has ended on the server (cancel.go)
+	}
+	p.closeDone(e, reason, err)
+}
+
+// closeDone finishes closeEntry once e no longer counts against MaxConns.
+func (p *Pool) closeDone(e *entry, reason CloseReason, err error) {
 	p.closing.Add(-1)
 	p.total.Add(-1)
 	p.closedN.Add(1)

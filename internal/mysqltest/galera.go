@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -243,6 +244,30 @@ func (g *Galera) TryStart(n int) error {
 		return fmt.Errorf("mysqltest: scripts/galera start %d: %v\n%s", n, err, out)
 	}
 	return nil
+}
+
+// Freeze sends SIGSTOP to node n's mariadbd: the process stops answering while its kernel
+// still accepts connections and acknowledges data, as a frozen VM's peers see it only through
+// missing answers. Thaw resumes it.
+func (g *Galera) Freeze(n int) { g.signal(n, syscall.SIGSTOP) }
+
+// Thaw sends SIGCONT to node n's mariadbd (see Freeze).
+func (g *Galera) Thaw(n int) { g.signal(n, syscall.SIGCONT) }
+
+func (g *Galera) signal(n int, sig syscall.Signal) {
+	g.tb.Helper()
+	g.checkNode(n)
+	b, err := os.ReadFile(filepath.Join(g.dir, "node"+strconv.Itoa(n), "pid"))
+	if err != nil {
+		g.tb.Fatalf("mysqltest: Galera node %d: reading its pid file: %v", n, err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		g.tb.Fatalf("mysqltest: Galera node %d: pid file: %v", n, err)
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		g.tb.Fatalf("mysqltest: Galera node %d: %v: %v", n, sig, err)
+	}
 }
 
 // NodeStatus is what a node says of itself and the cluster.

@@ -1,0 +1,507 @@
+package pool
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sqlpool/sqlpool/txstate"
+	"github.com/sqlpool/sqlpool/validate"
+)
+
+// Server-side cancel.
+//
+// go-sql-driver/mysql (v1.10, connection.go: watchCancel, startWatcher, cancel, cleanup) stops
+// waiting for a statement whose context ends by closing the connection's socket: the call
+// returns the context's error at once, the connection is dead from then on (IsValid false,
+// every later call driver.ErrBadConn), and nothing is sent to the server. The server never
+// learns that the client gave up: a SELECT SLEEP(10) keeps its thread for the ten seconds, a
+// long join runs to its end. Without more, the pool then dials a replacement for the dead
+// connection, so under a storm of timeouts the server runs more statements than MaxConns.
+// Such a connection cannot be kept: its socket is closed before the pool sees the error.
+//
+// So when a driver call on a pooled connection fails with its context's error (the statement
+// may still be running on the server), the connection is marked interrupted; when the pool
+// closes it, it stops the statement on the server with a ServerCancel (KILL QUERY <id> on
+// MySQL and MariaDB, the id recorded at dial time) sent over a side connection of its own, and
+// keeps counting the connection against MaxConns (in Stats.Total and Active, as Cancelling)
+// until the server reports that the session is gone, or Config.ServerCancelTimeout has passed.
+// The creator dials no replacement meanwhile: MaxConns bounds the server threads that run
+// the pool's statements, not just its sockets (plus one: the side connection, one per host,
+// opened at the first cancel and kept until Close; it is not counted in MaxConns). Each step
+// of a cancel (opening the side connection, the KILL, one poll) is bounded by the shorter of
+// ConnectTimeout or ValidationTimeout and ServerCancelTimeout, and each host has its own cancel
+// goroutine, so a host that stopped answering holds its cancelled connections' slots for at
+// most about ServerCancelTimeout and delays no other host's cancels.
+//
+// The caller is not delayed: it gets its error when the driver returns, as without the pool.
+// A connection whose driver returned the context's error but stayed valid (the context ended
+// before the driver sent anything) is kept, and its mark is harmless: it matters only when the
+// connection is closed, and then costs one KILL of a session that is already ending.
+
+// ServerCancel is what the pool needs from a database to stop a statement on the server: the
+// vendor-specific part of server-side cancel. MySQLCancel is the implementation for MySQL and
+// MariaDB, used by default. Every method runs on the pool's cancel goroutine, one call at a
+// time; side is a connection of the pool's own to the same server as the cancelled one.
+type ServerCancel interface {
+	// SessionIDColumn is an SQL expression for the server's id of the current session, which
+	// the pool appends as one more column to its dial-time baseline query (so that learning the
+	// id costs no round trip): "CONNECTION_ID()" on MySQL, "pg_backend_pid()" on PostgreSQL.
+	// The column must read as an integer.
+	SessionIDColumn() string
+	// Cancel asks the server to stop the statement running in session id.
+	Cancel(ctx context.Context, side driver.Conn, id int64) error
+	// Running returns those of ids whose sessions still exist on the server (a server thread
+	// or backend still works for them).
+	Running(ctx context.Context, side driver.Conn, ids []int64) (map[int64]bool, error)
+}
+
+// MySQLCancel is the ServerCancel of MySQL and MariaDB: the session id is CONNECTION_ID(), a
+// statement is stopped with KILL QUERY <id> (any user may kill its own threads; other users'
+// need the CONNECTION_ADMIN or SUPER privilege), and a session has ended when its thread is no
+// longer in information_schema.PROCESSLIST (a user sees its own threads there without the
+// PROCESS privilege). KILL QUERY returns as soon as the kill flag is set, not when the thread
+// stops, hence the processlist poll.
+type MySQLCancel struct{}
+
+var _ ServerCancel = MySQLCancel{}
+
+// SessionIDColumn returns "CONNECTION_ID()".
+func (MySQLCancel) SessionIDColumn() string { return "CONNECTION_ID()" }
+
+// Cancel runs KILL QUERY id on side.
+func (MySQLCancel) Cancel(ctx context.Context, side driver.Conn, id int64) error {
+	return execDriver(ctx, side, "KILL QUERY "+strconv.FormatInt(id, 10))
+}
+
+// Running selects ids from information_schema.PROCESSLIST on side.
+func (MySQLCancel) Running(ctx context.Context, side driver.Conn, ids []int64) (map[int64]bool, error) {
+	var q strings.Builder
+	q.WriteString("SELECT ID FROM information_schema.PROCESSLIST WHERE ID IN (")
+	for i, id := range ids {
+		if i > 0 {
+			q.WriteByte(',')
+		}
+		q.WriteString(strconv.FormatInt(id, 10))
+	}
+	q.WriteByte(')')
+	rows, err := queryDriver(ctx, side, q.String())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	running := make(map[int64]bool, len(ids))
+	dest := make([]driver.Value, 1)
+	for {
+		if err := rows.Next(dest); err != nil {
+			if err == io.EOF {
+				return running, nil
+			}
+			return nil, err
+		}
+		id, err := int64Value(dest[0])
+		if err != nil {
+			return nil, fmt.Errorf("PROCESSLIST.ID: %w", err)
+		}
+		running[id] = true
+	}
+}
+
+// HostDialer is implemented by a HostConnector that can open a connection to a host it names
+// (package cluster's Connector does). The pool needs it for server-side cancel on a multi-host
+// pool: the side connection must reach the server of the cancelled connection. Without it, a
+// cancelled connection to a named host is released at once (outcome CancelFailed).
+type HostDialer interface {
+	ConnectTo(ctx context.Context, host string) (driver.Conn, error)
+}
+
+// CancelOutcome says how a server-side cancel ended; the set is small and fixed, so it can be
+// a metric label.
+type CancelOutcome string
+
+// The outcomes of a server-side cancel.
+const (
+	// CancelEnded: the server reported the session gone within ServerCancelTimeout.
+	CancelEnded CancelOutcome = "ended"
+	// CancelTimedOut: the session was still on the server after ServerCancelTimeout; the
+	// connection stopped counting against MaxConns anyway.
+	CancelTimedOut CancelOutcome = "timeout"
+	// CancelFailed: the side connection could not be opened or the server could not be asked
+	// (the error is logged); the connection stopped counting at once.
+	CancelFailed CancelOutcome = "failed"
+	// CancelPoolClosed: the pool closed first; the slot was freed without waiting for the
+	// session's end (and a KILL not yet sent was not sent).
+	CancelPoolClosed CancelOutcome = "pool_closed"
+)
+
+// CancelEvents is implemented by an Events that also wants server-side cancels (package
+// metrics does): the pool calls ServerCancelled once per cancelled connection, with how long
+// after the connection was closed its slot was freed.
+type CancelEvents interface {
+	ServerCancelled(pool string, outcome CancelOutcome, d time.Duration)
+}
+
+// cancelPoll is how often a cancel goroutine asks the server whether cancelled sessions are
+// gone, while any is pending.
+const cancelPoll = 5 * time.Millisecond
+
+// canceller is a pool's server-side cancel state: one goroutine per host (one in all without
+// a HostConnector), started at the host's first cancel and stopped by Close, so that a host
+// that stopped answering delays only its own cancels.
+type canceller struct {
+	impl ServerCancel
+
+	mu      sync.Mutex
+	hosts   map[string]*hostCanceller
+	stopped bool           // Close began: no more jobs, the goroutines finish
+	wg      sync.WaitGroup // the goroutines; Add only under mu while !stopped
+
+	// pending counts the jobs not yet finished (queued or in progress), for Stats.
+	pending atomic.Int32
+}
+
+// hostCanceller is the cancel goroutine of one host.
+type hostCanceller struct {
+	host  string
+	queue []*cancelJob  // handed over by closeEntry, not yet seen by the goroutine; under canceller.mu
+	wake  chan struct{} // capacity 1
+}
+
+type cancelJob struct {
+	e        *entry
+	reason   CloseReason
+	closeErr error
+	queued   time.Time
+	deadline time.Time
+}
+
+// initSession records e's session baseline and, with server-side cancel on, the session id in
+// the same round trip: the baseline query with ServerCancel.SessionIDColumn appended. A server
+// (or stub) that rejects the longer query, or answers it with another number of columns, gets
+// the plain baseline query next, and its connections are not cancelled on the server.
+func (p *Pool) initSession(ctx context.Context, e *entry, dc driver.Conn) error {
+	if p.cancel == nil {
+		return e.sess.init(ctx, dc)
+	}
+	b, id, ok, err := baselineWithID(ctx, dc, p.cancel.impl.SessionIDColumn())
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return e.sess.init(ctx, dc)
+	}
+	e.sess.baselineKnown = true
+	e.sess.t.Reset(b)
+	e.sessionID = id
+	return nil
+}
+
+// baselineWithID runs txstate.BaselineQuery with col appended. ok is false when the server
+// rejected it with an ordinary error or its row is not as expected; err is a fatal error.
+func baselineWithID(ctx context.Context, dc driver.Conn, col string) (b txstate.Baseline, id int64, ok bool, err error) {
+	rows, err := queryDriver(ctx, dc, txstate.BaselineQuery+", "+col)
+	if err != nil {
+		if v := validate.Check(err, validate.Session{}); v.Fatal || ctx.Err() != nil {
+			return b, 0, false, err
+		}
+		return b, 0, false, nil
+	}
+	defer rows.Close()
+	n := len(rows.Columns())
+	if n != txstate.BaselineColumns+1 {
+		return b, 0, false, nil
+	}
+	dest := make([]driver.Value, n)
+	if err := rows.Next(dest); err != nil {
+		if v := validate.Check(err, validate.Session{}); err != io.EOF && (v.Fatal || ctx.Err() != nil) {
+			return b, 0, false, err
+		}
+		return b, 0, false, nil
+	}
+	if b, err = txstate.BaselineFromRow(dest[:n-1]); err != nil {
+		return b, 0, false, nil
+	}
+	if id, err = int64Value(dest[n-1]); err != nil || id <= 0 {
+		return b, 0, false, nil
+	}
+	return b, id, true, nil
+}
+
+func int64Value(v driver.Value) (int64, error) {
+	switch v := v.(type) {
+	case int64:
+		return v, nil
+	case uint64:
+		return int64(v), nil
+	case []byte:
+		return strconv.ParseInt(string(v), 10, 64)
+	case string:
+		return strconv.ParseInt(v, 10, 64)
+	}
+	return 0, fmt.Errorf("unexpected %T", v)
+}
+
+// noteInterrupted marks e when err says its call's context ended: the statement may still be
+// running on the server, so closing e must also stop it there.
+func (p *Pool) noteInterrupted(e *entry, err error) {
+	if p.cancel != nil && e.sessionID != 0 &&
+		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		e.interrupted.Store(true)
+	}
+}
+
+// serverCancel takes over the end of closeEntry for an interrupted connection: it reports
+// true when e will be cancelled on the server and counted until its session is gone (the
+// cancel goroutine then calls closeDone), false when closeEntry must finish as usual.
+func (p *Pool) serverCancel(e *entry, reason CloseReason, closeErr error) bool {
+	c := p.cancel
+	if c == nil || !e.interrupted.Load() || e.sessionID == 0 {
+		return false
+	}
+	now := time.Now()
+	j := &cancelJob{e: e, reason: reason, closeErr: closeErr, queued: now,
+		deadline: now.Add(p.cfg.ServerCancelTimeout)}
+	host := hostName(e)
+	c.mu.Lock()
+	if c.stopped {
+		c.mu.Unlock()
+		return false
+	}
+	hc := c.hosts[host]
+	if hc == nil {
+		if c.hosts == nil {
+			c.hosts = map[string]*hostCanceller{}
+		}
+		hc = &hostCanceller{host: host, wake: make(chan struct{}, 1)}
+		c.hosts[host] = hc
+		c.wg.Add(1)
+		go p.cancelLoop(hc)
+	}
+	c.pending.Add(1)
+	hc.queue = append(hc.queue, j)
+	c.mu.Unlock()
+	select {
+	case hc.wake <- struct{}{}:
+	default:
+	}
+	return true
+}
+
+// stopCanceller is called by Close after the pool stopped dialling: every cancel goroutine
+// releases its pending connections (CancelPoolClosed) and returns.
+func (p *Pool) stopCanceller() {
+	c := p.cancel
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.stopped = true
+	c.mu.Unlock()
+	c.wg.Wait()
+}
+
+// cancelLoop is the cancel goroutine of one host: it sends the KILLs, polls the server for
+// the sessions' end and gives the slots back.
+func (p *Pool) cancelLoop(hc *hostCanceller) {
+	c := p.cancel
+	defer c.wg.Done()
+	var side driver.Conn
+	defer func() {
+		if side != nil {
+			_ = side.Close()
+		}
+	}()
+	var active []*cancelJob
+	poll := time.NewTimer(time.Hour)
+	poll.Stop()
+	defer poll.Stop()
+	for {
+		var closing bool
+		if len(active) == 0 {
+			select {
+			case <-hc.wake:
+			case <-p.done:
+				closing = true
+			}
+		} else {
+			poll.Reset(cancelPoll)
+			select {
+			case <-hc.wake:
+				poll.Stop()
+			case <-poll.C:
+			case <-p.done:
+				closing = true
+			}
+		}
+		c.mu.Lock()
+		jobs := hc.queue
+		hc.queue = nil
+		if closing {
+			c.stopped = true // a closeEntry from now on finishes by itself
+		}
+		c.mu.Unlock()
+		for _, j := range jobs {
+			if closing {
+				p.finishCancel(j, CancelPoolClosed)
+				continue
+			}
+			if err := p.sendCancel(&side, hc.host, j); err != nil {
+				p.cfg.Logger.Warn("sqlpool: cannot stop a cancelled statement on the server; its connection no longer counts against MaxConns",
+					"pool", p.cfg.Name, "host", hc.host, "conn", j.e.id, "session", j.e.sessionID, "error", err)
+				p.finishCancel(j, CancelFailed)
+				continue
+			}
+			active = append(active, j)
+		}
+		if closing {
+			for _, j := range active {
+				p.finishCancel(j, CancelPoolClosed)
+			}
+			return
+		}
+		active = p.pollCancelled(&side, hc.host, active)
+	}
+}
+
+// hostName is the key of e's host in the cancel goroutines ("" without a HostConnector).
+func hostName(e *entry) string {
+	if e.host == nil {
+		return ""
+	}
+	return e.host.name
+}
+
+// cancelBound is the longest one step of a cancel (opening the side connection, one KILL,
+// one poll) may take: the shorter of limit and ServerCancelTimeout, so that a host that
+// stopped answering holds a slot no longer than ServerCancelTimeout.
+func (p *Pool) cancelBound(limit time.Duration) time.Duration {
+	if limit <= 0 {
+		return p.cfg.ServerCancelTimeout
+	}
+	return min(limit, p.cfg.ServerCancelTimeout)
+}
+
+// openSide opens the side connection to host.
+func (p *Pool) openSide(host string) (driver.Conn, error) {
+	ctx, cancel := context.WithTimeout(p.dialCtx, p.cancelBound(p.cfg.ConnectTimeout))
+	defer cancel()
+	var dc driver.Conn
+	var err error
+	if host == "" {
+		dc, err = p.connector.Connect(ctx)
+	} else if hd, ok := p.connector.(HostDialer); ok {
+		dc, err = hd.ConnectTo(ctx, host)
+	} else {
+		return nil, fmt.Errorf("the connector (%T) cannot open a connection to host %s: it does not implement pool.HostDialer", p.connector, host)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening the side connection: %w", err)
+	}
+	if dc == nil {
+		return nil, errors.New("opening the side connection: the connector returned a nil connection and no error")
+	}
+	return dc, nil
+}
+
+// sideCall runs f on the side connection to host (opened if need be) within
+// ValidationTimeout; after an error it closes the side connection, and when the error was
+// fatal for it (a side connection the server dropped while idle) tries once more on a new one.
+func (p *Pool) sideCall(side *driver.Conn, host string, f func(ctx context.Context, side driver.Conn) error) error {
+	for attempt := 0; ; attempt++ {
+		if *side == nil {
+			dc, err := p.openSide(host)
+			if err != nil {
+				return err
+			}
+			*side = dc
+		}
+		ctx, cancel := context.WithTimeout(p.dialCtx, p.cancelBound(p.cfg.ValidationTimeout))
+		err := f(ctx, *side)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		fatal := errors.Is(err, driver.ErrBadConn) || errors.Is(err, context.DeadlineExceeded) ||
+			validate.Check(err, validate.Session{}).Fatal
+		if fatal {
+			_ = (*side).Close()
+			*side = nil
+		}
+		if !fatal || attempt > 0 || errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+	}
+}
+
+// sendCancel stops j's statement on the server. It fails only when there is no usable side
+// connection: an ordinary error from the KILL itself (such as "unknown thread": the session
+// ended first) leaves the decision to the poll.
+func (p *Pool) sendCancel(side *driver.Conn, host string, j *cancelJob) error {
+	err := p.sideCall(side, host, func(ctx context.Context, dc driver.Conn) error {
+		return p.cancel.impl.Cancel(ctx, dc, j.e.sessionID)
+	})
+	if err != nil && *side == nil {
+		return err
+	}
+	return nil
+}
+
+// pollCancelled asks the server which of active's sessions still exist, finishes those that
+// ended or timed out, and returns the rest.
+func (p *Pool) pollCancelled(side *driver.Conn, host string, active []*cancelJob) []*cancelJob {
+	ids := make([]int64, len(active))
+	for i, j := range active {
+		ids[i] = j.e.sessionID
+	}
+	var running map[int64]bool
+	err := p.sideCall(side, host, func(ctx context.Context, dc driver.Conn) error {
+		var err error
+		running, err = p.cancel.impl.Running(ctx, dc, ids)
+		return err
+	})
+	now := time.Now()
+	rest := active[:0]
+	for _, j := range active {
+		switch {
+		case err == nil && !running[j.e.sessionID]:
+			p.finishCancel(j, CancelEnded)
+		case now.After(j.deadline):
+			if err != nil {
+				p.cfg.Logger.Warn("sqlpool: cannot see whether a cancelled statement ended on the server",
+					"pool", p.cfg.Name, "host", host, "conn", j.e.id, "session", j.e.sessionID, "error", err)
+			}
+			p.finishCancel(j, CancelTimedOut)
+		default:
+			rest = append(rest, j)
+		}
+	}
+	clear(active[len(rest):])
+	return rest
+}
+
+// finishCancel gives j's slot back and reports the outcome.
+func (p *Pool) finishCancel(j *cancelJob, outcome CancelOutcome) {
+	p.cancel.pending.Add(-1)
+	took := time.Since(j.queued)
+	if ce, ok := p.cfg.Events.(CancelEvents); ok {
+		ce.ServerCancelled(p.cfg.Name, outcome, took)
+	}
+	p.cfg.Logger.Debug("sqlpool: cancelled statement stopped on the server", "pool", p.cfg.Name,
+		"conn", j.e.id, "session", j.e.sessionID, "outcome", string(outcome), "took", took)
+	p.closeDone(j.e, j.reason, j.closeErr)
+}
+
+// cancelling counts the closed connections still counted while their sessions end.
+func (p *Pool) cancelling() int {
+	if p.cancel == nil {
+		return 0
+	}
+	return int(p.cancel.pending.Load())
+}
