@@ -38,6 +38,15 @@ func (p *Pool) acquire(ctx context.Context) (*entry, error) {
 		if !driverLive(ctx, e) {
 			return p.acquireSlow(ctx, e, CloseDriverInvalid)
 		}
+		if p.cfg.Hooks.BeforeAcquire != nil {
+			reason, err := p.runBeforeAcquire(ctx, e, nil)
+			if err != nil {
+				return nil, err
+			}
+			if reason != "" {
+				return p.acquireSlow(ctx, e, reason)
+			}
+		}
 		p.handedOut(e, now, nil)
 		return e, nil
 	}
@@ -75,6 +84,12 @@ func (p *Pool) acquireSlow(ctx context.Context, first *entry, firstReason CloseR
 		reason := known
 		if reason == "" {
 			reason = p.check(ctx, e, now, &dl)
+		}
+		if reason == "" && p.cfg.Hooks.BeforeAcquire != nil {
+			var err error
+			if reason, err = p.runBeforeAcquire(ctx, e, &dl); err != nil {
+				return nil, err
+			}
 		}
 		if reason == "" {
 			p.handedOut(e, now, &dl)
@@ -131,23 +146,33 @@ type deadline struct {
 	// unfit is a connection this acquire found unfit and has yet to close, for unfitReason.
 	unfit       *entry
 	unfitReason CloseReason
+	// limit is the pool's AcquireTimeout when the deadline was armed: a SetAcquireTimeout
+	// meanwhile applies to acquires that begin to wait after it.
+	limit time.Duration
 }
 
 func (d *deadline) begin(p *Pool) int64 {
 	if d.start == 0 {
 		d.start = max(p.nanotime(), 1)
+		d.limit = p.acquireTimeout()
 	}
 	return d.start
+}
+
+// acquireLimit arms the deadline and returns its AcquireTimeout (negative: off).
+func (d *deadline) acquireLimit(p *Pool) time.Duration {
+	d.begin(p)
+	return d.limit
 }
 
 // timeout arms the AcquireTimeout timer once and returns its channel (nil when AcquireTimeout
 // is off: only the ctx bounds the wait).
 func (d *deadline) timeout(p *Pool) <-chan time.Time {
-	if p.cfg.AcquireTimeout <= 0 {
+	if d.acquireLimit(p) <= 0 {
 		return nil
 	}
 	if d.timer == nil {
-		left := max(time.Duration(d.begin(p)+durNanos(p.cfg.AcquireTimeout)-p.nanotime()), 0)
+		left := max(time.Duration(d.start+durNanos(d.limit)-p.nanotime()), 0)
 		if t, ok := timerPool.Get().(*time.Timer); ok {
 			t.Reset(left)
 			d.timer = t
@@ -165,15 +190,15 @@ var timerPool sync.Pool
 
 // expired reports whether the deadline, once armed, has passed.
 func (d *deadline) expired(p *Pool) bool {
-	return d.start != 0 && p.cfg.AcquireTimeout > 0 && d.left(p) <= 0
+	return d.start != 0 && d.limit > 0 && d.left(p) <= 0
 }
 
 // left is the time left before AcquireTimeout, or -1 when it is off.
 func (d *deadline) left(p *Pool) time.Duration {
-	if p.cfg.AcquireTimeout <= 0 {
+	if d.acquireLimit(p) <= 0 {
 		return -1
 	}
-	return time.Duration(d.begin(p) + durNanos(p.cfg.AcquireTimeout) - p.nanotime())
+	return time.Duration(d.start + durNanos(d.limit) - p.nanotime())
 }
 
 func (d *deadline) stop() {
@@ -257,7 +282,7 @@ func (p *Pool) check(ctx context.Context, e *entry, now int64, dl *deadline) Clo
 	p.validations.Add(1)
 	ev := p.cfg.Events
 	timeout := p.cfg.ValidationTimeout
-	if dl != nil && p.cfg.AcquireTimeout > 0 {
+	if dl != nil && dl.acquireLimit(p) > 0 {
 		timeout = min(timeout, max(dl.left(p), time.Millisecond))
 	}
 	if err := validate.Probe(ctx, e.conn, timeout); err != nil {
@@ -339,7 +364,7 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 	// every wait costs a saturated pool a scheduler round trip per borrow. A connection that
 	// closes after this look signals the creator itself (closeEntry), and sees this waiter,
 	// queued above.
-	if int(p.total.Load()) < p.cfg.MaxConns {
+	if int(p.total.Load()) < p.maxConns() {
 		p.signalCreator()
 	}
 	// Connections parked in database/sql's idle lists cannot be handed to this waiter; from
@@ -379,7 +404,7 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 			s.mu.Unlock()
 			// The creator may have judged "no waiters" while we were unlinked: tell it again
 			// (only below MaxConns; at the limit a wake-up would be wasted on every lost race).
-			if int(p.total.Load()) < p.cfg.MaxConns {
+			if int(p.total.Load()) < p.maxConns() {
 				p.signalCreator()
 			}
 		case <-timeout:
@@ -503,6 +528,9 @@ func (p *Pool) release(e *entry) {
 func (p *Pool) stow(e *entry, now int64) {
 	e.lastReturned = now
 	e.lastAlive = now
+	if p.retireExcess(e) { // above MaxConns after SetMaxConns lowered it
+		return
+	}
 	if !p.store.put(e) {
 		p.closeEntry(e, ClosePoolClosed)
 	}
@@ -531,6 +559,11 @@ func (p *Pool) clean(e *entry, now int64) CloseReason {
 	}
 	if e.validator != nil && !e.validator.IsValid() {
 		return CloseDriverInvalid
+	}
+	if p.cfg.Hooks.AfterRelease != nil {
+		if reason := p.runAfterRelease(e); reason != "" {
+			return reason
+		}
 	}
 	if !e.sess.clean() {
 		p.releasePlans.Add(1)
