@@ -533,7 +533,9 @@ func (p *Pool) stow(e *entry, now int64) {
 	}
 	if !p.store.put(e) {
 		p.closeEntry(e, ClosePoolClosed)
+		return
 	}
+	p.trimAfterPut()
 }
 
 // clean makes e ready for the next borrower and returns "" or why it cannot be reused.

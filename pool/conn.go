@@ -420,6 +420,14 @@ func (c *conn) IsValid() bool {
 		c.routed = true
 		return false
 	}
+	// The same for a SetMaxConns that lowered the limit after the look above (its bring-back
+	// may have missed this connection).
+	if int(p.total.Load()) > p.maxConns() && e.state.CompareAndSwap(stateLent, stateInUse) {
+		if p.retireExcess(e) {
+			return false
+		}
+		e.state.Store(stateLent)
+	}
 	return true
 }
 

@@ -88,7 +88,9 @@ func (p *Pool) creator() {
 			}
 			if !p.store.put(e) {
 				p.closeEntry(e, ClosePoolClosed)
+				continue
 			}
+			p.trimAfterPut()
 		}
 	}
 }

@@ -117,7 +117,11 @@ type closeEvents struct {
 	rs []CloseReason
 }
 
-func (e *closeEvents) Closed(_ string, r CloseReason) { e.mu.Lock(); e.rs = append(e.rs, r); e.mu.Unlock() }
+func (e *closeEvents) Closed(_ string, r CloseReason) {
+	e.mu.Lock()
+	e.rs = append(e.rs, r)
+	e.mu.Unlock()
+}
 func (e *closeEvents) reasons() []CloseReason {
 	e.mu.Lock()
 	defer e.mu.Unlock()

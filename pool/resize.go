@@ -215,6 +215,16 @@ func (p *Pool) shrinkIdle() {
 	}
 }
 
+// trimAfterPut runs after a connection was made idle (or parked in database/sql): when a
+// SetMaxConns lowered the limit between the caller's retireExcess and its put, shrinkIdle may
+// have run before the put and missed the connection; this second look sees the new limit
+// (SetMaxConns stores it before it shrinks), so one of the two finds the connection.
+func (p *Pool) trimAfterPut() {
+	if int(p.total.Load()) > p.maxConns() {
+		p.shrinkIdle()
+	}
+}
+
 // retireExcess closes e, which the caller owns and would otherwise make idle, when the pool is
 // above MaxConns, and reports whether it did. The check against the total is the fast path (two
 // atomic loads); the decision is taken under shrinkMu against the registry, which closeEntry
