@@ -56,9 +56,12 @@ func (p *Pool) acquire(ctx context.Context) (*entry, error) {
 // acquireSlow is acquire when the fast path did not do: suspended, nothing idle, or the
 // connection it found (first, when not nil) needs a probe or is unfit (firstReason, when
 // already known; "" runs the checks).
-func (p *Pool) acquireSlow(ctx context.Context, first *entry, firstReason CloseReason) (*entry, error) {
+func (p *Pool) acquireSlow(ctx context.Context, first *entry, firstReason CloseReason) (got *entry, err error) {
 	var dl deadline
 	defer dl.stop()
+	if ao, ok := p.cfg.Events.(AcquireObserver); ok { // tracing (trace.go)
+		defer func() { p.noteAcquireEnded(ctx, ao, &dl, err) }()
+	}
 	if first == nil && p.suspended.Load() {
 		if err := p.awaitResume(ctx, &dl); err != nil {
 			return nil, err
@@ -149,6 +152,8 @@ type deadline struct {
 	// limit is the pool's AcquireTimeout when the deadline was armed: a SetAcquireTimeout
 	// meanwhile applies to acquires that begin to wait after it.
 	limit time.Duration
+	// probes counts the liveness probes this acquire ran (AcquireObserver).
+	probes int
 }
 
 func (d *deadline) begin(p *Pool) int64 {
@@ -280,6 +285,9 @@ func (p *Pool) check(ctx context.Context, e *entry, now int64, dl *deadline) Clo
 		return ""
 	}
 	p.validations.Add(1)
+	if dl != nil {
+		dl.probes++
+	}
 	ev := p.cfg.Events
 	timeout := p.cfg.ValidationTimeout
 	if dl != nil && dl.acquireLimit(p) > 0 {
