@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sqlpool/sqlpool/app/internal/uitest"
 )
 
 func TestParseSelfTracing(t *testing.T) {
@@ -61,10 +64,10 @@ func TestSelfTracingShowsPoolWaits(t *testing.T) {
 		wg.Wait()
 	}
 	type span struct {
-		ID, ParentID, Name string
-		Duration           int64
-		Tags               map[string]string
-		LocalEndpoint      struct{ ServiceName string }
+		TraceID, ID, ParentID, Name string
+		Duration                    int64
+		Tags                        map[string]string
+		LocalEndpoint               struct{ ServiceName string }
 	}
 	var traces [][]span
 	deadline := time.Now().Add(60 * time.Second)
@@ -84,7 +87,7 @@ func TestSelfTracingShowsPoolWaits(t *testing.T) {
 	if len(traces) == 0 {
 		t.Fatal("no self-traced trace with a sqlpool.acquire span after 60 s")
 	}
-	var found string
+	var found, foundTrace string
 	for _, tr := range traces {
 		byID := map[string]span{}
 		for _, s := range tr {
@@ -100,6 +103,7 @@ func TestSelfTracingShowsPoolWaits(t *testing.T) {
 			}
 			if ok && strings.HasPrefix(parent.Name, "get-") && s.LocalEndpoint.ServiceName == selfServiceName {
 				found = fmt.Sprintf("%s (%d µs) under %s (%d µs), wait %s ms", s.Name, s.Duration, parent.Name, parent.Duration, s.Tags["sqlpool.acquire.wait_ms"])
+				foundTrace = s.TraceID
 			}
 		}
 	}
@@ -107,6 +111,18 @@ func TestSelfTracingShowsPoolWaits(t *testing.T) {
 		t.Fatalf("no sqlpool.acquire span under a storage call's span in %d traces", len(traces))
 	}
 	t.Log(found)
+	// The viewer shows it: the trace page draws the acquire under the storage call (with
+	// -update, docs/img/self-tracing.png is written from this run).
+	t.Run("viewer", func(t *testing.T) {
+		file := ""
+		if *updateScreenshots {
+			file = "../../../docs/img/self-tracing.png"
+		}
+		rows := uitest.ShowTrace(t, base, foundTrace, file)
+		if !slices.ContainsFunc(rows, func(r string) bool { return strings.Contains(r, "sqlpool.acquire") }) {
+			t.Fatalf("the trace page has no sqlpool.acquire row: %q", rows)
+		}
+	})
 	// No recursion: the exporter's own writes are untraced, so no accept-spans trace exists
 	// unless a client wrote spans (none did here).
 	code, body := httpGet(t, base+"/api/v2/traces?serviceName="+selfServiceName+"&spanName=accept-spans&lookback=600000&limit=50")
