@@ -260,3 +260,39 @@ func TestWithCredentials(t *testing.T) {
 	}
 	_ = c.Close()
 }
+
+// On a checkout from a DB's idle list (ResetSession) a rejection makes database/sql take
+// another connection, and a failing hook reaches the caller through the Connect database/sql
+// falls back to.
+func TestBeforeAcquireOnDatabaseSQLCheckout(t *testing.T) {
+	var calls atomic.Int32
+	var panicking atomic.Bool
+	var ev closeEvents
+	p, _ := newPool(t, Config{MaxConns: 2, Events: &ev, Hooks: Hooks{
+		BeforeAcquire: func(ctx context.Context, c HookConn) (bool, error) {
+			if panicking.Load() {
+				panic("tenant lookup broke")
+			}
+			return calls.Add(1)%3 != 0, nil // every third offer rejected
+		},
+	}})
+	db := p.OpenDB()
+	defer db.Close()
+	for i := range 20 {
+		if _, err := db.Exec("SELECT 1"); err != nil {
+			t.Fatalf("Exec %d: %v", i, err)
+		}
+	}
+	if got := ev.reasons(); len(got) == 0 || !slices.Contains(got, CloseHookRejected) {
+		t.Fatalf("close reasons %v; want rejections", got)
+	}
+	panicking.Store(true)
+	_, err := db.Exec("SELECT 1")
+	if !errors.Is(err, ErrHook) || !strings.Contains(err.Error(), "BeforeAcquire hook panicked: tenant lookup broke") {
+		t.Fatalf("Exec with a panicking hook = %v; want the hook's error", err)
+	}
+	panicking.Store(false)
+	if _, err := db.Exec("SELECT 1"); err != nil {
+		t.Fatalf("Exec after the hook recovered: %v", err)
+	}
+}

@@ -220,6 +220,44 @@ func TestResizeUnderLoad(t *testing.T) {
 			}
 		}()
 	}
+	// The waiters' queue stays in arrival order through every resize (a release serves its
+	// head, so this is what serves waiters in order): sampled while the resizes run.
+	var queued atomic.Int64
+	sampled := make(chan error, 1)
+	go func() {
+		defer close(sampled)
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			s := &p.store
+			s.mu.Lock()
+			n, last := 0, uint64(0)
+			var bad error
+			for w := s.head; w != nil; w = w.next {
+				if w.ticket <= last {
+					bad = fmt.Errorf("waiter queue out of arrival order: ticket %d after %d", w.ticket, last)
+				}
+				last = w.ticket
+				n++
+			}
+			if n != s.nwait {
+				bad = fmt.Errorf("waiter queue holds %d, nwait says %d", n, s.nwait)
+			}
+			s.mu.Unlock()
+			if bad != nil {
+				sampled <- bad
+				return
+			}
+			if n > 1 {
+				queued.Add(1)
+			}
+		}
+	}()
 	r := rand.New(rand.NewPCG(42, 7))
 	gap := span / time.Duration(resizes)
 	maxConns := 8
@@ -252,6 +290,9 @@ func TestResizeUnderLoad(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+	if err := <-sampled; err != nil {
+		t.Error(err)
+	}
 	close(errs)
 	for err := range errs {
 		t.Error(err)
@@ -262,7 +303,8 @@ func TestResizeUnderLoad(t *testing.T) {
 	if st.Total > maxConns || int64(st.Total) != fc.Open() || st.Created-st.Closed != uint64(st.Total) {
 		t.Fatalf("at the end: %v, driver connections open %d, MaxConns %d", st, fc.Open(), maxConns)
 	}
-	t.Logf("%d resizes in %v; %d borrows, %d timeouts; load: %s", resizes, span, ops.Load(), timeouts.Load(), loadavg())
+	t.Logf("%d resizes in %v; %d borrows, %d timeouts; %d samples of a queue of 2+ waiters, all in arrival order; load: %s",
+		resizes, span, ops.Load(), timeouts.Load(), queued.Load(), loadavg())
 	if ops.Load() < int64(resizes) {
 		t.Fatalf("only %d borrows", ops.Load())
 	}
