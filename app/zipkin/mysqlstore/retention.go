@@ -31,9 +31,9 @@ type RetentionOptions struct {
 	// is older than now − MaxAge are deleted with their annotations. Spans
 	// without a timestamp are never deleted. Must be positive.
 	MaxAge time.Duration
-	// Interval is the wait between passes; a pass deletes batches until no
-	// span older than the cutoff is left. Zero value: one minute, or
-	// MaxAge/10 when that is shorter.
+	// Interval is the wait between passes; a pass deletes batches until it
+	// has walked every span older than the cutoff once (see DeleteBefore).
+	// Zero value: one minute, or MaxAge/10 when that is shorter.
 	Interval time.Duration
 	// BatchSpans is how many spans one transaction deletes, at most. Small
 	// batches keep row locks short while ingest goes on. Zero value: 500.
@@ -76,6 +76,9 @@ type Retention struct {
 	opts RetentionOptions
 
 	passes, batches, spans, anns, index, retries, errs atomic.Int64
+
+	// afterBatch, when set (by tests), runs after each committed batch.
+	afterBatch func()
 }
 
 // NewRetention returns the retention component of s. It returns an error
@@ -127,8 +130,15 @@ func (r *Retention) Run(ctx context.Context) error {
 type retKey struct{ high, low, id int64 }
 
 // DeleteBefore runs one pass: it deletes, batch by batch, every span whose
-// start_ts is before cutoff, and their annotations, until none is left. It
-// returns how many spans it deleted.
+// start_ts is before cutoff, and their annotations. It returns how many
+// spans it deleted.
+//
+// A pass walks the expired range once, in (start_ts, primary key) order,
+// each batch starting after the last span the previous batch read. A span
+// stored during the pass with a start_ts behind that position (a late
+// arrival older than the cutoff) is left for the next pass, so a pass ends
+// even while ingest keeps adding expired spans faster than one pass deletes
+// them.
 func (r *Retention) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, error) {
 	cut := cutoff.UnixMicro()
 	if err := r.purgeServiceSpans(ctx, cut); err != nil {
@@ -136,11 +146,12 @@ func (r *Retention) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, 
 		return 0, err
 	}
 	var total int64
+	var after *retCursor
 	for {
 		if err := ctx.Err(); err != nil {
 			return total, err
 		}
-		keys, err := r.oldest(ctx, cut)
+		keys, last, err := r.oldest(ctx, cut, after)
 		if err != nil {
 			r.errs.Add(1)
 			return total, err
@@ -149,6 +160,7 @@ func (r *Retention) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, 
 			r.passes.Add(1)
 			return total, nil
 		}
+		after = &last
 		t0 := time.Now()
 		n, err := r.deleteBatch(ctx, keys, cut)
 		if err != nil {
@@ -156,6 +168,9 @@ func (r *Retention) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, 
 			return total, err
 		}
 		total += n
+		if r.afterBatch != nil {
+			r.afterBatch()
+		}
 		if len(keys) < r.opts.BatchSpans {
 			r.passes.Add(1)
 			return total, nil
@@ -208,31 +223,57 @@ func (r *Retention) purgeServiceSpans(ctx context.Context, cut int64) error {
 	return nil
 }
 
-// oldest reads up to BatchSpans keys of spans older than cut, oldest
-// first, without locking.
-func (r *Retention) oldest(ctx context.Context, cut int64) ([]retKey, error) {
+// retCursor is the position of the last span a batch read: its start_ts
+// and primary key.
+type retCursor struct {
+	ts int64
+	k  retKey
+}
+
+// oldest reads, without locking, up to BatchSpans keys of spans older than
+// cut in (start_ts, primary key) order, starting after the position after
+// (from the start of the range when after is nil). It returns the keys and
+// the position of the last one.
+func (r *Retention) oldest(ctx context.Context, cut int64, after *retCursor) ([]retKey, retCursor, error) {
 	high := "trace_id_high"
 	if !r.s.feat.traceIDHigh {
 		high = "0"
 	}
-	q := "SELECT " + high + ", trace_id, id FROM " + tableSpans + " WHERE start_ts < ? ORDER BY start_ts LIMIT ?"
-	rows, err := r.s.db.QueryContext(stmtname.With(ctx, stmtRetentionSelect), q, cut, r.opts.BatchSpans)
+	q := "SELECT start_ts, " + high + ", trace_id, id FROM " + tableSpans + " WHERE start_ts < ?"
+	args := []any{cut}
+	if after != nil {
+		// The range condition on start_ts alone lets the server walk the
+		// start_ts index from the position; the rest orders ties.
+		if r.s.feat.traceIDHigh {
+			q += " AND start_ts >= ? AND (start_ts > ? OR (start_ts = ? AND (trace_id_high > ? OR (trace_id_high = ? AND" +
+				" (trace_id > ? OR (trace_id = ? AND id > ?))))))"
+			args = append(args, after.ts, after.ts, after.ts, after.k.high, after.k.high, after.k.low, after.k.low, after.k.id)
+		} else {
+			q += " AND start_ts >= ? AND (start_ts > ? OR (start_ts = ? AND (trace_id > ? OR (trace_id = ? AND id > ?))))"
+			args = append(args, after.ts, after.ts, after.ts, after.k.low, after.k.low, after.k.id)
+		}
+	}
+	order := " ORDER BY start_ts, trace_id_high, trace_id, id LIMIT ?"
+	if !r.s.feat.traceIDHigh {
+		order = " ORDER BY start_ts, trace_id, id LIMIT ?"
+	}
+	rows, err := r.s.db.QueryContext(stmtname.With(ctx, stmtRetentionSelect), q+order, append(args, r.opts.BatchSpans)...)
 	if err != nil {
-		return nil, fmt.Errorf("mysqlstore: retention: selecting spans older than the cutoff: %w", err)
+		return nil, retCursor{}, fmt.Errorf("mysqlstore: retention: selecting spans older than the cutoff: %w", err)
 	}
 	defer rows.Close()
 	var keys []retKey
+	var last retCursor
 	for rows.Next() {
-		var k retKey
-		if err := rows.Scan(&k.high, &k.low, &k.id); err != nil {
-			return nil, fmt.Errorf("mysqlstore: retention: %w", err)
+		if err := rows.Scan(&last.ts, &last.k.high, &last.k.low, &last.k.id); err != nil {
+			return nil, retCursor{}, fmt.Errorf("mysqlstore: retention: %w", err)
 		}
-		keys = append(keys, k)
+		keys = append(keys, last.k)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("mysqlstore: retention: %w", err)
+		return nil, retCursor{}, fmt.Errorf("mysqlstore: retention: %w", err)
 	}
-	return keys, nil
+	return keys, last, nil
 }
 
 // keyList returns "(a = ? AND b = ? AND c = ?) OR …" for keys and its

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -119,6 +118,61 @@ func TestRetentionDeletesOnlyOlderThanCutoff(t *testing.T) {
 	})
 }
 
+// A pass ends even when every batch is followed by the arrival of more
+// expired spans than a batch deletes: spans stored behind the pass's
+// position are left for the next pass, which deletes them.
+func TestRetentionPassEndsWhileExpiredSpansArrive(t *testing.T) {
+	forEachServer(t, func(t *testing.T, srv server) {
+		s, db := newStore(t, srv)
+		ctx := ctxT(t)
+		now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+		cutoff := now.Add(-time.Hour)
+		var old []model.Span
+		for i := 0; i < 3; i++ {
+			old = append(old, retentionTrace(now.Add(-2*time.Hour).UnixMicro()+int64(i)*1000, 2)...)
+		}
+		if err := s.Accept(ctx, old); err != nil {
+			t.Fatalf("Accept: %v", err)
+		}
+		r, err := s.NewRetention(mysqlstore.RetentionOptions{MaxAge: time.Hour, BatchSpans: 2, Pause: -1,
+			Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// After each batch, three spans older than any so far arrive: more
+		// than a batch deletes, and all behind the pass's position.
+		passCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		batches, late := 0, 0
+		mysqlstore.SetAfterBatch(r, func() {
+			batches++
+			if batches > 50 {
+				cancel() // the pass would not end
+				return
+			}
+			late += 3
+			if err := s.Accept(ctx, retentionTrace(now.Add(-3*time.Hour).UnixMicro()-int64(batches)*1000, 3)); err != nil {
+				t.Errorf("Accept during the pass: %v", err)
+			}
+		})
+		n, err := r.DeleteBefore(passCtx, cutoff)
+		if err != nil {
+			t.Fatalf("DeleteBefore with expired spans arriving after each batch: %v after %d batches", err, batches)
+		}
+		if n != 6 {
+			t.Errorf("the pass deleted %d spans, want the 6 stored before it started", n)
+		}
+		// The next pass deletes what arrived during the first.
+		mysqlstore.SetAfterBatch(r, nil)
+		if n, err := r.DeleteBefore(ctx, cutoff); err != nil || n != int64(late) {
+			t.Errorf("second pass: deleted %d, %v; want the %d late spans", n, err, late)
+		}
+		if left := scalar(t, db, "SELECT COUNT(*) FROM zipkin_spans WHERE start_ts < ?", cutoff.UnixMicro()); left != 0 {
+			t.Errorf("%d expired spans left after the second pass", left)
+		}
+	})
+}
+
 func TestNewRetentionRejectsNonPositiveMaxAge(t *testing.T) {
 	s, _ := newStore(t, server{"embedded", mysqltest.EmbeddedDSN(t)})
 	for _, d := range []time.Duration{0, -time.Hour} {
@@ -156,12 +210,6 @@ func TestRetentionRunStopsWithContext(t *testing.T) {
 // every young span is stored with its annotations, no annotation lost its
 // span, and a final pass leaves no old span.
 func TestRetentionDuringIngest(t *testing.T) {
-	// Known failure under investigation: in the full -race suite on MariaDB this test runs into
-	// its 300 s context (a DeleteBefore pass during ingest does not end; it passes when run
-	// alone). It is skipped unless SQLPOOL_RUN_KNOWN_FAILURES=1 until the cause is fixed.
-	if os.Getenv("SQLPOOL_RUN_KNOWN_FAILURES") != "1" {
-		t.Skip("known failure: a retention pass during ingest does not end in the full -race suite; SQLPOOL_RUN_KNOWN_FAILURES=1 runs it")
-	}
 	if !mysqltest.IsMariaDB() {
 		mysqltest.RequireMariaDB(t, "retention during ingest needs InnoDB's row locks")
 		return

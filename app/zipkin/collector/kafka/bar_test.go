@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,21 +18,8 @@ import (
 	"github.com/sqlpool/sqlpool/app/zipkin/collector/internal/collectortest"
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
 	"github.com/sqlpool/sqlpool/app/zipkin/server"
+	"github.com/sqlpool/sqlpool/internal/testutil"
 )
-
-// lockedBuffer is a log sink for slog shared by goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 // TestRestartsLoseNothing is the bounded version of the bar: spans sent
 // by zipkin-go's reporter while the store goes down and comes back once,
@@ -93,12 +79,7 @@ func TestRestartsLoseNothing(t *testing.T) {
 	if err := rep.Close(); err != nil {
 		t.Fatal(err)
 	}
-	store.WaitLen(t, n, 2*time.Minute)
-	for i := range n {
-		if !store.Has(collectortest.KeyOf(i)) {
-			t.Fatalf("span %d lost", i)
-		}
-	}
+	store.WaitAll(t, n, 2*time.Minute)
 	if got := store.Len(); got != n {
 		t.Fatalf("%d distinct spans stored, want %d", got, n)
 	}
@@ -119,7 +100,7 @@ func TestPoisonMessages(t *testing.T) {
 	c := cluster(t, 3)
 	store := collectortest.NewStore()
 	srv := collectortest.NewServer(t, store, server.Config{MaxBodyBytes: 64 << 10})
-	logs := &lockedBuffer{}
+	logs := &testutil.Buffer{}
 	start(t, c, srv, Config{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	prod := producer(t, c)
 	poison := [][]byte{
@@ -177,7 +158,7 @@ func TestRefusedForGood(t *testing.T) {
 		}
 		return nil
 	})
-	logs := &lockedBuffer{}
+	logs := &testutil.Buffer{}
 	srv := collectortest.NewServer(t, store, server.Config{Writers: 1, BatchSpans: 1, RetryDeadline: 200 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	col := start(t, c, srv, Config{})

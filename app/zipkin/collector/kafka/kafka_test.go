@@ -93,20 +93,8 @@ func TestZipkinGoReporter(t *testing.T) {
 	if err := rep.Close(); err != nil {
 		t.Fatal(err)
 	}
-	store.WaitLen(t, n, 30*time.Second)
-	for i := range n {
-		if !store.Has(collectortest.KeyOf(i)) {
-			t.Fatalf("span %d not stored", i)
-		}
-	}
-	for name, want := range map[string]float64{server.NameMessages: n, server.NameSpans: n, server.NameMessagesDropped: 0} {
-		if got := srv.Metric(t, name, "kafka"); got != want {
-			t.Errorf("%s{transport=kafka} = %v, want %v", name, got, want)
-		}
-	}
-	if got := srv.Metric(t, server.NameBytes, "kafka"); got <= 0 {
-		t.Errorf("bytes = %v", got)
-	}
+	store.WaitAll(t, n, 30*time.Second)
+	srv.CheckCounts(t, "kafka", n)
 }
 
 // producer returns a franz-go producer to c, closed in t.Cleanup.

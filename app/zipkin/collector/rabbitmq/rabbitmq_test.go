@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/sqlpool/sqlpool/app/zipkin/collector/internal/collectortest"
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
 	"github.com/sqlpool/sqlpool/app/zipkin/server"
+	"github.com/sqlpool/sqlpool/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -29,19 +29,6 @@ func TestMain(m *testing.M) {
 		// (Close does not close its channel).
 		goleak.IgnoreTopFunction("github.com/openzipkin/zipkin-go/reporter/amqp.(*rmqReporter).logErrors"))
 }
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 // start starts a collector on broker b for srv, closed in t.Cleanup.
 func start(t testing.TB, b *rabbittest.Broker, srv *collectortest.Server, cfg Config) *Collector {
@@ -157,17 +144,8 @@ func testZipkinGoReporter(t *testing.T, b *rabbittest.Broker) {
 	if err := rep.Close(); err != nil {
 		t.Fatal(err)
 	}
-	store.WaitLen(t, n, 30*time.Second)
-	for i := range n {
-		if !store.Has(collectortest.KeyOf(i)) {
-			t.Fatalf("span %d not stored", i)
-		}
-	}
-	for name, want := range map[string]float64{server.NameMessages: n, server.NameSpans: n, server.NameMessagesDropped: 0} {
-		if got := srv.Metric(t, name, "rabbitmq"); got != want {
-			t.Errorf("%s{transport=rabbitmq} = %v, want %v", name, got, want)
-		}
-	}
+	store.WaitAll(t, n, 30*time.Second)
+	srv.CheckCounts(t, "rabbitmq", n)
 }
 
 // testAckOnlyAfterStored: a message whose spans are not stored yet is not
@@ -257,12 +235,7 @@ func testRestartsLoseNothing(t *testing.T, b *rabbittest.Broker) {
 	if err := rep.Close(); err != nil {
 		t.Fatal(err)
 	}
-	store.WaitLen(t, n, 2*time.Minute)
-	for i := range n {
-		if !store.Has(collectortest.KeyOf(i)) {
-			t.Fatalf("span %d lost", i)
-		}
-	}
+	store.WaitAll(t, n, 2*time.Minute)
 	t.Logf("%d spans; %d stored before the kill; %d accepts were of spans already stored", n, before, store.Redelivered())
 }
 
@@ -276,7 +249,7 @@ func testPoisonMessages(t *testing.T, b *rabbittest.Broker) {
 	}
 	store := collectortest.NewStore()
 	srv := collectortest.NewServer(t, store, server.Config{MaxBodyBytes: 64 << 10})
-	logs := &lockedBuffer{}
+	logs := &testutil.Buffer{}
 	start(t, b, srv, Config{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	pub := publisher(t, b)
 	poison := [][]byte{

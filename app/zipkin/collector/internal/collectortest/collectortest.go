@@ -130,6 +130,18 @@ func (s *Store) WaitLen(t testing.TB, n int, timeout time.Duration) {
 	}
 }
 
+// WaitAll waits until the spans SpanModel numbered 0 to n-1 made are all
+// stored, or fails the test after timeout naming the first one missing.
+func (s *Store) WaitAll(t testing.TB, n int, timeout time.Duration) {
+	t.Helper()
+	s.WaitLen(t, n, timeout)
+	for i := range n {
+		if !s.Has(KeyOf(i)) {
+			t.Fatalf("span %d not stored (%d distinct spans stored)", i, s.Len())
+		}
+	}
+}
+
 // Slow returns a hook that makes every Accept take d more (until its
 // context ends).
 func Slow(d time.Duration) func(ctx context.Context, spans []model.Span) error {
@@ -215,4 +227,19 @@ func (s *Server) Metric(t testing.TB, name, tr string) float64 {
 		return sum
 	}
 	return 0
+}
+
+// CheckCounts fails the test unless the transport's message and span
+// counters are both n, none of its messages was dropped, and it counted
+// some bytes.
+func (s *Server) CheckCounts(t testing.TB, transport string, n int) {
+	t.Helper()
+	for name, want := range map[string]float64{server.NameMessages: float64(n), server.NameSpans: float64(n), server.NameMessagesDropped: 0} {
+		if got := s.Metric(t, name, transport); got != want {
+			t.Errorf("%s{transport=%s} = %v, want %v", name, transport, got, want)
+		}
+	}
+	if got := s.Metric(t, server.NameBytes, transport); got <= 0 {
+		t.Errorf("%s{transport=%s} = %v, want some bytes", server.NameBytes, transport, got)
+	}
 }
