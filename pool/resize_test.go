@@ -260,6 +260,7 @@ func TestResizeUnderLoad(t *testing.T) {
 	}()
 	r := rand.New(rand.NewPCG(42, 7))
 	gap := span / time.Duration(resizes)
+	began := time.Now()
 	maxConns := 8
 	for i := range resizes {
 		time.Sleep(gap)
@@ -303,8 +304,8 @@ func TestResizeUnderLoad(t *testing.T) {
 	if st.Total > maxConns || int64(st.Total) != fc.Open() || st.Created-st.Closed != uint64(st.Total) {
 		t.Fatalf("at the end: %v, driver connections open %d, MaxConns %d", st, fc.Open(), maxConns)
 	}
-	t.Logf("%d resizes in %v; %d borrows, %d timeouts; %d samples of a queue of 2+ waiters, all in arrival order; load: %s",
-		resizes, span, ops.Load(), timeouts.Load(), queued.Load(), loadavg())
+	t.Logf("%d resizes paced over %v, done in %v; %d borrows, %d timeouts; %d samples of a queue of 2+ waiters, all in arrival order; load: %s",
+		resizes, span, time.Since(began).Round(time.Millisecond), ops.Load(), timeouts.Load(), queued.Load(), loadavg())
 	if ops.Load() < int64(resizes) {
 		t.Fatalf("only %d borrows", ops.Load())
 	}
