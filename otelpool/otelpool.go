@@ -30,6 +30,10 @@
 // the attributes db.client.connection.pool.name, sqlpool.acquire.wait_ms, sqlpool.acquire.probes
 // and, on failure, error.type and the span status. Acquires served from an idle connection
 // without a probe make no span: they cost nothing to trace, and an operator looks for waits.
+// Each liveness probe an acquire runs is a span "sqlpool.probe" (sqlpool.probe.alive) under the
+// acquire's ctx, and, with Options.ReleasePlanSpans, each release that runs a plan a root span
+// "sqlpool.release_plan" (sqlpool.release_plan.statements, sqlpool.release_plan.rollback; the
+// borrower's span is gone when the connection comes back) (pool.WorkObserver).
 package otelpool
 
 import (
@@ -67,7 +71,9 @@ const (
 	StateIdle    = "idle"
 	StateUsed    = "used"
 
-	SpanAcquire = "sqlpool.acquire"
+	SpanAcquire     = "sqlpool.acquire"
+	SpanReleasePlan = "sqlpool.release_plan"
+	SpanProbe       = "sqlpool.probe"
 )
 
 // Options configures New. The zero value uses neither metrics nor spans.
@@ -76,17 +82,23 @@ type Options struct {
 	MeterProvider metric.MeterProvider
 	// TracerProvider receives the acquire spans. Zero value: no spans.
 	TracerProvider trace.TracerProvider
+	// ReleasePlanSpans makes each release that runs a plan a root span (a trace of its own:
+	// the borrower's span has ended when the connection comes back). Zero value: off, as the
+	// span server's self-tracing leaves it (its own span writes run release plans, which would
+	// make spans to write, and those have no ctx to mark).
+	ReleasePlanSpans bool
 	// Next, when set, receives every event too (for example package metrics' Prometheus
 	// collector), so that one pool can report to both. Zero value: none.
 	Next pool.Events
 }
 
-// Telemetry implements pool.Events and pool.AcquireObserver. Create it with New and give it to
+// Telemetry implements pool.Events, pool.AcquireObserver and pool.WorkObserver. Create it with New and give it to
 // pool.Config.Events; one Telemetry may serve several pools (told apart by their names).
 type Telemetry struct {
-	next   pool.Events
-	tracer trace.Tracer
-	meter  metric.Meter
+	next      pool.Events
+	tracer    trace.Tracer
+	planSpans bool
+	meter     metric.Meter
 
 	timeouts   metric.Int64Counter
 	createTime metric.Float64Histogram
@@ -113,7 +125,7 @@ type poolAttrs struct {
 
 // New returns the Telemetry for opts; it fails only when the meter rejects an instrument.
 func New(opts Options) (*Telemetry, error) {
-	t := &Telemetry{next: opts.Next, byPool: map[string]*poolAttrs{}}
+	t := &Telemetry{next: opts.Next, planSpans: opts.ReleasePlanSpans, byPool: map[string]*poolAttrs{}}
 	if tp := opts.TracerProvider; tp != nil {
 		t.tracer = tp.Tracer(ScopeName)
 	}
@@ -330,7 +342,50 @@ func errorType(err error) string {
 	return "_OTHER"
 }
 
+// ReleasePlanEnded implements pool.WorkObserver: with Options.ReleasePlanSpans, one root span
+// "sqlpool.release_plan" per release that ran a plan (the borrower's span is gone by then).
+func (t *Telemetry) ReleasePlanEnded(p string, took time.Duration, statements int, rollback bool, err error) {
+	if wo, ok := t.next.(pool.WorkObserver); ok {
+		wo.ReleasePlanEnded(p, took, statements, rollback, err)
+	}
+	if t.tracer == nil || !t.planSpans {
+		return
+	}
+	end := time.Now()
+	_, span := t.tracer.Start(context.Background(), SpanReleasePlan, trace.WithTimestamp(end.Add(-took)),
+		trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(t.attrs(p).spanAttr,
+			attribute.Int("sqlpool.release_plan.statements", statements),
+			attribute.Bool("sqlpool.release_plan.rollback", rollback)))
+	if err != nil {
+		span.SetAttributes(attribute.String("error.type", "reset_failed"))
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End(trace.WithTimestamp(end))
+}
+
+// ProbeEnded implements pool.WorkObserver: one span "sqlpool.probe" per liveness probe an
+// acquire ran, under the span in the acquire's ctx.
+func (t *Telemetry) ProbeEnded(ctx context.Context, p string, took time.Duration, alive bool) {
+	if wo, ok := t.next.(pool.WorkObserver); ok {
+		wo.ProbeEnded(ctx, p, took, alive)
+	}
+	if t.tracer == nil {
+		return
+	}
+	end := time.Now()
+	_, span := t.tracer.Start(ctx, SpanProbe, trace.WithTimestamp(end.Add(-took)),
+		trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(t.attrs(p).spanAttr, attribute.Bool("sqlpool.probe.alive", alive)))
+	if !alive {
+		span.SetAttributes(attribute.String("error.type", "validation_failed"))
+		span.SetStatus(codes.Error, "the connection failed its liveness probe")
+	}
+	span.End(trace.WithTimestamp(end))
+}
+
 var (
 	_ pool.Events          = (*Telemetry)(nil)
 	_ pool.AcquireObserver = (*Telemetry)(nil)
+	_ pool.WorkObserver    = (*Telemetry)(nil)
 )

@@ -288,3 +288,69 @@ func BenchmarkBorrow(b *testing.B) {
 		})
 	}
 }
+
+// Probes and release plans make spans: a probe under the acquire's span, a plan as a root span.
+func TestProbeAndReleasePlanSpans(t *testing.T) {
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	defer tp.Shutdown(context.Background())
+	tel, err := otelpool.New(otelpool.Options{TracerProvider: tp, ReleasePlanSpans: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pool.New(fakedb.New(), pool.Config{Name: "orders", MaxConns: 1, AliveBypassWindow: -1, Events: tel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, parent := tp.Tracer("test").Start(context.Background(), "request")
+	c, err := p.Connect(ctx) // probed: AliveBypassWindow is off
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := c.(driver.ConnBeginTx).BeginTx(ctx, driver.TxOptions{})
+	if err != nil || tx == nil {
+		t.Fatal(err)
+	}
+	_ = c.Close() // the open transaction: a ROLLBACK plan
+	parent.End()
+	byName := map[string]tracetest.SpanStub{}
+	for _, s := range spans.GetSpans() {
+		byName[s.Name] = s
+	}
+	probe, ok := byName[otelpool.SpanProbe]
+	if !ok {
+		t.Fatalf("no probe span in %v", names(spans.GetSpans()))
+	}
+	if probe.Parent.SpanID() != parent.SpanContext().SpanID() {
+		t.Errorf("the probe span is not under the request's span")
+	}
+	ps := attribute.NewSet(probe.Attributes...)
+	if v, ok := ps.Value("sqlpool.probe.alive"); !ok || !v.AsBool() {
+		t.Errorf("probe alive = %v (set %v)", v, ok)
+	}
+	plan, ok := byName[otelpool.SpanReleasePlan]
+	if !ok {
+		t.Fatalf("no release plan span in %v", names(spans.GetSpans()))
+	}
+	pa := attribute.NewSet(plan.Attributes...)
+	if v, _ := pa.Value("sqlpool.release_plan.rollback"); !v.AsBool() || plan.Parent.IsValid() {
+		t.Errorf("release plan span: rollback %v, parent %v; want a ROLLBACK plan as a root span", v, plan.Parent)
+	}
+	if acq, ok := byName[otelpool.SpanAcquire]; !ok {
+		t.Error("no acquire span for the probed acquire")
+	} else {
+		as := attribute.NewSet(acq.Attributes...)
+		if v, _ := as.Value("sqlpool.acquire.probes"); v.AsInt64() != 1 {
+			t.Errorf("acquire span probes = %v, want 1", v)
+		}
+	}
+}
+
+func names(ss tracetest.SpanStubs) []string {
+	var n []string
+	for _, s := range ss {
+		n = append(n, s.Name)
+	}
+	return n
+}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/sqlpool/sqlpool/validate"
 )
 
 // This file is the pool's acquire and release: Connect (every borrow through sql.OpenDB(p), and
@@ -293,7 +291,7 @@ func (p *Pool) check(ctx context.Context, e *entry, now int64, dl *deadline) Clo
 	if dl != nil && dl.acquireLimit(p) > 0 {
 		timeout = min(timeout, max(dl.left(p), time.Millisecond))
 	}
-	if err := validate.Probe(ctx, e.conn, timeout); err != nil {
+	if err := p.probe(ctx, e, timeout); err != nil {
 		p.probeFailed.Add(1)
 		if ev != nil {
 			ev.Validated(p.cfg.Name, false)
@@ -577,7 +575,7 @@ func (p *Pool) clean(e *entry, now int64) CloseReason {
 	}
 	if !e.sess.clean() {
 		p.releasePlans.Add(1)
-		if err := p.runPlan(e); err != nil {
+		if err := p.runPlanObserved(e); err != nil {
 			p.cfg.Logger.Info("sqlpool: connection discarded on release", "pool", p.cfg.Name, "conn", e.id, "reason", err)
 			return CloseResetFailed
 		}
