@@ -93,6 +93,11 @@ require (
 	gopkg.in/src-d/go-errors.v1 v1.0.0 // indirect
 )
 
-require github.com/sqlpool/sqlpool v0.0.0
+require (
+	github.com/sqlpool/sqlpool v0.0.0
+	github.com/sqlpool/sqlpool/otelpool v0.0.0
+)
 
 replace github.com/sqlpool/sqlpool => ../
+
+replace github.com/sqlpool/sqlpool/otelpool => ../otelpool

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/sqlpool/sqlpool/validate"
 )
 
 // This file is the pool's acquire and release: Connect (every borrow through sql.OpenDB(p), and
@@ -38,6 +36,15 @@ func (p *Pool) acquire(ctx context.Context) (*entry, error) {
 		if !driverLive(ctx, e) {
 			return p.acquireSlow(ctx, e, CloseDriverInvalid)
 		}
+		if p.cfg.Hooks.BeforeAcquire != nil {
+			reason, err := p.runBeforeAcquire(ctx, e, nil)
+			if err != nil {
+				return nil, err
+			}
+			if reason != "" {
+				return p.acquireSlow(ctx, e, reason)
+			}
+		}
 		p.handedOut(e, now, nil)
 		return e, nil
 	}
@@ -47,9 +54,12 @@ func (p *Pool) acquire(ctx context.Context) (*entry, error) {
 // acquireSlow is acquire when the fast path did not do: suspended, nothing idle, or the
 // connection it found (first, when not nil) needs a probe or is unfit (firstReason, when
 // already known; "" runs the checks).
-func (p *Pool) acquireSlow(ctx context.Context, first *entry, firstReason CloseReason) (*entry, error) {
+func (p *Pool) acquireSlow(ctx context.Context, first *entry, firstReason CloseReason) (got *entry, err error) {
 	var dl deadline
 	defer dl.stop()
+	if ao, ok := p.cfg.Events.(AcquireObserver); ok { // tracing (trace.go)
+		defer func() { p.noteAcquireEnded(ctx, ao, &dl, err) }()
+	}
 	if first == nil && p.suspended.Load() {
 		if err := p.awaitResume(ctx, &dl); err != nil {
 			return nil, err
@@ -75,6 +85,12 @@ func (p *Pool) acquireSlow(ctx context.Context, first *entry, firstReason CloseR
 		reason := known
 		if reason == "" {
 			reason = p.check(ctx, e, now, &dl)
+		}
+		if reason == "" && p.cfg.Hooks.BeforeAcquire != nil {
+			var err error
+			if reason, err = p.runBeforeAcquire(ctx, e, &dl); err != nil {
+				return nil, err
+			}
 		}
 		if reason == "" {
 			p.handedOut(e, now, &dl)
@@ -131,23 +147,35 @@ type deadline struct {
 	// unfit is a connection this acquire found unfit and has yet to close, for unfitReason.
 	unfit       *entry
 	unfitReason CloseReason
+	// limit is the pool's AcquireTimeout when the deadline was armed: a SetAcquireTimeout
+	// meanwhile applies to acquires that begin to wait after it.
+	limit time.Duration
+	// probes counts the liveness probes this acquire ran (AcquireObserver).
+	probes int
 }
 
 func (d *deadline) begin(p *Pool) int64 {
 	if d.start == 0 {
 		d.start = max(p.nanotime(), 1)
+		d.limit = p.acquireTimeout()
 	}
 	return d.start
+}
+
+// acquireLimit arms the deadline and returns its AcquireTimeout (negative: off).
+func (d *deadline) acquireLimit(p *Pool) time.Duration {
+	d.begin(p)
+	return d.limit
 }
 
 // timeout arms the AcquireTimeout timer once and returns its channel (nil when AcquireTimeout
 // is off: only the ctx bounds the wait).
 func (d *deadline) timeout(p *Pool) <-chan time.Time {
-	if p.cfg.AcquireTimeout <= 0 {
+	if d.acquireLimit(p) <= 0 {
 		return nil
 	}
 	if d.timer == nil {
-		left := max(time.Duration(d.begin(p)+durNanos(p.cfg.AcquireTimeout)-p.nanotime()), 0)
+		left := max(time.Duration(d.start+durNanos(d.limit)-p.nanotime()), 0)
 		if t, ok := timerPool.Get().(*time.Timer); ok {
 			t.Reset(left)
 			d.timer = t
@@ -165,15 +193,15 @@ var timerPool sync.Pool
 
 // expired reports whether the deadline, once armed, has passed.
 func (d *deadline) expired(p *Pool) bool {
-	return d.start != 0 && p.cfg.AcquireTimeout > 0 && d.left(p) <= 0
+	return d.start != 0 && d.limit > 0 && d.left(p) <= 0
 }
 
 // left is the time left before AcquireTimeout, or -1 when it is off.
 func (d *deadline) left(p *Pool) time.Duration {
-	if p.cfg.AcquireTimeout <= 0 {
+	if d.acquireLimit(p) <= 0 {
 		return -1
 	}
-	return time.Duration(d.begin(p) + durNanos(p.cfg.AcquireTimeout) - p.nanotime())
+	return time.Duration(d.start + durNanos(d.limit) - p.nanotime())
 }
 
 func (d *deadline) stop() {
@@ -255,12 +283,15 @@ func (p *Pool) check(ctx context.Context, e *entry, now int64, dl *deadline) Clo
 		return ""
 	}
 	p.validations.Add(1)
+	if dl != nil {
+		dl.probes++
+	}
 	ev := p.cfg.Events
 	timeout := p.cfg.ValidationTimeout
-	if dl != nil && p.cfg.AcquireTimeout > 0 {
+	if dl != nil && dl.acquireLimit(p) > 0 {
 		timeout = min(timeout, max(dl.left(p), time.Millisecond))
 	}
-	if err := validate.Probe(ctx, e.conn, timeout); err != nil {
+	if err := p.probe(ctx, e, timeout); err != nil {
 		p.probeFailed.Add(1)
 		if ev != nil {
 			ev.Validated(p.cfg.Name, false)
@@ -339,7 +370,7 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 	// every wait costs a saturated pool a scheduler round trip per borrow. A connection that
 	// closes after this look signals the creator itself (closeEntry), and sees this waiter,
 	// queued above.
-	if int(p.total.Load()) < p.cfg.MaxConns {
+	if int(p.total.Load()) < p.maxConns() {
 		p.signalCreator()
 	}
 	// Connections parked in database/sql's idle lists cannot be handed to this waiter; from
@@ -379,7 +410,7 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 			s.mu.Unlock()
 			// The creator may have judged "no waiters" while we were unlinked: tell it again
 			// (only below MaxConns; at the limit a wake-up would be wasted on every lost race).
-			if int(p.total.Load()) < p.cfg.MaxConns {
+			if int(p.total.Load()) < p.maxConns() {
 				p.signalCreator()
 			}
 		case <-timeout:
@@ -503,9 +534,14 @@ func (p *Pool) release(e *entry) {
 func (p *Pool) stow(e *entry, now int64) {
 	e.lastReturned = now
 	e.lastAlive = now
+	if p.retireExcess(e) { // above MaxConns after SetMaxConns lowered it
+		return
+	}
 	if !p.store.put(e) {
 		p.closeEntry(e, ClosePoolClosed)
+		return
 	}
+	p.trimAfterPut()
 }
 
 // clean makes e ready for the next borrower and returns "" or why it cannot be reused.
@@ -532,9 +568,14 @@ func (p *Pool) clean(e *entry, now int64) CloseReason {
 	if e.validator != nil && !e.validator.IsValid() {
 		return CloseDriverInvalid
 	}
+	if p.cfg.Hooks.AfterRelease != nil {
+		if reason := p.runAfterRelease(e); reason != "" {
+			return reason
+		}
+	}
 	if !e.sess.clean() {
 		p.releasePlans.Add(1)
-		if err := p.runPlan(e); err != nil {
+		if err := p.runPlanObserved(e); err != nil {
 			p.cfg.Logger.Info("sqlpool: connection discarded on release", "pool", p.cfg.Name, "conn", e.id, "reason", err)
 			return CloseResetFailed
 		}

@@ -163,6 +163,10 @@ type Config struct {
 	// recorded; an error fails that connection. Zero value: none.
 	ConnectionInit func(ctx context.Context, conn driver.Conn) error
 
+	// Hooks are the lifecycle hooks (after connect, before hand-out, after return); see
+	// Hooks. Zero value: none.
+	Hooks Hooks
+
 	// FatalError adds to or vetoes the pool's own decision (validate.Classify) that an error
 	// means the connection must be discarded. It returns decided=false to keep the pool's
 	// decision. Zero value: none.

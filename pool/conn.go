@@ -375,6 +375,9 @@ func (c *conn) ResetSession(ctx context.Context) error {
 	if !p.usableLent(ctx, e, now) {
 		return driver.ErrBadConn
 	}
+	if p.cfg.Hooks.BeforeAcquire != nil && !p.lentBeforeAcquire(ctx, c) {
+		return driver.ErrBadConn
+	}
 	p.handedOut(e, now, nil)
 	return nil
 }
@@ -401,6 +404,9 @@ func (c *conn) IsValid() bool {
 	}
 	e.lastReturned = now
 	e.lastAlive = now
+	if p.retireExcess(e) { // above MaxConns after SetMaxConns lowered it; Close then does nothing
+		return false
+	}
 	// Someone waits in the pool (or it is closing): do not park, give it to the pool. false
 	// makes database/sql close its wrapper; the proxy's Close then stows the connection.
 	if p.routeToPool() {
@@ -413,6 +419,14 @@ func (c *conn) IsValid() bool {
 	if p.routeToPool() && e.state.CompareAndSwap(stateLent, stateInUse) {
 		c.routed = true
 		return false
+	}
+	// The same for a SetMaxConns that lowered the limit after the look above (its bring-back
+	// may have missed this connection).
+	if int(p.total.Load()) > p.maxConns() && e.state.CompareAndSwap(stateLent, stateInUse) {
+		if p.retireExcess(e) {
+			return false
+		}
+		e.state.Store(stateLent)
 	}
 	return true
 }

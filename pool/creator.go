@@ -21,11 +21,13 @@ import (
 func (p *Pool) creator() {
 	defer p.wg.Done()
 	backoff := time.Duration(0)
-	maxBackoff := 5 * time.Second
-	if at := p.cfg.AcquireTimeout; at > 0 {
-		maxBackoff = min(maxBackoff, max(at/2, minDerivedTimeout))
+	grow := func() {
+		maxBackoff := 5 * time.Second
+		if at := p.acquireTimeout(); at > 0 {
+			maxBackoff = min(maxBackoff, max(at/2, minDerivedTimeout))
+		}
+		backoff = min(max(backoff*2, 10*time.Millisecond), maxBackoff)
 	}
-	grow := func() { backoff = min(max(backoff*2, 10*time.Millisecond), maxBackoff) }
 	dialFailed := false
 	for {
 		select {
@@ -81,9 +83,14 @@ func (p *Pool) creator() {
 				ev.Created(p.cfg.Name, time.Duration(p.nanotime()-dialStart))
 			}
 			p.cfg.Logger.Debug("sqlpool: connection opened", "pool", p.cfg.Name, "conn", e.id)
+			if p.retireExcess(e) { // SetMaxConns lowered the limit during the dial
+				continue
+			}
 			if !p.store.put(e) {
 				p.closeEntry(e, ClosePoolClosed)
+				continue
 			}
+			p.trimAfterPut()
 		}
 	}
 }
@@ -120,12 +127,12 @@ func (p *Pool) sleep(d time.Duration) bool {
 }
 
 func (p *Pool) shouldCreate() bool {
-	if p.closed.Load() || int(p.total.Load()) >= p.cfg.MaxConns {
+	if p.closed.Load() || int(p.total.Load()) >= p.maxConns() {
 		return false
 	}
 	idle, waiting := p.store.counts()
 	idle += p.store.count(stateLent) // parked in a DB: idle too (MinIdleConns counts them)
-	return idle < p.cfg.MinIdleConns || waiting > idle
+	return idle < p.minIdleConns() || waiting > idle
 }
 
 // initError marks a failure of ConnectionInit: the database answered, the setup is wrong.
@@ -163,6 +170,12 @@ func (p *Pool) dial() (*entry, error) {
 	e.stmts.max = p.cfg.StatementCacheSize
 	e.validator, _ = dc.(driver.Validator)
 	e.resetter, _ = dc.(driver.SessionResetter)
+	if p.cfg.Hooks.AfterConnect != nil {
+		if err := p.runAfterConnect(ctx, e); err != nil {
+			_ = dc.Close()
+			return nil, err
+		}
+	}
 	if err := p.initSession(ctx, e, dc); err != nil {
 		_ = dc.Close()
 		return nil, fmt.Errorf("recording the session baseline: %w", err)

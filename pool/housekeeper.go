@@ -50,8 +50,9 @@ func (p *Pool) housekeep() {
 		return
 	}
 	now := p.nanotime()
-	idleTimeout := durNanos(p.cfg.IdleTimeout)
-	useIdleTimeout := idleTimeout > 0 && p.cfg.MinIdleConns < p.cfg.MaxConns
+	idleTimeout := durNanos(p.idleTimeout())
+	minIdle := p.minIdleConns()
+	useIdleTimeout := idleTimeout > 0 && minIdle < p.maxConns()
 	type job struct {
 		e      *entry
 		reason CloseReason
@@ -71,7 +72,7 @@ func (p *Pool) housekeep() {
 			retire = append(retire, job{e, CloseEvicted})
 		case e.expired(now):
 			retire = append(retire, job{e, CloseMaxLifetime})
-		case useIdleTimeout && remaining > p.cfg.MinIdleConns && now-e.lastReturned > idleTimeout:
+		case useIdleTimeout && remaining > minIdle && now-e.lastReturned > idleTimeout:
 			retire = append(retire, job{e, CloseIdleTimeout})
 		case e.keepaliveGap > 0 && now-e.lastAlive > e.keepaliveGap:
 			ping = append(ping, e)

@@ -50,7 +50,7 @@ func (p *Pool) flushDBs(restore bool) {
 	for _, db := range dbs {
 		db.SetMaxIdleConns(-1) // ≤ 0: keep none; closes the parked ones now
 		if restore && !p.closed.Load() {
-			db.SetMaxIdleConns(p.cfg.MaxConns)
+			db.SetMaxIdleConns(p.maxConns())
 		}
 	}
 	p.flushes.Add(1)
@@ -94,7 +94,7 @@ func (p *Pool) checkDBs() {
 			p.cfg.Logger.Warn("sqlpool: SetMaxOpenConns was called on a DB from OpenDB; "+
 				"database/sql now queues borrowers itself, in random order and without AcquireTimeout "+
 				"or MaxWaiters. The pool's MaxConns already bounds the DB: remove the call, or call "+
-				"SetMaxOpenConns(0)", "pool", p.cfg.Name, "max_open", n, "max_conns", p.cfg.MaxConns)
+				"SetMaxOpenConns(0)", "pool", p.cfg.Name, "max_open", n, "max_conns", p.maxConns())
 		}
 	}
 }

@@ -58,6 +58,8 @@ type Pool struct {
 	clk       clock
 
 	store store
+	// live holds the settings that can change at runtime (resize.go).
+	live liveConfig
 
 	regMu sync.Mutex
 	all   map[*entry]struct{}
@@ -181,6 +183,7 @@ func New(c driver.Connector, cfg Config) (*Pool, error) {
 		createCh:  make(chan struct{}, 1),
 		returnedC: make(chan struct{}, 1),
 	}
+	p.live.init(rc, cfg)
 	p.clk.init(&p.cfg, cfg.testClock != nil)
 	p.store.nanotime = p.nanotime
 	p.refreshClock()
@@ -215,7 +218,7 @@ func (p *Pool) checkFailFast() error {
 		e, err := p.dial()
 		if err == nil {
 			p.clearLastError()
-			if p.cfg.MinIdleConns > 0 {
+			if p.minIdleConns() > 0 {
 				p.register(e)
 				if ev := p.cfg.Events; ev != nil {
 					ev.Created(p.cfg.Name, time.Duration(p.nanotime()-dialStart))
@@ -239,8 +242,9 @@ func (p *Pool) checkFailFast() error {
 	}
 }
 
-// Config returns the pool's configuration with defaults and fix-ups applied.
-func (p *Pool) Config() Config { return p.cfg }
+// Config returns the pool's configuration with defaults and fix-ups applied, and the current
+// values of the settings changed since New (SetMaxConns and the other setters in resize.go).
+func (p *Pool) Config() Config { return p.liveOverlay(p.cfg) }
 
 // Driver implements driver.Connector. The driver it returns cannot open connections by name;
 // it exists because database/sql asks for one.
@@ -276,7 +280,7 @@ func (p *Pool) Stats() Stats {
 	idle, waiting := p.store.counts()
 	s := Stats{
 		Name:               p.cfg.Name,
-		MaxConns:           p.cfg.MaxConns,
+		MaxConns:           p.maxConns(),
 		Waiting:            waiting + int(p.suspendWaiting.Load()),
 		Timeouts:           p.timeouts.Load(),
 		Exhausted:          p.exhausted.Load(),
@@ -519,7 +523,7 @@ func (p *Pool) closeDone(e *entry, reason CloseReason, err error) {
 
 // lifetime returns the jittered expiry and keepalive gap for a connection created at now.
 func (p *Pool) lifetime(now int64) (expiresAt, keepaliveGap int64) {
-	if lt := durNanos(p.cfg.MaxLifetime); lt > 0 {
+	if lt := durNanos(p.maxLifetime()); lt > 0 {
 		expiresAt = now + lt - rand.Int64N(lt/40+1)
 	}
 	if ka := durNanos(p.cfg.KeepaliveTime); ka > 0 {
@@ -552,7 +556,7 @@ func (p *Pool) lifetime(now int64) (expiresAt, keepaliveGap int64) {
 func (p *Pool) OpenDB() *sql.DB {
 	db := sql.OpenDB(connector{p})
 	db.SetMaxOpenConns(0)
-	db.SetMaxIdleConns(p.cfg.MaxConns)
+	db.SetMaxIdleConns(p.maxConns())
 	p.dbMu.Lock()
 	live := p.dbs[:0]
 	for _, d := range p.dbs {

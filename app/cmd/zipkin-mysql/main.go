@@ -46,6 +46,7 @@ import (
 	"github.com/sqlpool/sqlpool/app/zipkin/storage"
 	"github.com/sqlpool/sqlpool/app/zipkin/ui"
 	"github.com/sqlpool/sqlpool/metrics"
+	"github.com/sqlpool/sqlpool/otelpool"
 	"github.com/sqlpool/sqlpool/pool"
 )
 
@@ -103,11 +104,31 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	st, err := openStorage(ctx, cfg, log, reg)
+	stc, err := parseSelfTracing(getenv)
+	if err != nil {
+		return err
+	}
+	var self *selfTracing // SELF_TRACING_ENABLED (selftrace.go)
+	if stc.Enabled {
+		if self, err = newSelfTracing(stc, log); err != nil {
+			return &startError{err.Error()}
+		}
+	}
+	st, err := openStorage(ctx, cfg, log, reg, self)
 	if err != nil {
 		return &startError{redact(err.Error())}
 	}
 	defer st.close()
+	serverStore := st.store
+	if self != nil {
+		self.setStorage(st.store)
+		serverStore = self.wrap(st.store)
+		defer func() { // before st.close: the last spans go into the storage
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			self.shutdown(sctx)
+		}()
+	}
 	stopPprof, err := startPprof(cfg.Pprof, log)
 	if err != nil {
 		return &startError{err.Error()}
@@ -140,7 +161,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		batchSpans, retryDeadline, attemptTimeout = embeddedBatchSpans, embeddedRetryDeadline, embeddedAttemptTimeout
 	}
 	srv, err := server.New(server.Config{
-		Storage:         st.store,
+		Storage:         serverStore,
 		StorageName:     st.name,
 		Logger:          log,
 		Registerer:      reg,
@@ -170,6 +191,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			"autocompleteKeys": append([]string{}, cfg.AutocompleteKeys...), // [] when none, not null
 			"sampleRate":       cfg.SampleRate,
 			"spool":            cfg.SpoolDir != "",
+			"selfTracing":      stc.Enabled,
 		},
 		// The trace viewer at /zipkin/; / redirects there.
 		UI: ui.Handler(),
@@ -329,7 +351,7 @@ type openedStorage struct {
 // openStorage connects to the database (retrying what may pass within
 // -connect-timeout), creates the schema when asked (always on the embedded
 // server) and opens the store. Errors say what to do.
-func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *prometheus.Registry) (*openedStorage, error) {
+func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *prometheus.Registry, self *selfTracing) (*openedStorage, error) {
 	if cfg.Storage == "none" {
 		return &openedStorage{store: storage.Noop{}, name: "NoopStorage", close: func() {}}, nil
 	}
@@ -407,12 +429,21 @@ func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *promet
 			closeAll()
 			return nil, err
 		}
+		var events pool.Events = m
+		if self != nil { // the pool's acquire spans (otelpool), the Prometheus metrics behind them
+			tel, err := otelpool.New(otelpool.Options{TracerProvider: self.tracerProvider(), Next: m})
+			if err != nil {
+				closeAll()
+				return nil, err
+			}
+			events = tel
+		}
 		p, err := pool.New(connector, pool.Config{
 			Name:                      "zipkin",
 			MaxConns:                  maxConns,
 			InitializationFailTimeout: cfg.ConnectTimeout,
 			ConnectTimeout:            cfg.ConnectTimeout,
-			Events:                    m,
+			Events:                    events,
 			Logger:                    log,
 		})
 		if err != nil {

@@ -422,13 +422,18 @@ func (c *checker) screenshot(name string) {
 	if c.opts.ScreenshotDir == "" {
 		return
 	}
+	c.screenshotTo(filepath.Join(c.opts.ScreenshotDir, "viewer-"+name+".png"))
+}
+
+// screenshotTo writes a PNG of the tab to p.
+func (c *checker) screenshotTo(p string) {
+	c.t.Helper()
 	ctx, cancel := context.WithTimeout(c.ctx, 60*time.Second)
 	defer cancel()
 	buf, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 	if err != nil {
-		c.t.Fatalf("screenshot %s: %v", name, err)
+		c.t.Fatalf("screenshot %s: %v", p, err)
 	}
-	p := filepath.Join(c.opts.ScreenshotDir, "viewer-"+name+".png")
 	if err := os.WriteFile(p, buf, 0o644); err != nil {
 		c.t.Fatalf("writing %s: %v", p, err)
 	}

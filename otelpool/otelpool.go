@@ -1,0 +1,391 @@
+// Package otelpool reports a sqlpool pool in OpenTelemetry's terms: the semantic conventions'
+// connection-pool metrics (db.client.connection.*), and optional spans for the acquires that
+// had to wait or probe. It is its own module, so that the library (package pool) depends on no
+// telemetry SDK: the pool only calls its Events interface, which this package implements.
+//
+//	tel, err := otelpool.New(otelpool.Options{MeterProvider: mp, TracerProvider: tp})
+//	p, err := pool.New(connector, pool.Config{Name: "orders", Events: tel})
+//	reg, err := tel.Observe(p) // the gauges; reg.Unregister() before dropping the pool
+//
+// The metrics, as the semantic conventions name them (docs/database/database-metrics.md of
+// open-telemetry/semantic-conventions; status: experimental), each with the attribute
+// db.client.connection.pool.name (Config.Name):
+//
+//	db.client.connection.count            UpDownCounter  {connection}  + db.client.connection.state = idle | used
+//	db.client.connection.max              UpDownCounter  {connection}  MaxConns
+//	db.client.connection.idle.max         UpDownCounter  {connection}  MaxConns (every connection may be idle)
+//	db.client.connection.idle.min         UpDownCounter  {connection}  MinIdleConns
+//	db.client.connection.pending_requests UpDownCounter  {request}     Stats().Waiting
+//	db.client.connection.timeouts         Counter        {timeout}     acquires that reached their deadline
+//	db.client.connection.create_time      Histogram      s             dial, ConnectionInit, hooks, baseline
+//	db.client.connection.wait_time        Histogram      s             0 for an idle connection handed out at once
+//	db.client.connection.use_time         Histogram      s             from hand-out to return
+//
+// The first five are asynchronous (read from Stats and Config at each collection, after Observe);
+// the others are recorded as the pool's events happen. "idle" counts connections idle in the
+// pool and those parked in database/sql's idle list (Stats().Idle), "used" the rest.
+//
+// Spans (with a TracerProvider): one span "sqlpool.acquire" per acquire that had to wait for a
+// connection or probe one (pool.AcquireObserver), a child of the span in the acquire's ctx, with
+// the attributes db.client.connection.pool.name, sqlpool.acquire.wait_ms, sqlpool.acquire.probes
+// and, on failure, error.type and the span status. Acquires served from an idle connection
+// without a probe make no span: they cost nothing to trace, and an operator looks for waits.
+// Each liveness probe an acquire runs is a span "sqlpool.probe" (sqlpool.probe.alive) under the
+// acquire's ctx, and, with Options.ReleasePlanSpans, each release that runs a plan a root span
+// "sqlpool.release_plan" (sqlpool.release_plan.statements, sqlpool.release_plan.rollback; the
+// borrower's span is gone when the connection comes back) (pool.WorkObserver).
+package otelpool
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sqlpool/sqlpool/pool"
+)
+
+// ScopeName is the instrumentation scope of the meter and tracer.
+const ScopeName = "github.com/sqlpool/sqlpool/otelpool"
+
+// The semantic conventions' names.
+const (
+	MetricCount           = "db.client.connection.count"
+	MetricMax             = "db.client.connection.max"
+	MetricIdleMax         = "db.client.connection.idle.max"
+	MetricIdleMin         = "db.client.connection.idle.min"
+	MetricPendingRequests = "db.client.connection.pending_requests"
+	MetricTimeouts        = "db.client.connection.timeouts"
+	MetricCreateTime      = "db.client.connection.create_time"
+	MetricWaitTime        = "db.client.connection.wait_time"
+	MetricUseTime         = "db.client.connection.use_time"
+
+	AttrPoolName = "db.client.connection.pool.name"
+	AttrState    = "db.client.connection.state"
+	StateIdle    = "idle"
+	StateUsed    = "used"
+
+	SpanAcquire     = "sqlpool.acquire"
+	SpanReleasePlan = "sqlpool.release_plan"
+	SpanProbe       = "sqlpool.probe"
+)
+
+// Options configures New. The zero value uses neither metrics nor spans.
+type Options struct {
+	// MeterProvider receives the metrics. Zero value: no metrics.
+	MeterProvider metric.MeterProvider
+	// TracerProvider receives the acquire spans. Zero value: no spans.
+	TracerProvider trace.TracerProvider
+	// ReleasePlanSpans makes each release that runs a plan a root span (a trace of its own:
+	// the borrower's span has ended when the connection comes back). Zero value: off, as the
+	// span server's self-tracing leaves it (its own span writes run release plans, which would
+	// make spans to write, and those have no ctx to mark).
+	ReleasePlanSpans bool
+	// Next, when set, receives every event too (for example package metrics' Prometheus
+	// collector), so that one pool can report to both. Zero value: none.
+	Next pool.Events
+}
+
+// Telemetry implements pool.Events, pool.AcquireObserver and pool.WorkObserver. Create it with New and give it to
+// pool.Config.Events; one Telemetry may serve several pools (told apart by their names).
+type Telemetry struct {
+	next      pool.Events
+	tracer    trace.Tracer
+	planSpans bool
+	meter     metric.Meter
+
+	timeouts   metric.Int64Counter
+	createTime metric.Float64Histogram
+	waitTime   metric.Float64Histogram
+	useTime    metric.Float64Histogram
+
+	count, max, idleMax, idleMin, pending metric.Int64ObservableUpDownCounter
+
+	// attrs caches the attribute options per pool name: the last one used (the common case of
+	// one pool), then a map.
+	last   atomic.Pointer[poolAttrs]
+	mu     sync.Mutex
+	byPool map[string]*poolAttrs
+}
+
+type poolAttrs struct {
+	name       string
+	add        []metric.AddOption
+	record     []metric.RecordOption
+	idle, used []metric.ObserveOption
+	observe    []metric.ObserveOption
+	spanAttr   attribute.KeyValue
+}
+
+// New returns the Telemetry for opts; it fails only when the meter rejects an instrument.
+func New(opts Options) (*Telemetry, error) {
+	t := &Telemetry{next: opts.Next, planSpans: opts.ReleasePlanSpans, byPool: map[string]*poolAttrs{}}
+	if tp := opts.TracerProvider; tp != nil {
+		t.tracer = tp.Tracer(ScopeName)
+	}
+	mp := opts.MeterProvider
+	if mp == nil {
+		return t, nil
+	}
+	m := mp.Meter(ScopeName)
+	t.meter = m
+	var errs []error
+	add := func(err error) { errs = append(errs, err) }
+	var err error
+	// Bucket boundaries in seconds, from 100 µs (an idle hand-out) to 10 s (an AcquireTimeout).
+	buckets := metric.WithExplicitBucketBoundaries(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10)
+	t.timeouts, err = m.Int64Counter(MetricTimeouts, metric.WithUnit("{timeout}"),
+		metric.WithDescription("The number of connection timeouts that have occurred trying to obtain a connection from the pool"))
+	add(err)
+	t.createTime, err = m.Float64Histogram(MetricCreateTime, metric.WithUnit("s"), buckets,
+		metric.WithDescription("The time it took to create a new connection"))
+	add(err)
+	t.waitTime, err = m.Float64Histogram(MetricWaitTime, metric.WithUnit("s"), buckets,
+		metric.WithDescription("The time it took to obtain an open connection from the pool"))
+	add(err)
+	t.useTime, err = m.Float64Histogram(MetricUseTime, metric.WithUnit("s"), buckets,
+		metric.WithDescription("The time between borrowing a connection and returning it to the pool"))
+	add(err)
+	t.count, err = m.Int64ObservableUpDownCounter(MetricCount, metric.WithUnit("{connection}"),
+		metric.WithDescription("The number of connections that are currently in state described by the state attribute"))
+	add(err)
+	t.max, err = m.Int64ObservableUpDownCounter(MetricMax, metric.WithUnit("{connection}"),
+		metric.WithDescription("The maximum number of open connections allowed"))
+	add(err)
+	t.idleMax, err = m.Int64ObservableUpDownCounter(MetricIdleMax, metric.WithUnit("{connection}"),
+		metric.WithDescription("The maximum number of idle open connections allowed"))
+	add(err)
+	t.idleMin, err = m.Int64ObservableUpDownCounter(MetricIdleMin, metric.WithUnit("{connection}"),
+		metric.WithDescription("The minimum number of idle open connections allowed"))
+	add(err)
+	t.pending, err = m.Int64ObservableUpDownCounter(MetricPendingRequests, metric.WithUnit("{request}"),
+		metric.WithDescription("The number of current pending requests for an open connection"))
+	add(err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Observe registers the asynchronous metrics (connection counts, limits, pending requests) of
+// p, read from p.Stats() and p.Config() at each collection; they follow the pool's runtime
+// resizes. Call Unregister on the result before dropping the pool. Without a MeterProvider it
+// does nothing and returns a Registration whose Unregister does nothing.
+func (t *Telemetry) Observe(p *pool.Pool) (metric.Registration, error) {
+	if t.meter == nil {
+		return noRegistration{}, nil
+	}
+	a := t.attrs(p.Config().Name)
+	return t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		st := p.Stats()
+		cfg := p.Config()
+		o.ObserveInt64(t.count, int64(st.Idle), a.idle...)
+		o.ObserveInt64(t.count, int64(st.Active), a.used...)
+		o.ObserveInt64(t.max, int64(st.MaxConns), a.observe...)
+		o.ObserveInt64(t.idleMax, int64(cfg.MaxConns), a.observe...)
+		o.ObserveInt64(t.idleMin, int64(cfg.MinIdleConns), a.observe...)
+		o.ObserveInt64(t.pending, int64(st.Waiting), a.observe...)
+		return nil
+	}, t.count, t.max, t.idleMax, t.idleMin, t.pending)
+}
+
+type noRegistration struct{ metric.Registration }
+
+func (noRegistration) Unregister() error { return nil }
+
+// attrs returns the cached attribute options of the pool called name.
+func (t *Telemetry) attrs(name string) *poolAttrs {
+	if a := t.last.Load(); a != nil && a.name == name {
+		return a
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	a := t.byPool[name]
+	if a == nil {
+		kv := attribute.String(AttrPoolName, name)
+		set := attribute.NewSet(kv)
+		a = &poolAttrs{
+			name:     name,
+			add:      []metric.AddOption{metric.WithAttributeSet(set)},
+			record:   []metric.RecordOption{metric.WithAttributeSet(set)},
+			observe:  []metric.ObserveOption{metric.WithAttributeSet(set)},
+			idle:     []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(kv, attribute.String(AttrState, StateIdle)))},
+			used:     []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(kv, attribute.String(AttrState, StateUsed)))},
+			spanAttr: kv,
+		}
+		t.byPool[name] = a
+	}
+	t.last.Store(a)
+	return a
+}
+
+func seconds(d time.Duration) float64 { return d.Seconds() }
+
+// Acquired implements pool.Events: db.client.connection.wait_time.
+func (t *Telemetry) Acquired(p string, wait time.Duration) {
+	if t.waitTime != nil {
+		t.waitTime.Record(context.Background(), seconds(wait), t.attrs(p).record...)
+	}
+	if t.next != nil {
+		t.next.Acquired(p, wait)
+	}
+}
+
+// AcquireTimedOut implements pool.Events: db.client.connection.timeouts.
+func (t *Telemetry) AcquireTimedOut(p string, wait time.Duration) {
+	if t.timeouts != nil {
+		t.timeouts.Add(context.Background(), 1, t.attrs(p).add...)
+	}
+	if t.next != nil {
+		t.next.AcquireTimedOut(p, wait)
+	}
+}
+
+// Released implements pool.Events: db.client.connection.use_time.
+func (t *Telemetry) Released(p string, usage time.Duration) {
+	if t.useTime != nil {
+		t.useTime.Record(context.Background(), seconds(usage), t.attrs(p).record...)
+	}
+	if t.next != nil {
+		t.next.Released(p, usage)
+	}
+}
+
+// Created implements pool.Events: db.client.connection.create_time.
+func (t *Telemetry) Created(p string, dial time.Duration) {
+	if t.createTime != nil {
+		t.createTime.Record(context.Background(), seconds(dial), t.attrs(p).record...)
+	}
+	if t.next != nil {
+		t.next.Created(p, dial)
+	}
+}
+
+// Closed implements pool.Events (no semantic-convention metric; passed to Next).
+func (t *Telemetry) Closed(p string, r pool.CloseReason) {
+	if t.next != nil {
+		t.next.Closed(p, r)
+	}
+}
+
+// Validated implements pool.Events (passed to Next).
+func (t *Telemetry) Validated(p string, alive bool) {
+	if t.next != nil {
+		t.next.Validated(p, alive)
+	}
+}
+
+// ReleasePlanRun implements pool.Events (passed to Next).
+func (t *Telemetry) ReleasePlanRun(p string, rollback bool, statements int, ok bool) {
+	if t.next != nil {
+		t.next.ReleasePlanRun(p, rollback, statements, ok)
+	}
+}
+
+// LeakedStatementClosed implements pool.Events (passed to Next).
+func (t *Telemetry) LeakedStatementClosed(p string) {
+	if t.next != nil {
+		t.next.LeakedStatementClosed(p)
+	}
+}
+
+// StatementDone implements pool.Events (passed to Next).
+func (t *Telemetry) StatementDone(ctx context.Context, p, query string, d time.Duration, err error) {
+	if t.next != nil {
+		t.next.StatementDone(ctx, p, query, d, err)
+	}
+}
+
+// AcquireEnded implements pool.AcquireObserver: one "sqlpool.acquire" span per acquire that
+// waited or probed, ending now and starting waited ago.
+func (t *Telemetry) AcquireEnded(ctx context.Context, p string, waited time.Duration, probes int, err error) {
+	if ao, ok := t.next.(pool.AcquireObserver); ok {
+		ao.AcquireEnded(ctx, p, waited, probes, err)
+	}
+	if t.tracer == nil {
+		return
+	}
+	end := time.Now()
+	a := t.attrs(p)
+	_, span := t.tracer.Start(ctx, SpanAcquire, trace.WithTimestamp(end.Add(-waited)),
+		trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(a.spanAttr,
+			attribute.Float64("sqlpool.acquire.wait_ms", float64(waited)/float64(time.Millisecond)),
+			attribute.Int("sqlpool.acquire.probes", probes)))
+	if err != nil {
+		span.SetAttributes(attribute.String("error.type", errorType(err)))
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End(trace.WithTimestamp(end))
+}
+
+// errorType is a low-cardinality class of an acquire error, for error.type.
+func errorType(err error) string {
+	switch {
+	case errors.Is(err, pool.ErrAcquireTimeout):
+		return "timeout"
+	case errors.Is(err, pool.ErrPoolExhausted):
+		return "pool_exhausted"
+	case errors.Is(err, pool.ErrClosed):
+		return "pool_closed"
+	case errors.Is(err, pool.ErrHook):
+		return "hook_failed"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	}
+	return "_OTHER"
+}
+
+// ReleasePlanEnded implements pool.WorkObserver: with Options.ReleasePlanSpans, one root span
+// "sqlpool.release_plan" per release that ran a plan (the borrower's span is gone by then).
+func (t *Telemetry) ReleasePlanEnded(p string, took time.Duration, statements int, rollback bool, err error) {
+	if wo, ok := t.next.(pool.WorkObserver); ok {
+		wo.ReleasePlanEnded(p, took, statements, rollback, err)
+	}
+	if t.tracer == nil || !t.planSpans {
+		return
+	}
+	end := time.Now()
+	_, span := t.tracer.Start(context.Background(), SpanReleasePlan, trace.WithTimestamp(end.Add(-took)),
+		trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(t.attrs(p).spanAttr,
+			attribute.Int("sqlpool.release_plan.statements", statements),
+			attribute.Bool("sqlpool.release_plan.rollback", rollback)))
+	if err != nil {
+		span.SetAttributes(attribute.String("error.type", "reset_failed"))
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End(trace.WithTimestamp(end))
+}
+
+// ProbeEnded implements pool.WorkObserver: one span "sqlpool.probe" per liveness probe an
+// acquire ran, under the span in the acquire's ctx.
+func (t *Telemetry) ProbeEnded(ctx context.Context, p string, took time.Duration, alive bool) {
+	if wo, ok := t.next.(pool.WorkObserver); ok {
+		wo.ProbeEnded(ctx, p, took, alive)
+	}
+	if t.tracer == nil {
+		return
+	}
+	end := time.Now()
+	_, span := t.tracer.Start(ctx, SpanProbe, trace.WithTimestamp(end.Add(-took)),
+		trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(t.attrs(p).spanAttr, attribute.Bool("sqlpool.probe.alive", alive)))
+	if !alive {
+		span.SetAttributes(attribute.String("error.type", "validation_failed"))
+		span.SetStatus(codes.Error, "the connection failed its liveness probe")
+	}
+	span.End(trace.WithTimestamp(end))
+}
+
+var (
+	_ pool.Events          = (*Telemetry)(nil)
+	_ pool.AcquireObserver = (*Telemetry)(nil)
+	_ pool.WorkObserver    = (*Telemetry)(nil)
+)

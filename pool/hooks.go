@@ -1,0 +1,312 @@
+package pool
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Hooks are code the pool runs at points of a connection's life, each on the connection itself
+// (HookConn), with a context and a time limit (Timeout). What a hook does through HookConn is
+// seen by the session tracker like a borrower's statements: a SET @tenant or SET ROLE run by
+// BeforeAcquire is undone (or the connection discarded, for a setting the tracker cannot undo)
+// when the borrower returns the connection, so it never reaches another borrower. The zero value
+// runs no hooks, and a pool without hooks pays one nil check per acquire and release.
+//
+// A hook that returns an error, panics or is still running when its context ends fails with a
+// *HookError naming the hook; the connection it ran on is closed (its state is unknown) and the
+// creator replaces it. A hook must return when its ctx ends: the pool runs it on the calling
+// goroutine and does not abandon it.
+type Hooks struct {
+	// AfterConnect runs once on every new physical connection, after ConnectionInit and
+	// before the session baseline is recorded: what it sets is part of the baseline, kept for
+	// the connection's life and restored by release plans. A failure is a failed dial: the
+	// creator logs it, records it as Stats.LastError and backs off before the next dial, and a
+	// failure in New's first connection fails New. Its ctx also ends at ConnectTimeout. Zero
+	// value: none.
+	AfterConnect func(ctx context.Context, c HookConn) error
+
+	// BeforeAcquire runs before every hand-out of a connection to a borrower: an acquire
+	// (Connect), and a checkout from the idle list of a DB from OpenDB (ResetSession), after
+	// the pool's own checks. It returns ok=false to reject the connection, which is then closed
+	// while the acquire goes on with another (keeping its place among the waiters), or an
+	// error to fail the acquire (a *HookError wrapping it). Its ctx is the acquire's, also
+	// ended by AcquireTimeout. On a checkout from a DB's idle list database/sql cannot be
+	// given the error: the connection is closed and database/sql retries, in the end with
+	// Connect, whose acquire then fails with the hook's error if the hook fails again. Zero
+	// value: none.
+	BeforeAcquire func(ctx context.Context, c HookConn) (ok bool, err error)
+
+	// AfterRelease runs when a borrower returns a connection that the pool would keep (not
+	// broken, marked or expired), before the release plan, so that what it sets is reset
+	// too. It returns keep=false to close the connection instead; an error (logged) closes it
+	// too. Its ctx is bounded by Timeout only. Zero value: none.
+	AfterRelease func(ctx context.Context, c HookConn) (keep bool, err error)
+
+	// Timeout bounds each hook call. Zero value: ValidationTimeout. Negative: only the ctx
+	// each hook is given bounds it.
+	Timeout time.Duration
+}
+
+// The hooks' names, as a HookError gives them.
+const (
+	HookAfterConnect  = "AfterConnect"
+	HookBeforeAcquire = "BeforeAcquire"
+	HookAfterRelease  = "AfterRelease"
+)
+
+// Close reasons of connections closed because of a hook.
+const (
+	// CloseHookRejected: BeforeAcquire rejected the connection or AfterRelease vetoed its reuse.
+	CloseHookRejected CloseReason = "hook_rejected"
+	// CloseHookFailed: a hook returned an error, panicked or timed out on the connection.
+	CloseHookFailed CloseReason = "hook_failed"
+)
+
+// ErrHook matches every *HookError (errors.Is).
+var ErrHook = errors.New("sqlpool: a lifecycle hook failed")
+
+// HookError is the error of a hook that returned an error, panicked or ran past its time
+// limit. It matches ErrHook, and unwraps to the hook's error (or the ctx's, for a timeout).
+type HookError struct {
+	Pool string
+	Hook string // HookAfterConnect, HookBeforeAcquire or HookAfterRelease
+	// Panic is the value the hook panicked with, or nil.
+	Panic any
+	// TimedOut is set when the hook's ctx reached its time limit (Hooks.Timeout, or the
+	// acquire's AcquireTimeout) before the hook returned; Limit is that limit.
+	TimedOut bool
+	Limit    time.Duration
+	Err      error
+}
+
+func (e *HookError) Error() string {
+	var what string
+	switch {
+	case e.Panic != nil:
+		what = fmt.Sprintf("panicked: %v", e.Panic)
+	case e.TimedOut:
+		what = fmt.Sprintf("timed out after %v (Hooks.Timeout, or the acquire's deadline); make the hook faster or raise the limit", e.Limit)
+		if e.Err != nil {
+			what += ": " + e.Err.Error()
+		}
+	default:
+		what = "failed: " + e.Err.Error()
+	}
+	return fmt.Sprintf("sqlpool: %s: %s hook %s; the connection it ran on was closed", e.Pool, e.Hook, what)
+}
+
+func (e *HookError) Is(target error) bool { return target == ErrHook }
+func (e *HookError) Unwrap() error        { return e.Err }
+
+// HookConn is the connection a hook runs on. Its statements go through the pool's connection
+// wrapper, so the session tracker sees them as it sees a borrower's. It is valid only during
+// the hook call.
+type HookConn struct{ c *conn }
+
+// Conn returns the connection as a driver.Conn (the pool's wrapper, with every optional
+// interface database/sql uses), for what Exec and QueryRow do not cover.
+func (h HookConn) Conn() driver.Conn { return h.c }
+
+// Exec runs one statement with arguments (converted as database/sql converts them).
+func (h HookConn) Exec(ctx context.Context, query string, args ...any) error {
+	nv, err := h.namedValues(args)
+	if err != nil {
+		return err
+	}
+	_, err = h.c.ExecContext(ctx, query, nv)
+	if err == driver.ErrSkip {
+		var st driver.Stmt
+		if st, err = h.c.PrepareContext(ctx, query); err != nil {
+			return err
+		}
+		_, err = st.(driver.StmtExecContext).ExecContext(ctx, nv)
+		_ = st.Close()
+	}
+	return err
+}
+
+// QueryRow runs a query and returns its first row; a query without rows returns io.EOF.
+func (h HookConn) QueryRow(ctx context.Context, query string, args ...any) ([]driver.Value, error) {
+	nv, err := h.namedValues(args)
+	if err != nil {
+		return nil, err
+	}
+	var rows driver.Rows
+	var st driver.Stmt
+	rows, err = h.c.QueryContext(ctx, query, nv)
+	if err == driver.ErrSkip {
+		if st, err = h.c.PrepareContext(ctx, query); err != nil {
+			return nil, err
+		}
+		defer st.Close()
+		rows, err = st.(driver.StmtQueryContext).QueryContext(ctx, nv)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	dest := make([]driver.Value, len(rows.Columns()))
+	if err := rows.Next(dest); err != nil {
+		return nil, err
+	}
+	for i, v := range dest { // the driver may reuse its buffers after Close
+		if b, ok := v.([]byte); ok {
+			dest[i] = append([]byte(nil), b...)
+		}
+	}
+	return dest, nil
+}
+
+func (h HookConn) namedValues(args []any) ([]driver.NamedValue, error) {
+	if len(args) == 0 {
+		return nil, nil
+	}
+	nv := make([]driver.NamedValue, len(args))
+	for i, a := range args {
+		nv[i] = driver.NamedValue{Ordinal: i + 1, Value: a}
+		err := h.c.CheckNamedValue(&nv[i])
+		if err == driver.ErrSkip {
+			nv[i].Value, err = driver.DefaultParameterConverter.ConvertValue(a)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("argument %d: %w", i+1, err)
+		}
+	}
+	return nv, nil
+}
+
+// hookLimit is the time limit of one hook call (negative: none).
+func (p *Pool) hookLimit() time.Duration {
+	if t := p.cfg.Hooks.Timeout; t != 0 {
+		return t
+	}
+	return p.cfg.ValidationTimeout
+}
+
+// callHook runs f on c within limit (and ctx), turning a panic, a timeout or an error into a
+// *HookError. Statements f left open are closed (not those of database/sql's own, which c
+// may hold across borrows).
+func (p *Pool) callHook(ctx context.Context, name string, limit time.Duration, c *conn, f func(context.Context, HookConn) error) (err error) {
+	before := len(c.open)
+	hctx := ctx
+	if limit > 0 {
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithTimeout(ctx, limit)
+		defer cancel()
+	}
+	defer func() {
+		for len(c.open) > before {
+			_ = c.open[len(c.open)-1].Close() // untracks it
+			if len(c.open) > before {
+				c.open = c.open[:len(c.open)-1]
+			}
+		}
+		if r := recover(); r != nil {
+			err = &HookError{Pool: p.cfg.Name, Hook: name, Panic: r}
+		}
+	}()
+	err = f(hctx, HookConn{c})
+	if hctx.Err() != nil && ctx.Err() == nil {
+		return &HookError{Pool: p.cfg.Name, Hook: name, TimedOut: true, Limit: limit, Err: err}
+	}
+	if err != nil {
+		return &HookError{Pool: p.cfg.Name, Hook: name, Err: err}
+	}
+	return nil
+}
+
+// runAfterConnect runs Hooks.AfterConnect on a new entry, before its baseline is recorded.
+func (p *Pool) runAfterConnect(ctx context.Context, e *entry) error {
+	c := &conn{p: p, e: e}
+	err := p.callHook(ctx, HookAfterConnect, p.hookLimit(), c, func(ctx context.Context, h HookConn) error {
+		return p.cfg.Hooks.AfterConnect(ctx, h)
+	})
+	// What the tracker saw is the baseline's to record: start it afresh.
+	e.sess = session{}
+	e.fatal = nil
+	return err
+}
+
+// runBeforeAcquire runs Hooks.BeforeAcquire on e, which the acquire owns (dl: its deadline, or
+// nil on the fast path). It returns CloseHookRejected when the hook rejects e (the caller
+// closes it and goes on), or an error after closing e itself.
+func (p *Pool) runBeforeAcquire(ctx context.Context, e *entry, dl *deadline) (CloseReason, error) {
+	limit := p.hookLimit()
+	var left time.Duration
+	if dl != nil {
+		left = dl.left(p)
+	} else {
+		left = p.acquireTimeout()
+	}
+	if left > 0 && (limit < 0 || left < limit) {
+		limit = max(left, time.Millisecond)
+	}
+	ok := true
+	c := &conn{p: p, e: e}
+	err := p.callHook(ctx, HookBeforeAcquire, limit, c, func(ctx context.Context, h HookConn) error {
+		var err error
+		ok, err = p.cfg.Hooks.BeforeAcquire(ctx, h)
+		return err
+	})
+	if err != nil {
+		p.releaseLocks(e)
+		p.closeEntry(e, CloseHookFailed)
+		return "", err
+	}
+	if !ok || e.fatal != nil {
+		p.releaseLocks(e)
+		return CloseHookRejected, nil
+	}
+	return "", nil
+}
+
+// lentBeforeAcquire runs Hooks.BeforeAcquire for a checkout from a DB's idle list
+// (conn.ResetSession) and reports whether the connection may be handed out; if not it is
+// marked, and the Close database/sql sends next closes it.
+func (p *Pool) lentBeforeAcquire(ctx context.Context, c *conn) bool {
+	ok := true
+	err := p.callHook(ctx, HookBeforeAcquire, p.hookLimit(), c, func(ctx context.Context, h HookConn) error {
+		var err error
+		ok, err = p.cfg.Hooks.BeforeAcquire(ctx, h)
+		return err
+	})
+	e := c.e
+	switch {
+	case err != nil:
+		p.cfg.Logger.Warn("sqlpool: hook failed on a checkout from database/sql's idle list; closing the connection",
+			"pool", p.cfg.Name, "conn", e.id, "error", err)
+		e.discard = CloseHookFailed
+	case !ok || e.fatal != nil:
+		e.discard = CloseHookRejected
+	default:
+		return true
+	}
+	p.releaseLocks(e)
+	e.evict.Store(true)
+	return false
+}
+
+// runAfterRelease runs Hooks.AfterRelease on a returned entry and returns "" to keep it, or why
+// it must be closed.
+func (p *Pool) runAfterRelease(e *entry) CloseReason {
+	keep := true
+	c := &conn{p: p, e: e}
+	err := p.callHook(p.dialCtx, HookAfterRelease, p.hookLimit(), c, func(ctx context.Context, h HookConn) error {
+		var err error
+		keep, err = p.cfg.Hooks.AfterRelease(ctx, h)
+		return err
+	})
+	switch {
+	case err != nil:
+		p.cfg.Logger.Warn("sqlpool: hook failed on a returned connection; closing it", "pool", p.cfg.Name, "conn", e.id, "error", err)
+		p.releaseLocks(e)
+		return CloseHookFailed
+	case !keep || e.fatal != nil:
+		p.releaseLocks(e)
+		return CloseHookRejected
+	}
+	return ""
+}
