@@ -279,7 +279,10 @@ func TestAllHostsDownFailsFastAndRecovers(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	eventually(t, "all hosts down", func() bool { return b.c.AllHostsDownEvents() == 1 })
+	// The counter moves before the log lines are written: wait for both.
+	eventually(t, "all hosts down", func() bool {
+		return b.c.AllHostsDownEvents() == 1 && b.log.count("sqlpool: host down") >= 2 && b.log.count("sqlpool: all hosts down") >= 1
+	})
 	for i := 0; i < 5; i++ {
 		start := time.Now()
 		_, err := db.Exec("DO 1")

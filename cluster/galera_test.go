@@ -501,6 +501,9 @@ func galeraKillTwo(ctx context.Context, t *testing.T, g *mysqltest.Galera) {
 		}
 		return false
 	})
+	// Node 1 rejoins by state transfer from node 2 or 3, whose donor role takes it out of use:
+	// both must be in use first, or the donor's turn would be a second "all hosts down".
+	eventually(t, "nodes 2 and 3 in use", func() bool { h := b.c.Hosts(); return h[1].Up && h[2].Up })
 	g.Start(1)
 	eventually(t, "writes with three nodes", func() bool { return w.successes(true) >= 400 })
 	ops := w.finish()
