@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -163,6 +164,8 @@ func markdown(res *Results) string {
 			switch r.Kind {
 			case "closed-backoff":
 				step = "closed, 20 ms backoff on 503 (saturation probe)"
+			case "closed":
+				step = "closed, 16 senders, 20 ms backoff on 503"
 			case "open":
 				step, off = f0(r.RatePct)+" %", f0(r.Offered)
 			case "open-baseline":
@@ -177,7 +180,7 @@ func markdown(res *Results) string {
 		}
 		b.WriteString("\n")
 	}
-	if len(res.Ratios) > 0 {
+	if slices.ContainsFunc(res.Ratios, func(r Ratio) bool { return r.RunsSQL > 0 || r.P99PoolNone > 0 }) {
 		b.WriteString("### Ratios (open loop; medians over the interleaved runs, [range])\n\n")
 		b.WriteString("| rate | runs pool/sql | stored spans/s pool ÷ database-sql | p99 pool ÷ database-sql | p99 of 202s pool ÷ database-sql | p99 pool ÷ none | stored not less | p99 not worse | ≤ 50 %: p99 ≤ 2× none |\n")
 		b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
@@ -194,6 +197,7 @@ func markdown(res *Results) string {
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString(otlpTables(res.Rows, res.OTLP))
 	if q := queryTable(res.Rows); q != "" {
 		b.WriteString(q)
 	}
@@ -249,5 +253,159 @@ func queryTable(rows []Row) string {
 		return ""
 	}
 	b.WriteString("\n")
+	return b.String()
+}
+
+// OTLPRatio compares a configuration sent OTLP/HTTP protobuf (its "-otlp"
+// twin) with the same configuration sent JSON v2, at one step, over the
+// interleaved runs: the ratios of the runs' stored spans/s, run by run
+// (each run's two steps are seconds apart).
+type OTLPRatio struct {
+	Config  string  `json:"config"`   // the JSON configuration, e.g. "pool"
+	Step    string  `json:"step"`     // "closed" (16 senders with backoff) or "open"
+	RatePct float64 `json:"rate_pct"` // open loop: offered, % of saturation
+	// Saturated: the closed loop, or an open-loop step offered more than
+	// the saturation rate.
+	Saturated bool `json:"saturated"`
+	// Stored spans/s, OTLP over JSON, per run, and their median and range.
+	Stored       []float64 `json:"stored_otlp_over_json_per_run"`
+	StoredMedian float64   `json:"stored_otlp_over_json"`
+	StoredMin    float64   `json:"stored_otlp_over_json_min"`
+	StoredMax    float64   `json:"stored_otlp_over_json_max"`
+	// p99 of the POSTs, OTLP over JSON, median of the per-run ratios.
+	P99Median float64 `json:"p99_otlp_over_json"`
+}
+
+// otlpStepKey is a row's step in the comparison: the closed loop (rate
+// -1, so that it sorts first), or the open loop at its rate.
+func otlpStepKey(r Row) (string, float64) {
+	if r.Kind == "closed" {
+		return "closed", -1
+	}
+	return "open", r.RatePct
+}
+
+// otlpRatios pairs every OTLP configuration's closed and open steps with
+// its JSON twin's of the same run.
+func otlpRatios(rows []Row) []OTLPRatio {
+	type key struct {
+		config string
+		step   string
+		pct    float64
+	}
+	var keys []key
+	per := map[key][][2]float64{} // per run: stored ratio, p99 ratio
+	for _, o := range rows {
+		if payloadOf(o.Config) != payloadOTLP || (o.Kind != "open" && o.Kind != "closed") {
+			continue
+		}
+		for _, j := range rows {
+			if j.Config != baseConfig(o.Config) || j.Kind != o.Kind || j.Run != o.Run || j.RatePct != o.RatePct {
+				continue
+			}
+			step, pct := otlpStepKey(o)
+			k := key{j.Config, step, pct}
+			if _, ok := per[k]; !ok {
+				keys = append(keys, k)
+			}
+			per[k] = append(per[k], [2]float64{div(o.StoredSpans, j.StoredSpans), div(o.Latency.P99, j.Latency.P99)})
+		}
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if a.config != b.config {
+			return strings.Compare(a.config, b.config)
+		}
+		return cmp.Compare(a.pct, b.pct) // closed (-1) first
+	})
+	var out []OTLPRatio
+	for _, k := range keys {
+		r := OTLPRatio{Config: k.config, Step: k.step, Saturated: k.step == "closed" || k.pct > 100}
+		if k.step == "open" {
+			r.RatePct = k.pct
+		}
+		var p99 []float64
+		for _, v := range per[k] {
+			r.Stored = append(r.Stored, v[0])
+			p99 = append(p99, v[1])
+		}
+		r.StoredMedian, r.StoredMin, r.StoredMax = median(r.Stored), slices.Min(r.Stored), slices.Max(r.Stored)
+		r.P99Median = median(p99)
+		out = append(out, r)
+	}
+	return out
+}
+
+// otlpBar is the bar of the OTLP payload: at saturation, stored spans/s
+// with OTLP/HTTP protobuf at least 0.8× JSON v2's in the same run.
+const otlpBar = 0.8
+
+// otlpTables renders the OTLP comparison: the paired steps run by run,
+// then the ratios per step and the verdict at saturation.
+func otlpTables(rows []Row, rs []OTLPRatio) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	var configs []string
+	for _, r := range rs {
+		if !slices.Contains(configs, r.Config) {
+			configs = append(configs, r.Config)
+		}
+	}
+	for _, c := range configs {
+		oc := c + otlpSuffix
+		fmt.Fprintf(&b, "### OTLP/HTTP protobuf (%s) vs JSON v2 (%s), run by run\n\n", oc, c)
+		b.WriteString("Each pair of steps ran back to back on two servers of the same configuration (own databases); stored spans/s counts each step's own spans. OTLP's 200 is counted as JSON's 202.\n\n")
+		b.WriteString("| step | run | JSON stored spans/s | OTLP stored spans/s | OTLP ÷ JSON | JSON p50 / p99 ms | OTLP p50 / p99 ms | JSON 503 | OTLP 503 | JSON / OTLP server CPU % | load1 |\n")
+		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, r := range rs {
+			if r.Config != c {
+				continue
+			}
+			for _, j := range rows {
+				step, pct := otlpStepKey(j)
+				if j.Config != c || step != r.Step || (step == "open" && pct != r.RatePct) {
+					continue
+				}
+				for _, o := range rows {
+					if o.Config != oc || o.Kind != j.Kind || o.Run != j.Run || o.RatePct != j.RatePct {
+						continue
+					}
+					label := "closed, 16 senders"
+					if step == "open" {
+						label = f0(pct) + " %"
+					}
+					fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s / %s | %s / %s | %d | %d | %s / %s | %s |\n", label, j.Run,
+						f0(j.StoredSpans), f0(o.StoredSpans), f2(div(o.StoredSpans, j.StoredSpans)),
+						f1(j.Latency.P50), f1(j.Latency.P99), f1(o.Latency.P50), f1(o.Latency.P99), j.Rejected, o.Rejected,
+						f0(j.Server.CPUPercent), f0(o.Server.CPUPercent), f1(min(j.Load1, o.Load1)))
+				}
+			}
+		}
+		b.WriteString("\n")
+		fmt.Fprintf(&b, "### OTLP ÷ JSON v2 (%s), stored spans/s per run: median [min–max]\n\n", c)
+		b.WriteString("| step | runs | stored spans/s OTLP ÷ JSON | p99 OTLP ÷ JSON (median) | at saturation |\n|---|---|---|---|---|\n")
+		var sat []float64
+		for _, r := range rs {
+			if r.Config != c {
+				continue
+			}
+			label := "closed, 16 senders"
+			if r.Step == "open" {
+				label = f0(r.RatePct) + " %"
+			}
+			s := "—"
+			if r.Saturated {
+				s = "yes"
+				sat = append(sat, r.Stored...)
+			}
+			fmt.Fprintf(&b, "| %s | %d | %s [%s–%s] | %s | %s |\n", label, len(r.Stored), f2(r.StoredMedian), f2(r.StoredMin), f2(r.StoredMax), f2(r.P99Median), s)
+		}
+		b.WriteString("\n")
+		if len(sat) > 0 {
+			fmt.Fprintf(&b, "At saturation (the closed loop and the open-loop steps above 100 %%), %d paired steps: stored spans/s OTLP ÷ JSON v2 median %s, min %s, max %s; bar ≥ %.1f× (median): %s.\n\n",
+				len(sat), f2(median(sat)), f2(slices.Min(sat)), f2(slices.Max(sat)), otlpBar, yes(median(sat) >= otlpBar))
+		}
+	}
 	return b.String()
 }
