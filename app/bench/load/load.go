@@ -127,24 +127,25 @@ func runLoad(ctx context.Context, o *options) error {
 
 // orderConfigs checks the -configs list and puts it in the order the
 // configurations run: pool first (the saturation rate is measured on the
-// first), database-sql, spool, none, each configuration's OTLP twin right
-// after it, so that the two alternate step by step.
+// first), database-sql, spool, none, each configuration's twins with other
+// payloads (-otel-json, -otlp; not for spool) right after it, so that they
+// alternate step by step.
 func orderConfigs(list []string) ([]string, error) {
 	list = slices.Clone(list)
 	for i := range list {
 		list[i] = strings.TrimSpace(list[i])
 	}
 	var configs []string
-	for _, c := range []string{"pool", "database-sql", "spool", "none"} {
-		for _, c := range []string{c, c + otlpSuffix} {
-			if slices.Contains(list, c) && c != "spool"+otlpSuffix {
+	for _, base := range []string{"pool", "database-sql", "spool", "none"} {
+		for _, c := range []string{base, base + otelJSONSuffix, base + otlpSuffix} {
+			if slices.Contains(list, c) && (base != "spool" || c == base) {
 				configs = append(configs, c)
 			}
 		}
 	}
 	for _, c := range list {
 		if !slices.Contains(configs, c) {
-			return nil, fmt.Errorf("-configs: unknown configuration %q: use pool, database-sql, spool or none, or pool, database-sql or none with the suffix %s (OTLP/HTTP protobuf load)", c, otlpSuffix)
+			return nil, fmt.Errorf("-configs: unknown configuration %q: use pool, database-sql, spool or none, or pool, database-sql or none with the suffix %s (OTLP/HTTP protobuf load) or %s (JSON v2 with the tags of OpenTelemetry's Zipkin exporter)", c, otlpSuffix, otelJSONSuffix)
 		}
 	}
 	return configs, nil
@@ -220,10 +221,11 @@ func (e *env) interleaved(ctx context.Context, res *Results, configs []string) (
 			return rows, err
 		}
 	}
-	// With an OTLP configuration, every run also compares the storage's
-	// throughput of the two payloads in a closed loop (16 senders, 20 ms
-	// backoff after a 503), the saturation of reporters that back off.
-	withOTLP := slices.ContainsFunc(configs, func(c string) bool { return payloadOf(c) == payloadOTLP })
+	// With a configuration of another payload than JSON v2, every run
+	// also compares the storage's throughput of the payloads in a closed
+	// loop (16 senders, 20 ms backoff after a 503), the saturation of
+	// reporters that back off.
+	withOTLP := slices.ContainsFunc(configs, func(c string) bool { return payloadOf(c) != payloadJSON })
 	// swap alternates which of the first two configurations goes first.
 	swap := func(order []string, odd bool) {
 		if odd && len(order) >= 2 && baseConfig(order[0]) != "none" && baseConfig(order[1]) != "none" {
@@ -315,9 +317,9 @@ func (e *env) closedLoop(ctx context.Context, res *Results, config string, s *se
 		p := Row{Config: config, Run: 1, Kind: "closed-backoff"}
 		var lr LoadResult
 		err := e.measure(ctx, &p, s, true, func() error {
-			if payloadOf(config) == payloadOTLP {
-				// The same closed loop in the generator, sending OTLP.
-				sr, err := e.runOpenLoop(ctx, openLoop{BaseURL: s.base, Closed: 16, Duration: o.step, Seed: 7, Payload: payloadOTLP})
+			if payloadOf(config) != payloadJSON {
+				// The same closed loop in the generator, with the configuration's payload.
+				sr, err := e.runOpenLoop(ctx, openLoop{BaseURL: s.base, Closed: 16, Duration: o.step, Seed: 7, Payload: payloadOf(config)})
 				lr = LoadResult{Traces: sr.AcceptedAll, Rejected: int64(sr.Rejected), PostsPerS: float64(sr.AcceptedAll) / o.step.Seconds()}
 				return err
 			}

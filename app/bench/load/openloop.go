@@ -52,8 +52,10 @@ type openLoop struct {
 	// answered, for the stored spans/s of exactly the step.
 	CountDSN string
 	// Payload is what the POSTs carry: payloadJSON (or ""), Zipkin JSON v2
-	// to /api/v2/spans, answered 202; or payloadOTLP, the same traces as
-	// OTLP/HTTP protobuf to /v1/traces, answered 200 (otlpenc.go).
+	// to /api/v2/spans, answered 202; payloadOTelJSON, the same with the
+	// tags of OpenTelemetry's Zipkin exporter; or payloadOTLP, the same
+	// traces as OTLP/HTTP protobuf to /v1/traces, answered 200
+	// (otlpenc.go).
 	Payload string
 	// Closed, when positive, makes the step a closed loop of Closed
 	// senders instead of a schedule: each POSTs a trace, waits for the
@@ -237,9 +239,12 @@ func (o *openLoop) run(ctx context.Context) StepResult {
 			ts -= 1 + rng.Int64N(o.SpreadMicros)
 		}
 		var body []byte
-		if o.Payload == payloadOTLP {
+		switch o.Payload {
+		case payloadOTLP:
 			body = appendOTLPTrace(make([]byte, 0, 4<<10), rng, &realIDs{high: high, low: low, baseMicro: ts})
-		} else {
+		case payloadOTelJSON:
+			body = appendOTelJSONTrace(make([]byte, 0, 8<<10), rng, &realIDs{high: high, low: low, baseMicro: ts})
+		default:
 			body = appendTrace(make([]byte, 0, 8<<10), rng, &realIDs{high: high, low: low, baseMicro: ts})
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, o.BaseURL+path, bytes.NewReader(body))

@@ -239,24 +239,37 @@ func appendOTLPTrace(b []byte, rng *rand.Rand, ids *realIDs) []byte {
 // Payloads: what a configuration's load generator sends.
 const (
 	payloadJSON = "json" // Zipkin JSON v2 to POST /api/v2/spans
-	payloadOTLP = "otlp" // OTLP/HTTP protobuf to POST /v1/traces
+	// payloadOTelJSON is the same JSON v2 with the tags OpenTelemetry's
+	// Zipkin exporter adds (appendOTelJSONTrace): what a service sent
+	// before moving from that exporter to OTLP.
+	payloadOTelJSON = "otel-json"
+	payloadOTLP     = "otlp" // OTLP/HTTP protobuf to POST /v1/traces
 )
 
-// otlpSuffix marks a configuration whose load is OTLP/HTTP protobuf:
-// "pool-otlp" is the pool server, on its own database, sent OTLP.
-const otlpSuffix = "-otlp"
+// Configuration suffixes: "pool-otlp" is the pool server, on its own
+// database, sent OTLP/HTTP protobuf; "pool-otel-json" the pool sent
+// payloadOTelJSON.
+const (
+	otlpSuffix     = "-otlp"
+	otelJSONSuffix = "-otel-json"
+)
 
 // payloadOf is the payload of a configuration.
 func payloadOf(config string) string {
-	if strings.HasSuffix(config, otlpSuffix) {
+	switch {
+	case strings.HasSuffix(config, otlpSuffix):
 		return payloadOTLP
+	case strings.HasSuffix(config, otelJSONSuffix):
+		return payloadOTelJSON
 	}
 	return payloadJSON
 }
 
 // baseConfig is the server configuration of a configuration ("pool-otlp"
 // → "pool").
-func baseConfig(config string) string { return strings.TrimSuffix(config, otlpSuffix) }
+func baseConfig(config string) string {
+	return strings.TrimSuffix(strings.TrimSuffix(config, otlpSuffix), otelJSONSuffix)
+}
 
 // postTarget is the path, content type and success status of a payload.
 func postTarget(payload string) (path, contentType string, ok int) {

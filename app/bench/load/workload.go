@@ -181,10 +181,21 @@ const (
 // appendTrace appends one trace of SpansPerTrace spans (newTrace) as a
 // JSON v2 array; w supplies IDs and timestamps.
 func appendTrace(b []byte, rng *rand.Rand, w traceWriter) []byte {
-	return appendJSONTrace(b, newTrace(rng), w)
+	return appendJSONTrace(b, newTrace(rng), w, false)
 }
 
-func appendJSONTrace(b []byte, t *trace, w traceWriter) []byte {
+// appendOTelJSONTrace appends the trace of appendTrace as OpenTelemetry's
+// deprecated Zipkin exporter writes it when the service sends the OTLP
+// payload's spans (otlpenc.go) through that exporter: the same JSON v2
+// with the tags that exporter adds, service.name on every span (resource
+// attributes become tags), peer.service on CLIENT spans (the attribute that
+// names the remote service) and otel.status_code=ERROR on a failed entry
+// span, and so the same tags as the OTLP payload stores.
+func appendOTelJSONTrace(b []byte, rng *rand.Rand, w traceWriter) []byte {
+	return appendJSONTrace(b, newTrace(rng), w, true)
+}
+
+func appendJSONTrace(b []byte, t *trace, w traceWriter, otelTags bool) []byte {
 	b = append(b, '[')
 	for i := range t.spans {
 		s := &t.spans[i]
@@ -239,6 +250,22 @@ func appendJSONTrace(b []byte, t *trace, w traceWriter) []byte {
 		if s.remote == remoteMySQL {
 			b = append(b, `,"sql.query":"`+sqlQuery+`"`...)
 		}
+		if otelTags {
+			b = append(b, `,"service.name":"`...)
+			b = append(b, ServiceName(s.svc)...)
+			b = append(b, '"')
+			switch {
+			case s.remote == remoteMySQL:
+				b = append(b, `,"peer.service":"mysql"`...)
+			case s.remote >= 0:
+				b = append(b, `,"peer.service":"`...)
+				b = append(b, ServiceName(s.remote)...)
+				b = append(b, '"')
+			}
+			if t.failed && i == 0 {
+				b = append(b, `,"otel.status_code":"ERROR"`...)
+			}
+		}
 		b = append(b, `}}`...)
 	}
 	return append(b, ']')
@@ -250,6 +277,15 @@ func appendJSONTrace(b []byte, t *trace, w traceWriter) []byte {
 // hook prints one line "WRKJSON {…}" with the run's summary, which
 // parseWrk reads.
 func luaScript(templates int, seed uint64) string {
+	return luaJSONScript(templates, seed, appendTrace)
+}
+
+// luaOTelJSONScript is luaScript with the traces of appendOTelJSONTrace.
+func luaOTelJSONScript(templates int, seed uint64) string {
+	return luaJSONScript(templates, seed, appendOTelJSONTrace)
+}
+
+func luaJSONScript(templates int, seed uint64, appendTrace func([]byte, *rand.Rand, traceWriter) []byte) string {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	var sb strings.Builder
 	sb.WriteString(luaHead)
