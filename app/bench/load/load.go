@@ -63,12 +63,18 @@ type Results struct {
 	SaturationRPS float64           `json:"saturation_rps"`
 	Rows          []Row             `json:"rows"`
 	Ratios        []Ratio           `json:"ratios"`
-	Retention     []*RetentionCheck `json:"retention,omitempty"`
-	Profiles      map[string]string `json:"profiles,omitempty"`
+	// OTLP compares the OTLP configurations with their JSON twins.
+	OTLP      []OTLPRatio       `json:"otlp_over_json,omitempty"`
+	Retention []*RetentionCheck `json:"retention,omitempty"`
+	Profiles  map[string]string `json:"profiles,omitempty"`
 }
 
 func runLoad(ctx context.Context, o *options) error {
 	started := time.Now()
+	configs, err := orderConfigs(o.configs)
+	if err != nil {
+		return err
+	}
 	e, err := setup(ctx, o)
 	if err != nil {
 		return err
@@ -81,13 +87,7 @@ func runLoad(ctx context.Context, o *options) error {
 		StepSeconds: o.step.Seconds(), SaturationRPS: o.saturation,
 	}
 	has := func(c string) bool { return slices.Contains(o.configs, c) }
-	var configs []string // pool first: the saturation rate is measured on it
-	for _, c := range []string{"pool", "database-sql", "spool", "none"} {
-		if has(c) {
-			configs = append(configs, c)
-		}
-	}
-	if res.SaturationRPS == 0 && (len(configs) == 0 || configs[0] == "none") {
+	if res.SaturationRPS == 0 && (len(configs) == 0 || baseConfig(configs[0]) == "none") {
 		return fmt.Errorf("the saturation rate is measured on the first configuration with storage; include pool or database-sql, or pass -saturation")
 	}
 	rows, err := e.interleaved(ctx, res, configs)
@@ -119,11 +119,36 @@ func runLoad(ctx context.Context, o *options) error {
 		res.Profiles = p
 	}
 	res.Finished = time.Now()
-	res.Ratios = ratios(res.Rows)
 	writeResults(o.out, res)
 	fmt.Println(markdown(res))
 	logf("done in %s; results in %s", time.Since(started).Round(time.Second), o.out)
 	return nil
+}
+
+// orderConfigs checks the -configs list and puts it in the order the
+// configurations run: pool first (the saturation rate is measured on the
+// first), database-sql, spool, none, each configuration's twins with other
+// payloads (-otel-json, -otlp; not for spool) right after it, so that they
+// alternate step by step.
+func orderConfigs(list []string) ([]string, error) {
+	list = slices.Clone(list)
+	for i := range list {
+		list[i] = strings.TrimSpace(list[i])
+	}
+	var configs []string
+	for _, base := range []string{"pool", "database-sql", "spool", "none"} {
+		for _, c := range []string{base, base + otelJSONSuffix, base + otlpSuffix} {
+			if slices.Contains(list, c) && (base != "spool" || c == base) {
+				configs = append(configs, c)
+			}
+		}
+	}
+	for _, c := range list {
+		if !slices.Contains(configs, c) {
+			return nil, fmt.Errorf("-configs: unknown configuration %q: use pool, database-sql, spool or none, or pool, database-sql or none with the suffix %s (OTLP/HTTP protobuf load) or %s (JSON v2 with the tags of OpenTelemetry's Zipkin exporter)", c, otlpSuffix, otelJSONSuffix)
+		}
+	}
+	return configs, nil
 }
 
 // measure runs step (a wrk run or an open-loop step) while watching the
@@ -196,23 +221,49 @@ func (e *env) interleaved(ctx context.Context, res *Results, configs []string) (
 			return rows, err
 		}
 	}
+	// With a configuration of another payload than JSON v2, every run
+	// also compares the storage's throughput of the payloads in a closed
+	// loop (16 senders, 20 ms backoff after a 503), the saturation of
+	// reporters that back off.
+	withOTLP := slices.ContainsFunc(configs, func(c string) bool { return payloadOf(c) != payloadJSON })
+	// swap alternates which of the first two configurations goes first.
+	swap := func(order []string, odd bool) {
+		if odd && len(order) >= 2 && baseConfig(order[0]) != "none" && baseConfig(order[1]) != "none" {
+			order[0], order[1] = order[1], order[0]
+		}
+	}
 	for run := 1; run <= o.runs; run++ {
 		// Each run starts from empty tables (see mariaDB.truncateData).
 		for _, c := range configs {
-			if c == "none" {
+			if baseConfig(c) == "none" {
 				continue
 			}
 			if err := e.mdb.truncateData(ctx, servers[c].db); err != nil {
 				return rows, fmt.Errorf("emptying %s before run %d: %w", servers[c].db, run, err)
 			}
 		}
+		if withOTLP {
+			order := slices.Clone(configs)
+			swap(order, run%2 == 0)
+			for _, c := range order {
+				if baseConfig(c) == "none" {
+					continue
+				}
+				if ctx.Err() != nil {
+					return rows, ctx.Err()
+				}
+				r, err := e.closedStep(ctx, c, run, servers[c])
+				if err != nil {
+					return rows, err
+				}
+				rows = append(rows, r)
+			}
+		}
 		for i, pct := range o.rates {
 			order := slices.Clone(configs)
-			if (run+i)%2 == 0 && len(order) >= 2 && order[0] == "pool" && order[1] != "none" {
-				order[0], order[1] = order[1], order[0]
-			}
+			swap(order, (run+i)%2 == 0)
 			for _, c := range order {
-				if c == "none" && run > 1 {
+				if baseConfig(c) == "none" && run > 1 {
 					continue
 				}
 				if ctx.Err() != nil {
@@ -241,7 +292,7 @@ func (e *env) closedLoop(ctx context.Context, res *Results, config string, s *se
 	var wr WrkResult
 	err := e.measure(ctx, &w, s, true, func() error {
 		var err error
-		wr, err = runWrk(ctx, e.tmp, o.cpusLoad, s.base, o.wrkConns, o.step)
+		wr, err = runWrk(ctx, e.tmp, o.cpusLoad, s.base, payloadOf(config), o.wrkConns, o.step)
 		return err
 	})
 	if err != nil {
@@ -266,6 +317,12 @@ func (e *env) closedLoop(ctx context.Context, res *Results, config string, s *se
 		p := Row{Config: config, Run: 1, Kind: "closed-backoff"}
 		var lr LoadResult
 		err := e.measure(ctx, &p, s, true, func() error {
+			if payloadOf(config) != payloadJSON {
+				// The same closed loop in the generator, with the configuration's payload.
+				sr, err := e.runOpenLoop(ctx, openLoop{BaseURL: s.base, Closed: 16, Duration: o.step, Seed: 7, Payload: payloadOf(config)})
+				lr = LoadResult{Traces: sr.AcceptedAll, Rejected: int64(sr.Rejected), PostsPerS: float64(sr.AcceptedAll) / o.step.Seconds()}
+				return err
+			}
 			b, _ := json.Marshal(closedLoad{BaseURL: s.base, Conns: 16, Duration: o.step, Seed: 7})
 			return e.worker(ctx, "-closedload-worker", string(b), &lr)
 		})
@@ -285,6 +342,29 @@ func (e *env) closedLoop(ctx context.Context, res *Results, config string, s *se
 	return rows, nil
 }
 
+// closedStep runs one closed-loop step in the generator: 16 senders, each
+// waiting 20 ms after a 503, as many reporters that back off; stored
+// spans/s counts the step's own spans.
+func (e *env) closedStep(ctx context.Context, config string, run int, s *serverProc) (Row, error) {
+	o := e.o
+	r := Row{Config: config, Run: run, Kind: "closed"}
+	var sr StepResult
+	err := e.measure(ctx, &r, s, false, func() error {
+		var err error
+		sr, err = e.runOpenLoop(ctx, openLoop{BaseURL: s.base, Closed: 16, Backoff: 20 * time.Millisecond, Duration: o.step,
+			Seed: uint64(run * 1000), WarmUp: time.Second, CountDSN: e.countDSN(config), Payload: payloadOf(config)})
+		return err
+	})
+	if err != nil {
+		return r, err
+	}
+	fillOpen(&r, sr)
+	logf("%s run %d closed (16 senders, 20 ms backoff): %.0f done/s, %d×503, %d errors, stored %.0f spans/s, p50 %.1f p99 %.1f ms, server cpu %.0f%%",
+		config, run, r.RPS, r.Rejected, r.Errors, r.StoredSpans, r.Latency.P50, r.Latency.P99, r.Server.CPUPercent)
+	s.drain(ctx, 60*time.Second)
+	return r, nil
+}
+
 // openStep runs one open-loop step at pct of the saturation rate.
 func (e *env) openStep(ctx context.Context, res *Results, config string, run int, pct float64, s *serverProc) (Row, error) {
 	o := e.o
@@ -295,7 +375,7 @@ func (e *env) openStep(ctx context.Context, res *Results, config string, run int
 		var err error
 		sr, err = e.runOpenLoop(ctx, openLoop{BaseURL: s.base, Rate: rate, Duration: o.step,
 			QueryRate: o.queryRate, Seed: uint64(run*1000) + uint64(pct),
-			WarmUp: time.Second, CountDSN: e.countDSN(config)})
+			WarmUp: time.Second, CountDSN: e.countDSN(config), Payload: payloadOf(config)})
 		return err
 	})
 	if err != nil {
@@ -310,7 +390,7 @@ func (e *env) openStep(ctx context.Context, res *Results, config string, run int
 
 // countDSN is where the generator counts stored spans ("" for none).
 func (e *env) countDSN(config string) string {
-	if config == "none" {
+	if baseConfig(config) == "none" {
 		return ""
 	}
 	return e.mdb.dsn(dbFor(config))
@@ -534,6 +614,7 @@ func httpGet(url string) ([]byte, error) {
 
 func writeResults(dir string, res *Results) {
 	res.Ratios = ratios(res.Rows)
+	res.OTLP = otlpRatios(res.Rows)
 	b, _ := json.MarshalIndent(res, "", "  ")
 	_ = os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644)
 	_ = os.WriteFile(filepath.Join(dir, "results.md"), []byte(markdown(res)), 0o644)

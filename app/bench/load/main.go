@@ -94,7 +94,7 @@ func main() {
 	flag.BoolVar(&o.profile, "profile", true, "collect the server's mutex and block profiles at 50 % saturation (pool)")
 	flag.BoolVar(&o.queryBench, "querybench", false, "instead of the load test: load -spans spans over 24 h through the HTTP API and time the name and trace lookups")
 	flag.IntVar(&o.spans, "spans", 1_000_000, "spans the query benchmark loads")
-	flag.StringVar(&configs, "configs", "pool,database-sql,none", "configurations to run: pool, database-sql, spool (the pool with -spool-dir in the output directory), none")
+	flag.StringVar(&configs, "configs", "pool,database-sql,none", "configurations to run: pool, database-sql, spool (the pool with -spool-dir in the output directory), none; pool-otlp, database-sql-otlp and none-otlp are the same servers sent the traces as OTLP/HTTP protobuf (POST /v1/traces), each on its own database, compared with their JSON v2 twin step by step")
 	flag.Float64Var(&o.saturation, "saturation", 0, "saturation rate in requests/s (default: measured with wrk on the pool)")
 	flag.Parse()
 	// CPUs. The load test gives the instrument a core of its own: wrk and the
@@ -260,7 +260,7 @@ func dbFor(config string) string { return "zipkin_" + strings.ReplaceAll(config,
 
 // configArgs maps a configuration name to zipkin-mysql flags.
 func configArgs(name string) []string {
-	switch name {
+	switch baseConfig(name) {
 	case "database-sql":
 		return []string{"-pool=database-sql"}
 	case "none":

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -50,6 +51,20 @@ type openLoop struct {
 	// the step's own spans in zipkin_spans when its last POST has been
 	// answered, for the stored spans/s of exactly the step.
 	CountDSN string
+	// Payload is what the POSTs carry: payloadJSON (or ""), Zipkin JSON v2
+	// to /api/v2/spans, answered 202; payloadOTelJSON, the same with the
+	// tags of OpenTelemetry's Zipkin exporter; or payloadOTLP, the same
+	// traces as OTLP/HTTP protobuf to /v1/traces, answered 200
+	// (otlpenc.go).
+	Payload string
+	// Closed, when positive, makes the step a closed loop of Closed
+	// senders instead of a schedule: each POSTs a trace, waits for the
+	// answer, waits Backoff after a 503 (as a reporter backs off), and
+	// sends the next, until Duration. Latency is then measured from the
+	// send, and Rate and MaxInFlight are ignored. Zero: the open loop.
+	Closed int
+	// Backoff is a closed-loop sender's pause after a 503. Zero: 20 ms.
+	Backoff time.Duration
 }
 
 // Latency is a latency distribution in milliseconds.
@@ -84,9 +99,11 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 
 // StepResult is what one open-loop step measured from the client side.
 type StepResult struct {
-	Offered  float64 `json:"offered_rps"`
-	Sent     int     `json:"sent"`
-	Accepted int     `json:"accepted_202"`
+	Offered float64 `json:"offered_rps"`
+	Sent    int     `json:"sent"`
+	// Accepted counts the POSTs answered with the payload's success
+	// status: 202 for JSON v2, 200 for OTLP.
+	Accepted int `json:"accepted_202"`
 	// AcceptedAll counts the 202s of the warm-up too.
 	AcceptedAll int `json:"accepted_202_incl_warmup"`
 	Rejected    int `json:"rejected_503"`
@@ -211,7 +228,8 @@ func (o *openLoop) run(ctx context.Context) StepResult {
 		}
 	}
 
-	post := func(i int, due time.Time) {
+	path, contentType, okStatus := postTarget(o.Payload)
+	post := func(i int, due time.Time) int {
 		seed := o.Seed + uint64(i)
 		rng := rand.New(rand.NewPCG(seed, seed*0x9e3779b97f4a7c15+1))
 		high, low := ids.next()
@@ -220,9 +238,17 @@ func (o *openLoop) run(ctx context.Context) StepResult {
 		if o.SpreadMicros > 0 {
 			ts -= 1 + rng.Int64N(o.SpreadMicros)
 		}
-		body := appendTrace(make([]byte, 0, 8<<10), rng, &realIDs{high: high, low: low, baseMicro: ts})
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, o.BaseURL+"/api/v2/spans", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
+		var body []byte
+		switch o.Payload {
+		case payloadOTLP:
+			body = appendOTLPTrace(make([]byte, 0, 4<<10), rng, &realIDs{high: high, low: low, baseMicro: ts})
+		case payloadOTelJSON:
+			body = appendOTelJSONTrace(make([]byte, 0, 8<<10), rng, &realIDs{high: high, low: low, baseMicro: ts})
+		default:
+			body = appendTrace(make([]byte, 0, 8<<10), rng, &realIDs{high: high, low: low, baseMicro: ts})
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, o.BaseURL+path, bytes.NewReader(body))
+		req.Header.Set("Content-Type", contentType)
 		status := 0
 		resp, err := client.Do(req)
 		if err == nil {
@@ -235,6 +261,9 @@ func (o *openLoop) run(ctx context.Context) StepResult {
 		if err != nil && d > timeout {
 			d = timeout
 		}
+		if status == okStatus {
+			status = http.StatusAccepted // counted as accepted below
+		}
 		mu.Lock()
 		if status == http.StatusAccepted {
 			acceptedAll++
@@ -246,6 +275,32 @@ func (o *openLoop) run(ctx context.Context) StepResult {
 			lastDone = now
 		}
 		mu.Unlock()
+		return status
+	}
+	// closed runs the closed loop (Closed senders) instead of the schedule.
+	closed := func(wg *sync.WaitGroup) {
+		defer wg.Done()
+		backoff := o.Backoff
+		if backoff == 0 {
+			backoff = 20 * time.Millisecond
+		}
+		time.Sleep(time.Until(start))
+		var next atomic.Int64
+		var senders sync.WaitGroup
+		for range o.Closed {
+			senders.Go(func() {
+				for ctx.Err() == nil {
+					now := time.Now()
+					if !now.Before(end) {
+						return
+					}
+					if post(int(next.Add(1)-1), now) == http.StatusServiceUnavailable {
+						time.Sleep(backoff)
+					}
+				}
+			})
+		}
+		senders.Wait()
 	}
 	query := func(i int, due time.Time) {
 		kind := queryKinds[i%len(queryKinds)]
@@ -276,7 +331,11 @@ func (o *openLoop) run(ctx context.Context) StepResult {
 
 	postWG.Add(1)
 	queryWG.Add(1)
-	go schedule(&postWG, o.Rate, post)
+	if o.Closed > 0 {
+		go closed(&postWG)
+	} else {
+		go schedule(&postWG, o.Rate, func(i int, due time.Time) { post(i, due) })
+	}
 	go schedule(&queryWG, o.QueryRate, query)
 	postWG.Wait()
 	var c1 int64

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -163,6 +164,8 @@ func markdown(res *Results) string {
 			switch r.Kind {
 			case "closed-backoff":
 				step = "closed, 20 ms backoff on 503 (saturation probe)"
+			case "closed":
+				step = "closed, 16 senders, 20 ms backoff on 503"
 			case "open":
 				step, off = f0(r.RatePct)+" %", f0(r.Offered)
 			case "open-baseline":
@@ -177,7 +180,7 @@ func markdown(res *Results) string {
 		}
 		b.WriteString("\n")
 	}
-	if len(res.Ratios) > 0 {
+	if slices.ContainsFunc(res.Ratios, func(r Ratio) bool { return r.RunsSQL > 0 || r.P99PoolNone > 0 }) {
 		b.WriteString("### Ratios (open loop; medians over the interleaved runs, [range])\n\n")
 		b.WriteString("| rate | runs pool/sql | stored spans/s pool ÷ database-sql | p99 pool ÷ database-sql | p99 of 202s pool ÷ database-sql | p99 pool ÷ none | stored not less | p99 not worse | ≤ 50 %: p99 ≤ 2× none |\n")
 		b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
@@ -194,6 +197,7 @@ func markdown(res *Results) string {
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString(otlpTables(res.Rows, res.OTLP))
 	if q := queryTable(res.Rows); q != "" {
 		b.WriteString(q)
 	}
@@ -249,5 +253,208 @@ func queryTable(rows []Row) string {
 		return ""
 	}
 	b.WriteString("\n")
+	return b.String()
+}
+
+// OTLPRatio compares a configuration sent OTLP/HTTP protobuf (its "-otlp"
+// twin) with the same configuration sent JSON v2, at one step, over the
+// interleaved runs: the ratios of the runs' stored spans/s, run by run
+// (each run's two steps are seconds apart).
+type OTLPRatio struct {
+	Config  string  `json:"config"`   // the JSON configuration, e.g. "pool" or "pool-otel-json"
+	Step    string  `json:"step"`     // "closed" (16 senders with backoff) or "open"
+	RatePct float64 `json:"rate_pct"` // open loop: offered, % of saturation
+	// Stored spans/s, OTLP over JSON, per run, and their median and range.
+	Stored []float64 `json:"stored_otlp_over_json_per_run"`
+	// Saturated says, per run, whether both steps ran at the storage's
+	// capacity: the closed loop always does; an open-loop pair does when
+	// both servers refused POSTs with 503 (their queues were full). Below
+	// that, both store what is offered and the ratio is 1 whatever their
+	// capacities.
+	Saturated    []bool  `json:"saturated_per_run"`
+	StoredMedian float64 `json:"stored_otlp_over_json"`
+	StoredMin    float64 `json:"stored_otlp_over_json_min"`
+	StoredMax    float64 `json:"stored_otlp_over_json_max"`
+	// p99 of the POSTs, OTLP over JSON, median of the per-run ratios.
+	P99Median float64 `json:"p99_otlp_over_json"`
+	// PerDBCPU is the ratio of stored spans per second of MariaDB CPU
+	// (stored spans/s ÷ mariadbd's CPU % over the step), per run: what
+	// each span costs the database, whatever share of its core other
+	// processes left it during the step.
+	PerDBCPU       []float64 `json:"stored_per_db_cpu_otlp_over_json_per_run"`
+	PerDBCPUMedian float64   `json:"stored_per_db_cpu_otlp_over_json"`
+}
+
+// otlpStepKey is a row's step in the comparison: the closed loop (rate
+// -1, so that it sorts first), or the open loop at its rate.
+func otlpStepKey(r Row) (string, float64) {
+	if r.Kind == "closed" {
+		return "closed", -1
+	}
+	return "open", r.RatePct
+}
+
+// isJSONTwin reports whether config is a JSON v2 configuration (plain, or
+// with the tags of OpenTelemetry's exporter) of the same server as the
+// OTLP configuration otlpConfig.
+func isJSONTwin(config, otlpConfig string) bool {
+	base := baseConfig(otlpConfig)
+	return config == base || config == base+otelJSONSuffix
+}
+
+// perDBCPU is OTLP's stored spans per MariaDB CPU-second over JSON's
+// (0 when a CPU figure is missing).
+func perDBCPU(json, otlp Row) float64 {
+	return div(div(otlp.StoredSpans, otlp.DB.CPUPercent), div(json.StoredSpans, json.DB.CPUPercent))
+}
+
+// otlpSaturated reports whether a JSON step and its OTLP twin both ran at
+// the storage's capacity (OTLPRatio.Saturated).
+func otlpSaturated(json, otlp Row) bool {
+	return otlp.Kind == "closed" || json.Rejected > 0 && otlp.Rejected > 0
+}
+
+// otlpRatios pairs every OTLP configuration's closed and open steps with
+// its JSON twin's of the same run.
+func otlpRatios(rows []Row) []OTLPRatio {
+	type key struct {
+		config string
+		step   string
+		pct    float64
+	}
+	var keys []key
+	type pairRatio struct {
+		stored, p99, perCPU float64
+		saturated           bool
+	}
+	per := map[key][]pairRatio{}
+	for _, o := range rows {
+		if payloadOf(o.Config) != payloadOTLP || (o.Kind != "open" && o.Kind != "closed") {
+			continue
+		}
+		for _, j := range rows {
+			if !isJSONTwin(j.Config, o.Config) || j.Kind != o.Kind || j.Run != o.Run || j.RatePct != o.RatePct {
+				continue
+			}
+			step, pct := otlpStepKey(o)
+			k := key{j.Config, step, pct}
+			if _, ok := per[k]; !ok {
+				keys = append(keys, k)
+			}
+			per[k] = append(per[k], pairRatio{div(o.StoredSpans, j.StoredSpans), div(o.Latency.P99, j.Latency.P99),
+				perDBCPU(j, o), otlpSaturated(j, o)})
+		}
+	}
+	slices.SortFunc(keys, func(a, b key) int {
+		if a.config != b.config {
+			return strings.Compare(a.config, b.config)
+		}
+		return cmp.Compare(a.pct, b.pct) // closed (-1) first
+	})
+	var out []OTLPRatio
+	for _, k := range keys {
+		r := OTLPRatio{Config: k.config, Step: k.step}
+		if k.step == "open" {
+			r.RatePct = k.pct
+		}
+		var p99 []float64
+		for _, v := range per[k] {
+			r.Stored = append(r.Stored, v.stored)
+			r.Saturated = append(r.Saturated, v.saturated)
+			r.PerDBCPU = append(r.PerDBCPU, v.perCPU)
+			p99 = append(p99, v.p99)
+		}
+		r.StoredMedian, r.StoredMin, r.StoredMax = median(r.Stored), slices.Min(r.Stored), slices.Max(r.Stored)
+		r.P99Median = median(p99)
+		r.PerDBCPUMedian = median(r.PerDBCPU)
+		out = append(out, r)
+	}
+	return out
+}
+
+// otlpBar is the bar of the OTLP payload: at saturation, stored spans/s
+// with OTLP/HTTP protobuf at least 0.8× JSON v2's in the same run.
+const otlpBar = 0.8
+
+// otlpTables renders the OTLP comparison: the paired steps run by run,
+// then the ratios per step and the verdict at saturation.
+func otlpTables(rows []Row, rs []OTLPRatio) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	var configs []string
+	for _, r := range rs {
+		if !slices.Contains(configs, r.Config) {
+			configs = append(configs, r.Config)
+		}
+	}
+	for _, c := range configs {
+		oc := baseConfig(c) + otlpSuffix
+		what := "JSON v2"
+		if payloadOf(c) == payloadOTelJSON {
+			what = "JSON v2 with the tags of OpenTelemetry's Zipkin exporter"
+		}
+		fmt.Fprintf(&b, "### OTLP/HTTP protobuf (%s) vs %s (%s), run by run\n\n", oc, what, c)
+		b.WriteString("Each pair of steps ran back to back on two servers of the same configuration (own databases); stored spans/s counts each step's own spans. OTLP's 200 is counted as JSON's 202.\n\n")
+		b.WriteString("| step | run | JSON stored spans/s | OTLP stored spans/s | OTLP ÷ JSON | at saturation | per MariaDB CPU-s, OTLP ÷ JSON | JSON / OTLP MariaDB CPU % | JSON p50 / p99 ms | OTLP p50 / p99 ms | JSON 503 | OTLP 503 | JSON / OTLP server CPU % | load1 |\n")
+		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, r := range rs {
+			if r.Config != c {
+				continue
+			}
+			for _, j := range rows {
+				step, pct := otlpStepKey(j)
+				if j.Config != c || step != r.Step || (step == "open" && pct != r.RatePct) {
+					continue
+				}
+				for _, o := range rows {
+					if o.Config != oc || o.Kind != j.Kind || o.Run != j.Run || o.RatePct != j.RatePct {
+						continue
+					}
+					label := "closed, 16 senders"
+					if step == "open" {
+						label = f0(pct) + " %"
+					}
+					sat := "—"
+					if otlpSaturated(j, o) {
+						sat = "yes"
+					}
+					fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %s | %s / %s | %s / %s | %s / %s | %d | %d | %s / %s | %s |\n", label, j.Run,
+						f0(j.StoredSpans), f0(o.StoredSpans), f2(div(o.StoredSpans, j.StoredSpans)), sat,
+						f2(perDBCPU(j, o)), f0(j.DB.CPUPercent), f0(o.DB.CPUPercent),
+						f1(j.Latency.P50), f1(j.Latency.P99), f1(o.Latency.P50), f1(o.Latency.P99), j.Rejected, o.Rejected,
+						f0(j.Server.CPUPercent), f0(o.Server.CPUPercent), f1(min(j.Load1, o.Load1)))
+				}
+			}
+		}
+		b.WriteString("\n")
+		fmt.Fprintf(&b, "### OTLP ÷ %s (%s), stored spans/s per run: median [min–max]\n\n", what, c)
+		b.WriteString("| step | runs | stored spans/s OTLP ÷ JSON | stored per MariaDB CPU-s OTLP ÷ JSON (median) | p99 OTLP ÷ JSON (median) | runs at saturation (both refused) |\n|---|---|---|---|---|---|\n")
+		var sat []float64
+		for _, r := range rs {
+			if r.Config != c {
+				continue
+			}
+			label := "closed, 16 senders"
+			if r.Step == "open" {
+				label = f0(r.RatePct) + " %"
+			}
+			n := 0
+			for i, s := range r.Saturated {
+				if s {
+					n++
+					sat = append(sat, r.Stored[i])
+				}
+			}
+			fmt.Fprintf(&b, "| %s | %d | %s [%s–%s] | %s | %s | %d |\n", label, len(r.Stored), f2(r.StoredMedian), f2(r.StoredMin), f2(r.StoredMax),
+				f2(r.PerDBCPUMedian), f2(r.P99Median), n)
+		}
+		b.WriteString("\n")
+		if len(sat) > 0 {
+			fmt.Fprintf(&b, "At saturation (the closed loops, and the open-loop pairs in which both servers refused POSTs), %d paired steps: stored spans/s OTLP ÷ %s median %s, min %s, max %s; bar ≥ %.1f× (median): %s.\n\n",
+				len(sat), what, f2(median(sat)), f2(slices.Min(sat)), f2(slices.Max(sat)), otlpBar, yes(median(sat) >= otlpBar))
+		}
+	}
 	return b.String()
 }

@@ -89,17 +89,46 @@ func (markerIDs) timestamp(b []byte, off int64) []byte {
 	return fmt.Appendf(b, "\x00U%d\x00", off)
 }
 
-// appendTrace appends one trace of SpansPerTrace spans as a JSON v2 array.
-// rng picks the services, names, durations and whether the trace is an
-// error; w supplies IDs and timestamps.
+// trace is one generated trace: what both encodings (JSON v2 here,
+// OTLP protobuf in otlpenc.go) write, apart from the IDs and timestamps a
+// traceWriter supplies.
+type trace struct {
+	spans  [SpansPerTrace]traceSpan
+	failed bool   // the entry span carries error="internal server error"
+	status string // http.status_code of every span: "200", or "500" when failed
+}
+
+// traceSpan is one span of a trace.
+type traceSpan struct {
+	parent int    // index of the parent span, -1 for the root
+	kind   string // "SERVER" or "CLIENT"
+	name   string // from SpanName
+	off    int64  // start, µs after the trace's base time
+	dur    int64  // µs
+	svc    int    // local service (ServiceName)
+	// remote is the remote service of a CLIENT span: the callee's index in
+	// the vocabulary, or remoteMySQL; -1 for SERVER spans.
+	remote int
+}
+
+const remoteMySQL = -2
+
+// method and path of a span name ("get /api/resource-001" → "GET",
+// "/api/resource-001").
+func (s *traceSpan) method() string { return strings.ToUpper(strings.SplitN(s.name, " ", 2)[0]) }
+func (s *traceSpan) path() string   { return strings.SplitN(s.name, " ", 2)[1] }
+
+// newTrace draws one trace from rng.
 //
 // Shape: span 0 is the SERVER span of the entry service; spans 1..8 are
 // four CLIENT→SERVER hops (client in the caller, server in the callee,
 // each its own span ID as v2 instrumentation reports them); span 9 is a
 // CLIENT call from the entry service to a database (remote service
 // "mysql", no server side). Every span has tags (http.method, http.path,
-// http.status_code, and "error" on failed traces) and one annotation.
-func appendTrace(b []byte, rng *rand.Rand, w traceWriter) []byte {
+// http.status_code, and "error" on failed traces; sql.query on the
+// database call) and one annotation.
+func newTrace(rng *rand.Rand) *trace {
+	t := &trace{}
 	entry := rng.IntN(NumServices)
 	var svc [SpansPerTrace]int
 	var parent [SpansPerTrace]int
@@ -115,74 +144,127 @@ func appendTrace(b []byte, rng *rand.Rand, w traceWriter) []byte {
 		}
 	}
 	svc[9], parent[9] = entry, 0
-	failed := rng.IntN(100) == 0
-	status := "200"
-	if failed {
-		status = "500"
+	t.failed = rng.IntN(100) == 0
+	t.status = "200"
+	if t.failed {
+		t.status = "500"
 	}
 	total := int64(20_000 + rng.IntN(200_000)) // µs
+	for i := range t.spans {
+		s := &t.spans[i]
+		s.parent, s.svc, s.remote = parent[i], svc[i], -1
+		s.kind = "SERVER"
+		if i == 9 || i%2 == 1 {
+			s.kind = "CLIENT"
+		}
+		s.name = SpanName(rng.IntN(NumSpanNames))
+		s.off = int64(i) * total / (4 * SpansPerTrace)
+		s.dur = max(total-2*s.off, 100)
+		switch {
+		case i == 9:
+			s.remote = remoteMySQL
+		case s.kind == "CLIENT":
+			s.remote = svc[i+1]
+		}
+	}
+	return t
+}
+
+// Values of the database call (span 9).
+const (
+	sqlQuery        = "SELECT * FROM items WHERE id = ?"
+	errorMessage    = "internal server error"
+	annotationSQL   = "query.sent"
+	annotationEntry = "handler.start"
+)
+
+// appendTrace appends one trace of SpansPerTrace spans (newTrace) as a
+// JSON v2 array; w supplies IDs and timestamps.
+func appendTrace(b []byte, rng *rand.Rand, w traceWriter) []byte {
+	return appendJSONTrace(b, newTrace(rng), w, false)
+}
+
+// appendOTelJSONTrace appends the trace of appendTrace as OpenTelemetry's
+// deprecated Zipkin exporter writes it when the service sends the OTLP
+// payload's spans (otlpenc.go) through that exporter: the same JSON v2
+// with the tags that exporter adds, service.name on every span (resource
+// attributes become tags), peer.service on CLIENT spans (the attribute that
+// names the remote service) and otel.status_code=ERROR on a failed entry
+// span, and so the same tags as the OTLP payload stores.
+func appendOTelJSONTrace(b []byte, rng *rand.Rand, w traceWriter) []byte {
+	return appendJSONTrace(b, newTrace(rng), w, true)
+}
+
+func appendJSONTrace(b []byte, t *trace, w traceWriter, otelTags bool) []byte {
 	b = append(b, '[')
-	for i := 0; i < SpansPerTrace; i++ {
+	for i := range t.spans {
+		s := &t.spans[i]
 		if i > 0 {
 			b = append(b, ',')
-		}
-		kind := "SERVER"
-		if i == 9 || i%2 == 1 {
-			kind = "CLIENT"
-		}
-		name := SpanName(rng.IntN(NumSpanNames))
-		off := int64(i) * total / (4 * SpansPerTrace)
-		dur := total - 2*off
-		if dur < 100 {
-			dur = 100
 		}
 		b = append(b, `{"traceId":"`...)
 		b = w.traceID(b)
 		b = append(b, `","id":"`...)
 		b = w.spanID(b, i)
 		b = append(b, '"')
-		if parent[i] >= 0 {
+		if s.parent >= 0 {
 			b = append(b, `,"parentId":"`...)
-			b = w.spanID(b, parent[i])
+			b = w.spanID(b, s.parent)
 			b = append(b, '"')
 		}
 		b = append(b, `,"kind":"`...)
-		b = append(b, kind...)
+		b = append(b, s.kind...)
 		b = append(b, `","name":"`...)
-		b = append(b, name...)
+		b = append(b, s.name...)
 		b = append(b, `","timestamp":`...)
-		b = w.timestamp(b, off)
+		b = w.timestamp(b, s.off)
 		b = append(b, `,"duration":`...)
-		b = strconv.AppendInt(b, dur, 10)
+		b = strconv.AppendInt(b, s.dur, 10)
 		b = append(b, `,"localEndpoint":{"serviceName":"`...)
-		b = append(b, ServiceName(svc[i])...)
-		b = fmt.Appendf(b, `","ipv4":"10.0.%d.%d","port":8080}`, svc[i], 1+i)
+		b = append(b, ServiceName(s.svc)...)
+		b = fmt.Appendf(b, `","ipv4":"10.0.%d.%d","port":8080}`, s.svc, 1+i)
 		switch {
-		case i == 9:
+		case s.remote == remoteMySQL:
 			b = append(b, `,"remoteEndpoint":{"serviceName":"mysql","ipv4":"10.1.0.1","port":3306}`...)
-		case kind == "CLIENT":
+		case s.remote >= 0:
 			b = fmt.Appendf(b, `,"remoteEndpoint":{"serviceName":"%s","ipv4":"10.0.%d.1","port":8080}`,
-				ServiceName(svc[i+1]), svc[i+1])
+				ServiceName(s.remote), s.remote)
 		}
 		b = append(b, `,"annotations":[{"timestamp":`...)
-		b = w.timestamp(b, off+dur/2)
-		if i == 9 {
-			b = append(b, `,"value":"query.sent"}]`...)
+		b = w.timestamp(b, s.off+s.dur/2)
+		if s.remote == remoteMySQL {
+			b = append(b, `,"value":"`+annotationSQL+`"}]`...)
 		} else {
-			b = append(b, `,"value":"handler.start"}]`...)
+			b = append(b, `,"value":"`+annotationEntry+`"}]`...)
 		}
 		b = append(b, `,"tags":{"http.method":"`...)
-		b = append(b, strings.ToUpper(strings.SplitN(name, " ", 2)[0])...)
+		b = append(b, s.method()...)
 		b = append(b, `","http.path":"`...)
-		b = append(b, strings.SplitN(name, " ", 2)[1]...)
+		b = append(b, s.path()...)
 		b = append(b, `","http.status_code":"`...)
-		b = append(b, status...)
+		b = append(b, t.status...)
 		b = append(b, '"')
-		if failed && i == 0 {
-			b = append(b, `,"error":"internal server error"`...)
+		if t.failed && i == 0 {
+			b = append(b, `,"error":"`+errorMessage+`"`...)
 		}
-		if i == 9 {
-			b = append(b, `,"sql.query":"SELECT * FROM items WHERE id = ?"`...)
+		if s.remote == remoteMySQL {
+			b = append(b, `,"sql.query":"`+sqlQuery+`"`...)
+		}
+		if otelTags {
+			b = append(b, `,"service.name":"`...)
+			b = append(b, ServiceName(s.svc)...)
+			b = append(b, '"')
+			switch {
+			case s.remote == remoteMySQL:
+				b = append(b, `,"peer.service":"mysql"`...)
+			case s.remote >= 0:
+				b = append(b, `,"peer.service":"`...)
+				b = append(b, ServiceName(s.remote)...)
+				b = append(b, '"')
+			}
+			if t.failed && i == 0 {
+				b = append(b, `,"otel.status_code":"ERROR"`...)
+			}
 		}
 		b = append(b, `}}`...)
 	}
@@ -195,6 +277,15 @@ func appendTrace(b []byte, rng *rand.Rand, w traceWriter) []byte {
 // hook prints one line "WRKJSON {…}" with the run's summary, which
 // parseWrk reads.
 func luaScript(templates int, seed uint64) string {
+	return luaJSONScript(templates, seed, appendTrace)
+}
+
+// luaOTelJSONScript is luaScript with the traces of appendOTelJSONTrace.
+func luaOTelJSONScript(templates int, seed uint64) string {
+	return luaJSONScript(templates, seed, appendOTelJSONTrace)
+}
+
+func luaJSONScript(templates int, seed uint64, appendTrace func([]byte, *rand.Rand, traceWriter) []byte) string {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	var sb strings.Builder
 	sb.WriteString(luaHead)
@@ -267,14 +358,4 @@ function request()
   end
   return wrk.format("POST", "/api/v2/spans", headers, table.concat(out))
 end
-
-function done(summary, latency, requests)
-  local s = summary
-  io.write(string.format('WRKJSON {"requests":%d,"duration_us":%d,"bytes":%d,' ..
-    '"connect_errors":%d,"read_errors":%d,"write_errors":%d,"status_errors":%d,"timeouts":%d,' ..
-    '"p50_us":%d,"p99_us":%d,"p999_us":%d,"max_us":%d,"mean_us":%.1f}\n',
-    s.requests, s.duration, s.bytes, s.errors.connect, s.errors.read, s.errors.write,
-    s.errors.status, s.errors.timeout,
-    latency:percentile(50), latency:percentile(99), latency:percentile(99.9), latency.max, latency.mean))
-end
-`
+` + luaDone

@@ -52,11 +52,20 @@ func parseWrk(out string) (WrkResult, error) {
 }
 
 // runWrk runs wrk closed-loop against base for d with conns connections,
-// pinned to cpus.
-func runWrk(ctx context.Context, dir, cpus, base string, conns int, d time.Duration) (WrkResult, error) {
+// pinned to cpus, sending payload (payloadJSON, payloadOTelJSON or
+// payloadOTLP) with the script luaScript, luaOTelJSONScript or
+// luaOTLPScript writes.
+func runWrk(ctx context.Context, dir, cpus, base, payload string, conns int, d time.Duration) (WrkResult, error) {
 	script := filepath.Join(dir, "zipkin-spans.lua")
+	text := luaScript
+	switch payload {
+	case payloadOTLP:
+		script, text = filepath.Join(dir, "otlp-traces.lua"), luaOTLPScript
+	case payloadOTelJSON:
+		script, text = filepath.Join(dir, "otel-json-spans.lua"), luaOTelJSONScript
+	}
 	if _, err := os.Stat(script); err != nil {
-		if err := os.WriteFile(script, []byte(luaScript(64, 1)), 0o644); err != nil {
+		if err := os.WriteFile(script, []byte(text(64, 1)), 0o644); err != nil {
 			return WrkResult{}, err
 		}
 	}

@@ -97,32 +97,7 @@ func TestRealClientsUnderBackPressure(t *testing.T) {
 			// Hold the store until the server has refused an export, three
 			// times over, while the spans are produced.
 			done := make(chan struct{})
-			holds := make(chan int, 1)
-			e.store.pause()
-			go func() {
-				n := 0
-				defer func() { holds <- n }()
-				tick := time.NewTicker(5 * time.Millisecond)
-				defer tick.Stop()
-				for ; n < 3; n++ {
-					before := e.rejected(tc.transport)
-					e.store.pause()
-					for e.rejected(tc.transport) == before {
-						select {
-						case <-done:
-							e.store.resume()
-							return
-						case <-tick.C:
-						}
-					}
-					e.store.resume()
-					select {
-					case <-done:
-						return
-					case <-time.After(300 * time.Millisecond): // let the queue drain a little before the next hold
-					}
-				}
-			}()
+			holds := holdUntilRefused(e, tc.transport, done)
 
 			start := time.Now()
 			tracer := tp.Tracer("load")
@@ -178,4 +153,38 @@ func TestRealClientsUnderBackPressure(t *testing.T) {
 			}
 		})
 	}
+}
+
+// holdUntilRefused holds e's store until the server has refused a
+// message of transport, three times over (letting the queue drain a little
+// between holds), and sends the number of holds when done is closed or
+// the three are over. The store is held from the start.
+func holdUntilRefused(e *env, transport string, done <-chan struct{}) <-chan int {
+	holds := make(chan int, 1)
+	e.store.pause()
+	go func() {
+		n := 0
+		defer func() { holds <- n }()
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for ; n < 3; n++ {
+			before := e.rejected(transport)
+			e.store.pause()
+			for e.rejected(transport) == before {
+				select {
+				case <-done:
+					e.store.resume()
+					return
+				case <-tick.C:
+				}
+			}
+			e.store.resume()
+			select {
+			case <-done:
+				return
+			case <-time.After(300 * time.Millisecond): // let the queue drain a little before the next hold
+			}
+		}
+	}()
+	return holds
 }
