@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/sqlpool/sqlpool/validate"
 )
 
 // This file is the pool's acquire and release: Connect (every borrow through sql.OpenDB(p), and
@@ -260,7 +258,7 @@ func (p *Pool) check(ctx context.Context, e *entry, now int64, dl *deadline) Clo
 	if dl != nil && p.cfg.AcquireTimeout > 0 {
 		timeout = min(timeout, max(dl.left(p), time.Millisecond))
 	}
-	if err := validate.Probe(ctx, e.conn, timeout); err != nil {
+	if err := p.dialect.Probe(ctx, e.conn, timeout); err != nil {
 		p.probeFailed.Add(1)
 		if ev != nil {
 			ev.Validated(p.cfg.Name, false)

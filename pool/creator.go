@@ -163,7 +163,7 @@ func (p *Pool) dial() (*entry, error) {
 	e.stmts.max = p.cfg.StatementCacheSize
 	e.validator, _ = dc.(driver.Validator)
 	e.resetter, _ = dc.(driver.SessionResetter)
-	if err := e.sess.init(ctx, dc); err != nil {
+	if err := e.sess.init(ctx, p.dialect, dc); err != nil {
 		_ = dc.Close()
 		return nil, fmt.Errorf("recording the session baseline: %w", err)
 	}
@@ -198,5 +198,6 @@ func (p *Pool) classify(e *entry, err error) (fatal bool, reason string, gone bo
 			return fatal, "fatal by Config.FatalError", false
 		}
 	}
-	return classifyErr(err, e.sess.readOnlyTx())
+	c := p.dialect.Classify(err, ErrorContext{ReadOnlyTx: e.sess.readOnlyTx(), Conn: e.conn})
+	return c.Fatal, c.Reason, c.ServerGone
 }

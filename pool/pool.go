@@ -55,6 +55,7 @@ import (
 type Pool struct {
 	cfg       Config
 	connector driver.Connector
+	dialect   Dialect // Config.Dialect, or chosen from the connector (dialect.go)
 	clk       clock
 
 	store store
@@ -167,9 +168,14 @@ func New(c driver.Connector, cfg Config) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
+	d, err := chooseDialect(c, cfg.Dialect)
+	if err != nil {
+		return nil, err
+	}
 	p := &Pool{
 		cfg:       rc,
 		connector: c,
+		dialect:   d,
 		all:       make(map[*entry]struct{}),
 		done:      make(chan struct{}),
 		createCh:  make(chan struct{}, 1),
