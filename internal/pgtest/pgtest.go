@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -319,6 +320,30 @@ func (s *Server) Private() bool { return s.dir != "" }
 
 // DSN is the superuser's URL.
 func (s *Server) DSN() string { return s.dsn }
+
+// Addr is the server's "host:port".
+func (s *Server) Addr() string {
+	u, err := url.Parse(s.dsn)
+	if err != nil {
+		return ""
+	}
+	if u.Port() == "" {
+		return net.JoinHostPort(u.Hostname(), "5432")
+	}
+	return u.Host
+}
+
+// Via returns a copy of s whose DSN and connectors go to addr instead (a proxy in front of
+// the server). Stop and restart the server through s, not through the copy.
+func (s *Server) Via(addr string) *Server {
+	c := *s
+	u, err := url.Parse(s.dsn)
+	if err == nil {
+		u.Host = addr
+		c.dsn = u.String()
+	}
+	return &c
+}
 
 // Stop stops a private server (fast shutdown).
 func (s *Server) Stop(tb testing.TB) {
