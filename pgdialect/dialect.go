@@ -63,7 +63,7 @@ func (dialect) Probe(ctx context.Context, dc driver.Conn, timeout time.Duration)
 }
 
 func (dialect) NewSession(ctx context.Context, dc driver.Conn) (pool.SessionTracker, error) {
-	return &tracker{txStatus: txStatusFunc(dc)}, nil
+	return &tracker{txStatus: txStatusFunc(dc), sock: socketOf(dc), closed: closedFunc(dc)}, nil
 }
 
 // Cancel asks the server to cancel the statement running on dc (PostgreSQL's cancel request,

@@ -3,6 +3,7 @@ package pgdialect
 import (
 	"database/sql/driver"
 	"strings"
+	"syscall"
 
 	"github.com/sqlpool/sqlpool/pool"
 )
@@ -40,11 +41,18 @@ type tracker struct {
 	// txStatus reads the driver's transaction status ('I', 'T', 'E'), or is nil when the
 	// driver does not expose it.
 	txStatus func() byte
-	plan     []string
-	buf      strings.Builder
+	// sock is the connection's socket for Alive, or nil.
+	sock syscall.RawConn
+	// closed reports pgx's closed or busy connection, or is nil.
+	closed func() bool
+	plan   []string
+	buf    strings.Builder
 }
 
-var _ pool.SessionTracker = (*tracker)(nil)
+var (
+	_ pool.SessionTracker  = (*tracker)(nil)
+	_ pool.LivenessChecker = (*tracker)(nil)
+)
 
 func (t *tracker) Begin(opts driver.TxOptions) {
 	t.prev = t.st

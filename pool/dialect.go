@@ -105,6 +105,22 @@ type SessionTracker interface {
 	Scope() (scope string, known bool)
 }
 
+// LivenessChecker is implemented by a SessionTracker that can tell, without sending anything,
+// that the server closed its connection (a non-blocking read of the socket finds EOF or an
+// unsolicited message, such as PostgreSQL's FATAL after pg_terminate_backend). The pool asks
+// it at every hand-out, after the driver's own ResetSession, and closes a connection it
+// reports dead instead of handing it out.
+type LivenessChecker interface {
+	// Alive reports false when the connection is known dead; it must not block.
+	Alive() bool
+}
+
+// sessionAlive is false when e's tracker knows, without traffic, that the connection is dead.
+func sessionAlive(e *entry) bool {
+	l, ok := e.sess.t.(LivenessChecker)
+	return !ok || l.Alive()
+}
+
 // ReleasePlan is what release does with a connection whose session is not clean.
 type ReleasePlan struct {
 	// Statements run in order; the first error closes the connection. A plan that starts with
