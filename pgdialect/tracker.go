@@ -87,8 +87,13 @@ func (t *tracker) inTx() bool {
 
 func (t *tracker) Clean() bool { return t.st&^sTx == 0 && !t.inTx() }
 
+// Scope is known while nothing changed how names resolve: search_path, whose default "$user"
+// follows the role, and any setting. In a failed transaction ('E') it is unknown, so that a
+// prepare goes to the server and fails there (25P02) as it would without the pool's cache.
 func (t *tracker) Scope() (string, bool) {
-	// Names resolve through search_path, whose default "$user" follows the role.
+	if t.txStatus != nil && t.txStatus() == 'E' {
+		return "", false
+	}
 	return "", t.st&(sSettings|sResetAll|sRole|sAuth|sDiscard) == 0
 }
 
