@@ -34,6 +34,9 @@ type PGOptions struct {
 	Prefix string
 	// StepTimeout bounds one step. Zero value: 10 s.
 	StepTimeout time.Duration
+	// Dialect is the pool's dialect. Zero value: pgdialect.Dialect. A broken one proves the
+	// fuzzer finds what it misses.
+	Dialect pool.Dialect
 }
 
 // PGRunner runs programs on one PostgreSQL server. It is not safe for concurrent use.
@@ -46,6 +49,9 @@ func NewPGRunner(o PGOptions) (*PGRunner, error) {
 	}
 	if o.StepTimeout == 0 {
 		o.StepTimeout = 10 * time.Second
+	}
+	if o.Dialect == nil {
+		o.Dialect = pgdialect.Dialect
 	}
 	_, err := o.Admin.Exec(`DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'difftest_r1') THEN CREATE ROLE difftest_r1; END IF; END $$`)
 	if err != nil {
@@ -399,7 +405,7 @@ func (r *PGRunner) Run(p Program) (*Divergence, error) {
 			s.db = sql.OpenDB(c)
 			s.db.SetMaxIdleConns(0)
 		} else {
-			s.p, err = pool.New(c, pool.Config{MaxConns: 1, MinIdleConns: -1, Dialect: pgdialect.Dialect,
+			s.p, err = pool.New(c, pool.Config{MaxConns: 1, MinIdleConns: -1, Dialect: r.o.Dialect,
 				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 			if err != nil {
 				return nil, err

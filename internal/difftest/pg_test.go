@@ -1,6 +1,7 @@
 package difftest
 
 import (
+	"context"
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/sqlpool/sqlpool/internal/pgtest"
+	"github.com/sqlpool/sqlpool/pgdialect"
+	"github.com/sqlpool/sqlpool/pool"
 )
 
 // TestDifferentialPostgres runs the fuzzer on PostgreSQL with pgx stdlib and with lib/pq:
@@ -70,4 +73,59 @@ func TestDifferentialPostgres(t *testing.T) {
 			t.Logf("%s: %d steps in %v (%.0f steps/s), 0 divergences", name, steps, el.Round(time.Millisecond), float64(steps)/el.Seconds())
 		})
 	}
+}
+
+// forgetful is PostgreSQL's dialect with a release plan that never sends UNLISTEN *.
+type forgetful struct{ pool.Dialect }
+
+func (f forgetful) NewSession(ctx context.Context, dc driver.Conn) (pool.SessionTracker, error) {
+	t, err := f.Dialect.NewSession(ctx, dc)
+	return forgetfulTracker{t}, err
+}
+
+type forgetfulTracker struct{ pool.SessionTracker }
+
+func (f forgetfulTracker) Plan() pool.ReleasePlan {
+	p := f.SessionTracker.Plan()
+	var out []string
+	for _, s := range p.Statements {
+		s = strings.TrimPrefix(strings.ReplaceAll(strings.ReplaceAll(s, "; UNLISTEN *", ""), "UNLISTEN *; ", ""), "UNLISTEN *")
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	p.Statements = out
+	return p
+}
+
+// TestDifferentialPostgresFindsInjected: with a dialect that forgets UNLISTEN *, the fuzzer
+// reports a divergence in the listen channels.
+func TestDifferentialPostgresFindsInjected(t *testing.T) {
+	s := pgtest.Shared(t)
+	admin := sql.OpenDB(s.PgxConnector(t))
+	defer admin.Close()
+	r, err := NewPGRunner(PGOptions{
+		Connector: func(db string) (driver.Connector, error) {
+			return pq.NewConnector(strings.Replace(s.DSN(), "/postgres?", "/"+db+"?", 1))
+		},
+		Admin: admin, Prefix: "difftest_pg_inject", Dialect: forgetful{pgdialect.Dialect},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for seed := uint64(1); seed < 20; seed++ {
+		d, err := r.Run(GeneratePG(seed, 500))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d != nil {
+			if !strings.Contains(d.What, "listen") {
+				t.Fatalf("found %v; want the listen channels", d)
+			}
+			t.Logf("seed %d: %v", seed, d)
+			return
+		}
+	}
+	t.Fatal("no divergence in 19 programs of 500 steps with UNLISTEN * left out of the release plans")
 }
