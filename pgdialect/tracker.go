@@ -68,9 +68,10 @@ func (t *tracker) endTx() {
 	t.readOnly = false
 }
 
-// Failed keeps what the failed call would have ended: a failed COMMIT may have left the
-// transaction open. Changes it made are kept too (they may have happened).
-func (t *tracker) Failed() { t.st |= t.prev & sTx }
+// Failed keeps what the failed call would have ended or undone: a failed COMMIT may have left
+// the transaction open, a failed DISCARD TEMP the temporary tables. Changes it made are kept
+// too (they may have happened).
+func (t *tracker) Failed() { t.st |= t.prev }
 
 func (t *tracker) Unknown() { t.st |= everything | sTx }
 
@@ -294,7 +295,7 @@ func (t *tracker) statement(ts []token) {
 		t.st |= sListen
 	case "unlisten":
 		if len(ts) > 1 && ts[1].kind == tPunct && ts[1].text == "*" {
-			t.st &^= sListen
+			t.clear(sListen)
 		}
 	case "declare":
 		if hasWords(ts, "with", "hold") {
@@ -302,7 +303,7 @@ func (t *tracker) statement(ts []token) {
 		}
 	case "close":
 		if word(ts, 1) == "all" {
-			t.st &^= sCursors
+			t.clear(sCursors)
 		}
 	case "create":
 		// CREATE [OR REPLACE] [GLOBAL | LOCAL] {TEMP | TEMPORARY} …
@@ -317,14 +318,16 @@ func (t *tracker) statement(ts []token) {
 			// Everything but the transaction (DISCARD ALL fails inside one) is back at the
 			// start; the driver's own prepared statements are gone too, which is the
 			// borrower's doing.
-			tx := t.st & sTx
-			t.Done()
-			t.st = tx
+			if !t.inTx() {
+				tx, prev := t.st&sTx, t.prev
+				t.Done()
+				t.st, t.prev = tx, prev
+			}
 			return
 		case "temp", "temporary":
-			t.st &^= sTemp
+			t.clear(sTemp)
 		case "sequences":
-			t.st &^= sSequences
+			t.clear(sSequences)
 		}
 	case "load":
 		t.st |= sDiscard
@@ -358,6 +361,16 @@ func (t *tracker) scanCalls(ts []token) {
 		case "set_config":
 			t.setConfig(ts[i+2:])
 		}
+	}
+}
+
+// clear marks state bits undone by a statement that ran outside a transaction. Inside one the
+// bits stay: the transaction may yet roll back what the statement undid (DROP of temporary
+// tables, UNLISTEN), or the statement may fail and abort it; release then undoes it again, which
+// costs nothing extra.
+func (t *tracker) clear(bits uint32) {
+	if !t.inTx() {
+		t.st &^= bits
 	}
 }
 
@@ -569,6 +582,9 @@ func (t *tracker) deallocate(ts []token) {
 	}
 	if i >= len(ts) {
 		return
+	}
+	if t.inTx() {
+		return // a DEALLOCATE that fails aborts the transaction; keep the name until it ends
 	}
 	if ts[i].kind == tWord && ts[i].text == "all" {
 		t.prepared = t.prepared[:0]

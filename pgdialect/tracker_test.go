@@ -67,6 +67,8 @@ func TestTrackerPlans(t *testing.T) {
 		{"nextval", []string{"SELECT nextval('s')"}, "DISCARD SEQUENCES"},
 		{"load", []string{"LOAD 'auto_explain'"}, "DISCARD CONNECTION"},
 		{"discard all", []string{"SET x.y = 1", "LISTEN a", "DISCARD ALL"}, ""},
+		{"discard temp inside a transaction", []string{"CREATE TEMP TABLE tt (a int)", "BEGIN", "DISCARD TEMP", "ROLLBACK"}, "DISCARD TEMP"},
+		{"unlisten inside a transaction", []string{"LISTEN a", "BEGIN", "UNLISTEN *", "COMMIT"}, "UNLISTEN *"},
 		{"unterminated", []string{"LISTEN x; SELECT 'abc"}, "CLOSE ALL; RESET SESSION AUTHORIZATION; RESET ROLE; RESET ALL; UNLISTEN *; SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD SEQUENCES"},
 	}
 	for _, tt := range tests {
@@ -96,6 +98,18 @@ func TestTrackerTxFromDatabaseSQL(t *testing.T) {
 	tr.Done()
 	if !tr.Clean() || tr.ReadOnlyTx() {
 		t.Fatal("Done must leave the tracker clean")
+	}
+}
+
+// A failed statement that would have undone state (DISCARD TEMP in an aborted transaction)
+// leaves the state in the plan.
+func TestTrackerFailedClearKeepsState(t *testing.T) {
+	tr := &tracker{}
+	tr.Statement("CREATE TEMP TABLE tt (a int)")
+	tr.Statement("DISCARD TEMP")
+	tr.Failed()
+	if p := tr.Plan(); len(p.Statements) != 1 || p.Statements[0] != "DISCARD TEMP" {
+		t.Fatalf("plan %v, want DISCARD TEMP", p.Statements)
 	}
 }
 
