@@ -28,7 +28,8 @@
 //
 // What the pool adds to database/sql: validation on acquire for connections idle longer than
 // AliveBypassWindow, a release that rolls back and resets only what the borrower left behind
-// (package txstate), eviction of connections that saw a fatal error (package validate), FIFO
+// (the Dialect's tracker: package txstate for MySQL, pgdialect for PostgreSQL), eviction of
+// connections that saw a fatal error (the Dialect's Classify: package validate for MySQL), FIFO
 // waiting bounded by AcquireTimeout and MaxWaiters, one creator goroutine with backoff,
 // MinIdleConns, IdleTimeout, MaxLifetime with jitter, KeepaliveTime, leak detection, SoftEvict,
 // Suspend/Resume and a bounded Close. A clean borrow/return cycle sends nothing to the server.
