@@ -227,10 +227,10 @@ func (p *Pool) dropUnfit(dl *deadline) {
 // closed it (KILL, wait_timeout, restart) — no bytes are sent. For a connection checked out of
 // database/sql's idle list (p.OpenDB()) conn.ResetSession calls the driver's instead. Cost: see docs/reliability.md.
 func driverLive(ctx context.Context, e *entry) bool {
-	if sr := e.resetter; sr != nil {
-		return sr.ResetSession(ctx) == nil
+	if sr := e.resetter; sr != nil && sr.ResetSession(ctx) != nil {
+		return false
 	}
-	return true
+	return sessionAlive(e)
 }
 
 // quickCheck is the part of check that needs no I/O: reason is why e may not be handed out

@@ -182,25 +182,62 @@ type cancelJob struct {
 	deadline time.Time
 }
 
+// serverCancelOf returns d's server-side cancel: MySQLCancel for the MySQL dialect, d itself
+// when it implements ServerCancel, nil when it has none.
+func serverCancelOf(d Dialect) ServerCancel {
+	if _, ok := d.(mysqlDialect); ok {
+		return MySQLCancel{}
+	}
+	sc, _ := d.(ServerCancel)
+	return sc
+}
+
 // initSession records e's session baseline and, with server-side cancel on, the session id in
 // the same round trip: the baseline query with ServerCancel.SessionIDColumn appended. A server
 // (or stub) that rejects the longer query, or answers it with another number of columns, gets
 // the plain baseline query next, and its connections are not cancelled on the server.
 func (p *Pool) initSession(ctx context.Context, e *entry, dc driver.Conn) error {
 	if p.cancel == nil {
-		return e.sess.init(ctx, dc)
+		return e.sess.init(ctx, p.dialect, dc)
+	}
+	if _, ok := p.dialect.(mysqlDialect); !ok {
+		// Another dialect's baseline is its own: the session id takes a query of its own.
+		if err := e.sess.init(ctx, p.dialect, dc); err != nil {
+			return err
+		}
+		if id, ok := querySessionID(ctx, dc, p.cancel.impl.SessionIDColumn()); ok {
+			e.sessionID = id
+		}
+		return nil
 	}
 	b, id, ok, err := baselineWithID(ctx, dc, p.cancel.impl.SessionIDColumn())
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return e.sess.init(ctx, dc)
+		return e.sess.init(ctx, p.dialect, dc)
 	}
-	e.sess.baselineKnown = true
-	e.sess.t.Reset(b)
+	s := &mysqlSession{}
+	s.t.Reset(b)
+	e.sess.t = s
 	e.sessionID = id
 	return nil
+}
+
+// querySessionID runs SELECT col on dc; ok is false when it fails or its answer is not a
+// positive integer (the connection is then not cancelled on the server).
+func querySessionID(ctx context.Context, dc driver.Conn, col string) (int64, bool) {
+	rows, err := queryDriver(ctx, dc, "SELECT "+col)
+	if err != nil {
+		return 0, false
+	}
+	defer rows.Close()
+	dest := make([]driver.Value, len(rows.Columns()))
+	if len(dest) != 1 || rows.Next(dest) != nil {
+		return 0, false
+	}
+	id, err := int64Value(dest[0])
+	return id, err == nil && id > 0
 }
 
 // baselineWithID runs txstate.BaselineQuery with col appended. ok is false when the server
@@ -429,7 +466,7 @@ func (p *Pool) sideCall(side *driver.Conn, host string, f func(ctx context.Conte
 			return nil
 		}
 		fatal := errors.Is(err, driver.ErrBadConn) || errors.Is(err, context.DeadlineExceeded) ||
-			validate.Check(err, validate.Session{}).Fatal
+			p.dialect.Classify(err, ErrorContext{Conn: *side}).Fatal
 		if fatal {
 			_ = (*side).Close()
 			*side = nil

@@ -167,7 +167,14 @@ type Config struct {
 	// Hooks. Zero value: none.
 	Hooks Hooks
 
-	// FatalError adds to or vetoes the pool's own decision (validate.Classify) that an error
+	// Dialect is the database's knowledge the pool uses: error classification, session
+	// tracking and release plans, liveness. Zero value: chosen from the connector, MySQL for
+	// go-sql-driver's and any connector no dialect is registered for (see Dialect and
+	// RegisterDialect); New fails for pgx's stdlib or lib/pq connector when no PostgreSQL
+	// dialect is registered.
+	Dialect Dialect
+
+	// FatalError adds to or vetoes the pool's own decision (Dialect.Classify) that an error
 	// means the connection must be discarded. It returns decided=false to keep the pool's
 	// decision. Zero value: none.
 	FatalError func(err error) (fatal, decided bool)

@@ -372,6 +372,11 @@ func (c *conn) ResetSession(ctx context.Context) error {
 			return driver.ErrBadConn
 		}
 	}
+	if !sessionAlive(e) {
+		e.evict.Store(true)
+		e.discard = CloseDriverInvalid
+		return driver.ErrBadConn
+	}
 	if !p.usableLent(ctx, e, now) {
 		return driver.ErrBadConn
 	}

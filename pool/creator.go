@@ -212,5 +212,6 @@ func (p *Pool) classify(e *entry, err error) (fatal bool, reason string, gone bo
 			return fatal, "fatal by Config.FatalError", false
 		}
 	}
-	return classifyErr(err, e.sess.readOnlyTx())
+	c := p.dialect.Classify(err, ErrorContext{ReadOnlyTx: e.sess.readOnlyTx(), Conn: e.conn})
+	return c.Fatal, c.Reason, c.ServerGone
 }

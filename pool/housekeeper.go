@@ -4,8 +4,6 @@ import (
 	"context"
 	"slices"
 	"time"
-
-	"github.com/sqlpool/sqlpool/validate"
 )
 
 // housekeeper advances the coarse clock every tick and runs housekeep every
@@ -94,7 +92,7 @@ func (p *Pool) housekeep() {
 	}
 	for _, e := range ping {
 		ctx, cancel := context.WithCancel(p.dialCtx)
-		err := validate.Probe(ctx, e.conn, p.cfg.ValidationTimeout)
+		err := p.dialect.Probe(ctx, e.conn, p.cfg.ValidationTimeout)
 		cancel()
 		if err != nil {
 			p.setLastError(err)

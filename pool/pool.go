@@ -28,7 +28,8 @@
 //
 // What the pool adds to database/sql: validation on acquire for connections idle longer than
 // AliveBypassWindow, a release that rolls back and resets only what the borrower left behind
-// (package txstate), eviction of connections that saw a fatal error (package validate), FIFO
+// (the Dialect's tracker: package txstate for MySQL, pgdialect for PostgreSQL), eviction of
+// connections that saw a fatal error (the Dialect's Classify: package validate for MySQL), FIFO
 // waiting bounded by AcquireTimeout and MaxWaiters, one creator goroutine with backoff,
 // MinIdleConns, IdleTimeout, MaxLifetime with jitter, KeepaliveTime, leak detection, SoftEvict,
 // Suspend/Resume and a bounded Close. A clean borrow/return cycle sends nothing to the server.
@@ -55,6 +56,7 @@ import (
 type Pool struct {
 	cfg       Config
 	connector driver.Connector
+	dialect   Dialect // Config.Dialect, or chosen from the connector (dialect.go)
 	clk       clock
 
 	store store
@@ -175,9 +177,14 @@ func New(c driver.Connector, cfg Config) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
+	d, err := chooseDialect(c, cfg.Dialect)
+	if err != nil {
+		return nil, err
+	}
 	p := &Pool{
 		cfg:       rc,
 		connector: c,
+		dialect:   d,
 		all:       make(map[*entry]struct{}),
 		done:      make(chan struct{}),
 		createCh:  make(chan struct{}, 1),
@@ -188,8 +195,8 @@ func New(c driver.Connector, cfg Config) (*Pool, error) {
 	p.store.nanotime = p.nanotime
 	p.refreshClock()
 	p.dialCtx, p.dialStop = context.WithCancel(context.Background())
-	if rc.ServerCancelTimeout > 0 {
-		p.cancel = &canceller{impl: MySQLCancel{}}
+	if sc := serverCancelOf(p.dialect); rc.ServerCancelTimeout > 0 && sc != nil {
+		p.cancel = &canceller{impl: sc}
 	}
 
 	if err := p.attachHosts(); err != nil {

@@ -3,8 +3,6 @@ package pool
 import (
 	"context"
 	"database/sql/driver"
-
-	"github.com/sqlpool/sqlpool/validate"
 )
 
 // stmtCache is one physical connection's prepared statements, by current database and query
@@ -124,7 +122,7 @@ func (c *stmtCache) unlink(cs *cachedStmt) {
 // ER_MAX_PREPARED_STMT_COUNT_REACHED, after emptying the cache (freeing the server's count).
 func (c *conn) cached(ctx context.Context, q string) (cs *cachedStmt, ds driver.Stmt, err error) {
 	cache := &c.e.stmts
-	db, _, known := c.e.sess.t.Resolution()
+	db, known := c.e.sess.t.Scope()
 	if !known {
 		ds, err = prepareDriver(ctx, c.e.conn, q)
 		return nil, ds, err
@@ -135,7 +133,7 @@ func (c *conn) cached(ctx context.Context, q string) (cs *cachedStmt, ds driver.
 		return cs, cs.ds, nil
 	}
 	ds, err = prepareDriver(ctx, c.e.conn, q)
-	if n, ok := validate.ErrorNumber(err); ok && n == erMaxPreparedStmtCount {
+	if err != nil && c.p.dialect.Classify(err, ErrorContext{Conn: c.e.conn}).StatementLimit {
 		cache.purge()
 		c.p.stmtCacheFull.Add(1)
 		ds, err = prepareDriver(ctx, c.e.conn, q)

@@ -3,9 +3,6 @@ package pool
 import (
 	"context"
 	"time"
-
-	"github.com/sqlpool/sqlpool/txstate"
-	"github.com/sqlpool/sqlpool/validate"
 )
 
 // AcquireObserver is an optional interface of Config.Events, for tracing: when the Events
@@ -46,10 +43,10 @@ type WorkObserver interface {
 func (p *Pool) probe(ctx context.Context, e *entry, timeout time.Duration) error {
 	wo, ok := p.cfg.Events.(WorkObserver)
 	if !ok {
-		return validate.Probe(ctx, e.conn, timeout)
+		return p.dialect.Probe(ctx, e.conn, timeout)
 	}
 	start := p.nanotime()
-	err := validate.Probe(ctx, e.conn, timeout)
+	err := p.dialect.Probe(ctx, e.conn, timeout)
 	wo.ProbeEnded(ctx, p.cfg.Name, time.Duration(p.nanotime()-start), err == nil)
 	return err
 }
@@ -62,7 +59,7 @@ func (p *Pool) runPlanObserved(e *entry) error {
 	}
 	plan := e.sess.t.Plan()
 	n, rollback := 0, false
-	if plan.Action != txstate.ActionDiscard {
+	if !plan.Discard {
 		n = len(plan.Statements)
 		rollback = n > 0 && plan.Statements[0] == "ROLLBACK"
 	}

@@ -35,9 +35,13 @@
 //     driver.ErrBadConn, mysql.ErrInvalidConn, mysql.ErrPktSync,
 //     mysql.ErrPktSyncMul, mysql.ErrMalformPkt, mysql.ErrBusyBuffer, io.EOF,
 //     io.ErrUnexpectedEOF, io.ErrShortWrite, net.ErrClosed and
-//     [ErrProbeTimeout].
+//     [ErrProbeTimeout]. The package does not import go-sql-driver: its
+//     sentinels are recognised by their type (errors.New's) and exact text.
 //  4. A *mysql.MySQLError whose number is in [Codes] and whose condition
-//     holds, or whose SQLSTATE is in class 08 (connection exception).
+//     holds, or whose SQLSTATE is in class 08 (connection exception). It is
+//     read through reflection, its layout checked once against the fields
+//     read (Number, SQLState, Message); a driver version with another layout
+//     is not read.
 //  5. The socket errors ECONNRESET, EPIPE, ECONNREFUSED, ECONNABORTED,
 //     ETIMEDOUT, EHOSTUNREACH and ENETUNREACH (syscall.Errno).
 //  6. Any other net.Error, timeouts included: a read or write deadline that

@@ -3,12 +3,12 @@ package validate
 import (
 	"context"
 	"database/sql/driver"
+	"errors"
 	"io"
 	"net"
+	"reflect"
 	"strings"
 	"syscall"
-
-	"github.com/go-sql-driver/mysql"
 )
 
 // Session is what the pool knows about the borrower's session when an error
@@ -163,18 +163,23 @@ func callerGaveUp(err error, depth int) bool {
 // sentinel (MySQLError.Is matches only other *MySQLError values, Errno.Is only
 // the io/fs errors).
 func node(err error, s Session) (Verdict, bool) {
-	switch x := err.(type) {
-	case *mysql.MySQLError:
-		if x == nil {
-			return Verdict{}, false
-		}
-		return classifyMySQL(x, s)
-	case syscall.Errno:
+	if x, ok := err.(syscall.Errno); ok {
 		return classifyErrno(x)
 	}
+	if me, ok, isNil := asMySQLError(err); ok {
+		if isNil {
+			return Verdict{}, false
+		}
+		return classifyMySQL(me, s)
+	}
 	isser, hasIs := err.(interface{ Is(error) bool })
+	text := ""
+	if reflect.TypeOf(err) == errorStringType {
+		text = err.Error()
+	}
 	for i := range sentinels {
-		if err == sentinels[i].Err || hasIs && isser.Is(sentinels[i].Err) {
+		if err == sentinels[i].Err || hasIs && isser.Is(sentinels[i].Err) ||
+			text != "" && sentinels[i].byText && text == sentinels[i].Err.Error() {
 			return Verdict{Fatal: true, ServerGone: sentinels[i].ServerGone, Reason: sentinels[i].Reason}, true
 		}
 	}
@@ -217,7 +222,7 @@ func classifyErrno(e syscall.Errno) (Verdict, bool) {
 	return Verdict{}, false
 }
 
-func classifyMySQL(e *mysql.MySQLError, s Session) (Verdict, bool) {
+func classifyMySQL(e mysqlError, s Session) (Verdict, bool) {
 	if i, ok := codeIndex[e.Number]; ok {
 		c := &codes[i]
 		if c.cond.holds(e, s) {
@@ -240,7 +245,7 @@ const (
 	idleTimeoutNotice           // 4031: MySQL's inactivity notice, not MariaDB's trigger error
 )
 
-func (c condition) holds(e *mysql.MySQLError, s Session) bool {
+func (c condition) holds(e mysqlError, s Session) bool {
 	switch c {
 	case readOnlyOption:
 		return strings.Contains(e.Message, "read-only") || strings.Contains(e.Message, "read_only")
@@ -335,21 +340,28 @@ func Codes() []Code {
 // Sentinel is one row of the table of sentinel errors that [IsFatal] matches
 // with errors.Is semantics.
 type Sentinel struct {
-	// Err is the sentinel error value.
+	// Err is the sentinel error value. For go-sql-driver's sentinels (ErrInvalidConn,
+	// ErrPktSync, ErrPktSyncMul, ErrMalformPkt, ErrBusyBuffer) it is an error with the same
+	// text: this package does not import the driver and matches those by their type (the one
+	// errors.New returns) and exact text, so the driver's own values match too.
 	Err error
 	// Reason is the short reason IsFatal returns for it.
 	Reason string
 	// ServerGone reports whether it also makes [ServerGone] true.
 	ServerGone bool
+
+	// byText: go-sql-driver's sentinels (this package does not import the driver) are matched
+	// by their type (errors.New's) and exact text.
+	byText bool
 }
 
 var sentinels = [...]Sentinel{
 	{Err: driver.ErrBadConn, Reason: "driver: bad connection"},
-	{Err: mysql.ErrInvalidConn, Reason: "mysql: invalid connection", ServerGone: true},
-	{Err: mysql.ErrPktSync, Reason: "mysql: commands out of sync"},
-	{Err: mysql.ErrPktSyncMul, Reason: "mysql: commands out of sync (multiple statements)"},
-	{Err: mysql.ErrMalformPkt, Reason: "mysql: malformed packet"},
-	{Err: mysql.ErrBusyBuffer, Reason: "mysql: busy buffer"},
+	{Err: errors.New("invalid connection"), byText: true, Reason: "mysql: invalid connection", ServerGone: true},
+	{Err: errors.New("commands out of sync. You can't run this command now"), byText: true, Reason: "mysql: commands out of sync"},
+	{Err: errors.New("commands out of sync. Did you run multiple statements at once?"), byText: true, Reason: "mysql: commands out of sync (multiple statements)"},
+	{Err: errors.New("malformed packet"), byText: true, Reason: "mysql: malformed packet"},
+	{Err: errors.New("busy buffer"), byText: true, Reason: "mysql: busy buffer"},
 	{Err: io.EOF, Reason: "EOF from server", ServerGone: true},
 	{Err: io.ErrUnexpectedEOF, Reason: "unexpected EOF from server", ServerGone: true},
 	{Err: io.ErrShortWrite, Reason: "short write"},

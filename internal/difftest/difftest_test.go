@@ -1,6 +1,7 @@
 package difftest
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"testing"
@@ -8,10 +9,19 @@ import (
 
 	"github.com/sqlpool/sqlpool/internal/leakcheck"
 	"github.com/sqlpool/sqlpool/internal/mysqltest"
+	"github.com/sqlpool/sqlpool/internal/pgtest"
 )
 
+// TestMain stops the shared PostgreSQL server (if a test started one) before the leak check.
 func TestMain(m *testing.M) {
-	leakcheck.VerifyTestMain(m)
+	code := pgtest.Run(m)
+	if code == 0 {
+		if err := leakcheck.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "leakcheck: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // envInt reads a positive integer environment variable, or def.

@@ -8,7 +8,9 @@ import (
 )
 
 // libraryModules is every module the library's go.mod may require: go-sql-driver/mysql and its
-// edwards25519, prometheus' client and what its go.mod requires, golang.org/x/sync. A library
+// edwards25519, pgx and lib/pq (imported only by package pgdialect, never by pool: see
+// TestPoolImportsNoDriver) and what pgx requires, prometheus' client and what its go.mod
+// requires, golang.org/x/sync. A library
 // user downloads each of them; adding one is a decision, made here with its reason.
 var libraryModules = map[string]bool{
 	"github.com/go-sql-driver/mysql":      true,
@@ -22,7 +24,13 @@ var libraryModules = map[string]bool{
 	"github.com/kylelemons/godebug":       true, // client_golang's testutil
 	"github.com/munnerz/goautoneg":        true, // prometheus/common
 	"golang.org/x/sys":                    true, // procfs
-	"golang.org/x/sync":                   true,
+	"golang.org/x/sync":                   true, // also pgx's puddle
+	"github.com/jackc/pgx/v5":             true, // pgdialect
+	"github.com/jackc/pgpassfile":         true, // pgx
+	"github.com/jackc/pgservicefile":      true, // pgx
+	"github.com/jackc/puddle/v2":          true, // pgx's pgxpool (tests and benchmarks against it)
+	"golang.org/x/text":                   true, // pgx
+	"github.com/lib/pq":                   true, // pgdialect
 	"google.golang.org/protobuf":          true, // client_model
 }
 

@@ -1,0 +1,89 @@
+package pool
+
+import (
+	"context"
+	"database/sql/driver"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/lib/pq"
+)
+
+func TestChooseDialectMySQLByDefault(t *testing.T) {
+	cfg := mysql.NewConfig()
+	cfg.Addr = "127.0.0.1:1"
+	c, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := chooseDialect(c, nil); err != nil || d != MySQL {
+		t.Fatalf("chooseDialect(go-sql-driver) = %v, %v; want MySQL", d, err)
+	}
+	if d, err := chooseDialect(stubConnector{}, nil); err != nil || d != MySQL {
+		t.Fatalf("chooseDialect(unknown connector) = %v, %v; want MySQL", d, err)
+	}
+}
+
+func TestChooseDialectConfigWins(t *testing.T) {
+	c, err := pq.NewConnector("host=127.0.0.1 port=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := stubDialect{}
+	if got, err := chooseDialect(c, d); err != nil || got != d {
+		t.Fatalf("chooseDialect with Config.Dialect = %v, %v", got, err)
+	}
+}
+
+// TestChooseDialectPostgresUnregistered: this test binary links pgx and lib/pq but not
+// pgdialect, so New must refuse PostgreSQL connectors instead of applying MySQL's rules.
+func TestChooseDialectPostgresUnregistered(t *testing.T) {
+	pc, err := pq.NewConnector("host=127.0.0.1 port=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := pgx.ParseConfig("postgres://127.0.0.1:1/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]driver.Connector{"lib/pq": pc, "pgx stdlib": stdlib.GetConnector(*cc)} {
+		_, err := chooseDialect(c, nil)
+		if err == nil || !strings.Contains(err.Error(), "pgdialect") {
+			t.Errorf("%s: chooseDialect = %v; want an error naming pgdialect", name, err)
+		}
+		if _, err := New(c, Config{InitializationFailTimeout: -1}); err == nil {
+			t.Errorf("%s: New succeeded without a PostgreSQL dialect", name)
+		}
+	}
+}
+
+func TestRegisterDialect(t *testing.T) {
+	d := stubDialect{}
+	RegisterDialect(d, "github.com/sqlpool/sqlpool/pool")
+	t.Cleanup(func() {
+		dialectRegistry.mu.Lock()
+		delete(dialectRegistry.m, "github.com/sqlpool/sqlpool/pool")
+		dialectRegistry.mu.Unlock()
+	})
+	if got, err := chooseDialect(stubConnector{}, nil); err != nil || got != d {
+		t.Fatalf("chooseDialect after RegisterDialect = %v, %v", got, err)
+	}
+}
+
+type stubConnector struct{}
+
+func (stubConnector) Connect(context.Context) (driver.Conn, error) { return nil, driver.ErrBadConn }
+func (stubConnector) Driver() driver.Driver                        { return nil }
+
+type stubDialect struct{}
+
+func (stubDialect) Name() string                            { return "stub" }
+func (stubDialect) Classify(error, ErrorContext) ErrorClass { return ErrorClass{} }
+func (stubDialect) NewSession(context.Context, driver.Conn) (SessionTracker, error) {
+	return nil, driver.ErrBadConn
+}
+func (stubDialect) Probe(context.Context, driver.Conn, time.Duration) error { return nil }
