@@ -88,6 +88,7 @@ const (
 	stmtUpdateDepTraces  = "upsert zipkin_dependency_traces"
 	stmtSelectDepPending = "select zipkin_dependency_pending"
 	stmtFoldDependencies = "fold zipkin_dependency_pending"
+	stmtPurgeDepTraces   = "delete zipkin_dependency_traces (retention)"
 )
 
 // depChunk bounds the traces one aggregation statement names.
@@ -115,6 +116,7 @@ func createDependencyAggregation(ctx context.Context, db *sql.DB) error {
 
 // depState is the store's view of the aggregator.
 type depState struct {
+	traces    bool          // zipkin_dependency_traces is usable: retention purges it
 	pending   bool          // zipkin_dependency_pending is usable: GetDependencies adds it
 	aggregate bool          // both tables usable, zipkin_dependencies exists and aggregation is not disabled
 	lastFold  atomic.Int64  // time.Now().UnixNano() of the last fold's start
@@ -127,6 +129,7 @@ type depState struct {
 func (s *Store) detectAggregation(ctx context.Context) {
 	s.deps.folding = make(chan struct{}, 1)
 	traces := s.tableUsable(ctx, probeDepTraces)
+	s.deps.traces = traces
 	s.deps.pending = s.tableUsable(ctx, probeDepPending) && s.feat.dependencies
 	s.deps.aggregate = traces && s.deps.pending && s.feat.errorCount && !s.opts.DisableDependencyAggregation
 	switch {
@@ -629,4 +632,30 @@ func (s *Store) selectPending(ctx context.Context, from, to string) ([]model.Dep
 		return nil, fmt.Errorf("mysqlstore: select pending dependencies: %w", err)
 	}
 	return links, nil
+}
+
+// purgeDependencyTraces deletes, batch rows per statement, the aggregator's
+// records of traces whose day is more than a day before the retention
+// cutoff cut (epoch microseconds): their spans are gone or going, and the
+// links they counted stay in zipkin_dependencies. Spans of such a trace
+// arriving later are counted as a new trace. Without the table it does
+// nothing.
+func (s *Store) purgeDependencyTraces(ctx context.Context, cut int64, batch int) error {
+	if !s.deps.traces {
+		return nil
+	}
+	day := epochDay(floorDiv(cut, 1000) - dayMillis)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		res, err := s.db.ExecContext(stmtname.With(ctx, stmtPurgeDepTraces),
+			"DELETE FROM "+tableDepTraces+" WHERE day < ? LIMIT ?", day, batch)
+		if err != nil {
+			return fmt.Errorf("mysqlstore: retention: deleting %s rows before %s: %w", tableDepTraces, day, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n < int64(batch) {
+			return nil
+		}
+	}
 }

@@ -362,3 +362,48 @@ func linkDiff(got, want string) string {
 	sort.Strings(out)
 	return "got +, want -: " + strings.Join(out, "; ")
 }
+
+// Retention deletes the aggregator's records of traces more than a day
+// older than its cutoff, and keeps the links they counted.
+func TestRetentionPurgesDependencyTraces(t *testing.T) {
+	srv := server{"embedded", mysqltest.EmbeddedDSN(t)}
+	h := newHarness(t, srv)
+	s := h.store(t, mysqlstore.Options{DependencyFoldInterval: -1})
+	old := genTraces(5, 6) // on genDay
+	young := genTraces(6, 4)
+	shift := model.MillisToMicros(10 * 86_400_000)
+	for i := range young {
+		young[i].Timestamp += shift // ten days later
+	}
+	accept(t, s, append(old, young...)...)
+	if _, err := s.FoldDependencies(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	links := deps(t, s, genDay+86_400_000-1, 86_400_000-1)
+	r, err := s.NewRetention(mysqlstore.RetentionOptions{MaxAge: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cutoff := time.UnixMilli(genDay + 5*86_400_000) // four days after the old traces' day
+	if _, err := r.DeleteBefore(ctxT(t), cutoff); err != nil {
+		t.Fatalf("DeleteBefore: %v", err)
+	}
+	if n := scalarInt(t, h, "SELECT COUNT(*) FROM zipkin_dependency_traces WHERE day < '2026-11-24'"); n != 0 {
+		t.Errorf("%d records of traces older than the cutoff remain", n)
+	}
+	if n := scalarInt(t, h, "SELECT COUNT(*) FROM zipkin_dependency_traces"); n != 4 {
+		t.Errorf("%d records remain, want the 4 young traces'", n)
+	}
+	if got := linkString(deps(t, s, genDay+86_400_000-1, 86_400_000-1)); got != linkString(links) {
+		t.Errorf("links of the old day after retention (%s)", linkDiff(got, linkString(links)))
+	}
+}
+
+func scalarInt(t *testing.T, h *harness, q string) int64 {
+	t.Helper()
+	var n int64
+	if err := h.db.QueryRowContext(ctxT(t), q).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
