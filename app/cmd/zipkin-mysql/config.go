@@ -80,12 +80,15 @@ type config struct {
 	// used only while it is Synced. Default false.
 	Galera bool
 
-	InitSchema     bool
-	ConnectTimeout time.Duration
-	DrainTimeout   time.Duration
-	IdleTimeout    time.Duration // keep-alive connections idle this long are closed
-	MaxConns       int
-	Writers        int // 0: chosen from MaxConns (1 on the embedded server)
+	InitSchema bool
+	// BackfillDependencies runs the dependency aggregator over the spans
+	// already stored before serving (-backfill-dependencies).
+	BackfillDependencies bool
+	ConnectTimeout       time.Duration
+	DrainTimeout         time.Duration
+	IdleTimeout          time.Duration // keep-alive connections idle this long are closed
+	MaxConns             int
+	Writers              int // 0: chosen from MaxConns (1 on the embedded server)
 
 	Lookback         int64 // QUERY_LOOKBACK, ms
 	StrictTraceID    bool
@@ -161,6 +164,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	fs.StringVar(&c.Storage, "storage", "", "memory (in-process store, like Zipkin's STORAGE_TYPE=mem: the newest MEM_MAX_SPANS spans, default 500000, oldest traces evicted past it, lost on exit), mysql (the server of -dsn, MYSQL_JDBC_URL or MYSQL_*; Zipkin's defaults localhost:3306/zipkin), embedded (an in-process MySQL-protocol test server: the MySQL code path, slow past a few thousand spans, lost on exit) or none (accept and drop, for load comparisons) (default: STORAGE_TYPE (mem or mysql), else mysql when -dsn, MYSQL_JDBC_URL or a MYSQL_* server variable is set, else memory)")
 	fs.StringVar(&c.Pool, "pool", "sqlpool", "connection pool: sqlpool, or database-sql (plain database/sql with the same connection limit)")
 	fs.BoolVar(&c.InitSchema, "init-schema", false, "create Zipkin's tables when they do not exist (always done on the embedded server)")
+	fs.BoolVar(&c.BackfillDependencies, "backfill-dependencies", false, "before serving, count the spans already stored into zipkin_dependencies with the dependency aggregator (for days stored before its tables existed, or by a bulk loader); reads every trace once")
 	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", defaultConnectTimeout, "how long start-up tries to reach the database")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", defaultDrainTimeout, "on SIGTERM, how long queued spans may take to be written before they are dropped")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", defaultIdleTimeout, "close keep-alive HTTP connections idle this long")

@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sqlpool/sqlpool/internal/mysqltest"
 )
@@ -89,4 +92,30 @@ func TestSeveralHostsHealthAndMetrics(t *testing.T) {
 	if !strings.Contains(string(info), `"hostStrategy":"sequential (MYSQL_HOST)"`) || strings.Contains(string(info), mc.Passwd+"@") {
 		t.Errorf("/info: %s", info)
 	}
+}
+
+// -backfill-dependencies counts spans stored with the aggregator off, and
+// refuses to run when the aggregator is off.
+func TestBackfillDependenciesFlag(t *testing.T) {
+	env := envFunc("MYSQL_AGGREGATE_DEPENDENCIES", "false")
+	cfg, err := parseConfig([]string{"-storage", "embedded", "-backfill-dependencies"}, env, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.BackfillDependencies || cfg.AggregateDependencies {
+		t.Fatalf("config: %+v", cfg)
+	}
+	_, err = openStorage(t.Context(), cfg, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	if err == nil || !strings.Contains(err.Error(), "needs the dependency aggregator") {
+		t.Fatalf("-backfill-dependencies with MYSQL_AGGREGATE_DEPENDENCIES=false: %v", err)
+	}
+	cfg, err = parseConfig([]string{"-storage", "embedded", "-backfill-dependencies"}, envFunc(), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := openStorage(t.Context(), cfg, slog.New(slog.DiscardHandler), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.close()
 }

@@ -550,6 +550,19 @@ func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *promet
 		}
 		return nil, explain(err, cfg, mcfg)
 	}
+	if cfg.BackfillDependencies {
+		if !store.DependencyAggregation() {
+			closeAll()
+			return nil, errors.New("-backfill-dependencies needs the dependency aggregator: run with -init-schema to create its tables, and do not set MYSQL_AGGREGATE_DEPENDENCIES=false")
+		}
+		t0 := time.Now()
+		n, err := store.BackfillDependencies(ctx)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("-backfill-dependencies: %v", explain(err, cfg, mcfg))
+		}
+		log.Info("zipkin-mysql: dependencies backfilled from the stored spans", "traces", n, "took", time.Since(t0).Round(time.Millisecond))
+	}
 	name := "MySQLStorage{" + mcfg.Addr + "/" + mcfg.DBName + "}"
 	if cc != nil {
 		name = "MySQLStorage{" + strings.Join(cfg.Hosts, ",") + "/" + mcfg.DBName + "}"

@@ -659,3 +659,99 @@ func (s *Store) purgeDependencyTraces(ctx context.Context, cut int64, batch int)
 		}
 	}
 }
+
+// BackfillDependencies runs the aggregator over the traces already stored
+// (in chunks of 100 traces, one transaction each, ordered by trace ID), so
+// that days written before the aggregator's tables existed — or by a bulk
+// loader that wrote the span tables directly — are counted as if their
+// spans had arrived through Accept, and then folds. A trace already
+// counted is recomputed and changes nothing unless its spans changed.
+// Traces are found through zipkin_annotations (index trace_id), so a
+// trace none of whose spans has an annotation row is skipped; such spans
+// carry no service name and link nothing. It returns the number of traces
+// it went through. Without aggregation (see DependencyAggregation) it does
+// nothing. It may run while Accept runs.
+func (s *Store) BackfillDependencies(ctx context.Context) (int, error) {
+	if !s.deps.aggregate {
+		return 0, nil
+	}
+	total := 0
+	var after int64
+	first := true
+	for {
+		// The next traces, along index trace_id (trace_id, span_id, a_key).
+		q := "SELECT DISTINCT trace_id FROM " + tableAnnotations
+		var args []any
+		if !first {
+			q += " WHERE trace_id > ?"
+			args = append(args, after)
+		}
+		q += " ORDER BY trace_id LIMIT ?"
+		args = append(args, depChunk)
+		lows, err := queryInts(ctx, s.db, q, args...)
+		if err != nil {
+			return total, fmt.Errorf("mysqlstore: backfilling dependencies: %w", err)
+		}
+		if len(lows) == 0 {
+			break
+		}
+		traces := make(map[int64][]int64, len(lows))
+		for _, low := range lows {
+			traces[low] = []int64{0}
+		}
+		if s.feat.traceIDHigh { // their high halves
+			largs := make([]any, len(lows))
+			for i, l := range lows {
+				largs[i] = l
+			}
+			rows, err := s.db.QueryContext(stmtname.With(ctx, stmtSelectDepTraces), "SELECT DISTINCT trace_id_high, trace_id FROM "+
+				tableAnnotations+" WHERE trace_id IN ("+placeholders(len(lows))+")", largs...)
+			if err != nil {
+				return total, fmt.Errorf("mysqlstore: backfilling dependencies: %w", err)
+			}
+			clear(traces)
+			for rows.Next() {
+				var h, low int64
+				if err := rows.Scan(&h, &low); err != nil {
+					rows.Close()
+					return total, fmt.Errorf("mysqlstore: backfilling dependencies: %w", err)
+				}
+				traces[low] = append(traces[low], h)
+			}
+			err = rows.Err()
+			rows.Close()
+			if err != nil {
+				return total, fmt.Errorf("mysqlstore: backfilling dependencies: %w", err)
+			}
+		}
+		if err := retry.Tx(ctx, s.db, nil, s.writePolicy(), func(ctx context.Context, tx *sql.Tx) error {
+			return s.aggregateDeps(ctx, tx, traces)
+		}); err != nil {
+			return total, fmt.Errorf("mysqlstore: backfilling dependencies: %w", err)
+		}
+		total += len(lows)
+		after, first = lows[len(lows)-1], false
+		if len(lows) < depChunk {
+			break
+		}
+	}
+	_, err := s.FoldDependencies(ctx)
+	return total, err
+}
+
+func queryInts(ctx context.Context, db *sql.DB, q string, args ...any) ([]int64, error) {
+	rows, err := db.QueryContext(stmtname.With(ctx, stmtSelectDepTraces), q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}

@@ -227,6 +227,21 @@ func TestAggregatedDependenciesEqualOnDemand(t *testing.T) {
 			accept(t, s, spans...)
 			check(t, h, s, false)
 		})
+		t.Run("backfilled", func(t *testing.T) {
+			// Spans stored with the aggregator off (or by a bulk loader), then
+			// counted by BackfillDependencies.
+			h := newHarness(t, srv)
+			accept(t, h.store(t, mysqlstore.Options{DisableDependencyAggregation: true}), spans...)
+			s := h.store(t, mysqlstore.Options{DependencyFoldInterval: -1})
+			n, err := s.BackfillDependencies(ctxT(t))
+			if err != nil {
+				t.Fatalf("BackfillDependencies: %v", err)
+			}
+			if want := len(byLow(spans)); n != want {
+				t.Errorf("BackfillDependencies went through %d traces, want %d", n, want)
+			}
+			check(t, h, s, true)
+		})
 		shuffled := shuffleResend(spans, 7)
 		t.Run("shuffledResent", func(t *testing.T) {
 			h := newHarness(t, srv)
@@ -406,4 +421,13 @@ func scalarInt(t *testing.T, h *harness, q string) int64 {
 		t.Fatalf("%s: %v", q, err)
 	}
 	return n
+}
+
+// byLow counts the traces of spans by the low 64 bits of their IDs.
+func byLow(spans []model.Span) map[uint64]bool {
+	m := map[uint64]bool{}
+	for _, sp := range spans {
+		m[sp.TraceID.Low] = true
+	}
+	return m
 }
