@@ -3,7 +3,9 @@ package mysqlstore_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -430,4 +432,55 @@ func byLow(spans []model.Span) map[uint64]bool {
 		m[sp.TraceID.Low] = true
 	}
 	return m
+}
+
+// TestDependenciesAtScale (opt-in: DEPS_SCALE_SPANS=n, MariaDB) stores
+// about n generated spans on one day with the aggregator off, times the
+// 24-hour GetDependencies linked on demand, backfills the aggregator
+// (timed), and times the same call on the aggregated rows; both answers
+// must be equal. docs/zipkin.md quotes the figures.
+func TestDependenciesAtScale(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("DEPS_SCALE_SPANS"))
+	if n <= 0 {
+		t.Skip("DEPS_SCALE_SPANS unset: the at-scale dependency timing is opt-in")
+	}
+	mysqltest.RequireMariaDB(t, "the at-scale timing measures MariaDB")
+	h := newHarness(t, server{"mariadb", mysqltest.DSN(t)})
+	off := h.store(t, mysqlstore.Options{DisableDependencyAggregation: true})
+	spans := genTraces(99, n/10)
+	t0 := time.Now()
+	for start := 0; start < len(spans); start += 500 {
+		if err := off.Accept(ctxT(t), cloneAll(spans[start:min(start+500, len(spans))])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%d spans in %d traces stored in %s", len(spans), n/10, time.Since(t0).Round(time.Millisecond))
+	dayEnd := genDay + 86_400_000 - 1
+	timeIt := func(s *mysqlstore.Store) (string, time.Duration) {
+		var best time.Duration
+		var links []model.DependencyLink
+		for i := range 5 {
+			t0 := time.Now()
+			links = deps(t, s, dayEnd, 86_400_000-1)
+			if d := time.Since(t0); i == 0 || d < best {
+				best = d
+			}
+		}
+		return linkString(links), best
+	}
+	want, onDemand := timeIt(off)
+	on := h.store(t, mysqlstore.Options{DependencyFoldInterval: -1})
+	t0 = time.Now()
+	traces, err := on.BackfillDependencies(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	backfill := time.Since(t0)
+	got, aggregated := timeIt(on)
+	if got != want {
+		t.Errorf("aggregated links differ from on-demand linking (%s)", linkDiff(got, want))
+	}
+	t.Logf("24-hour dependencies: on demand %s, aggregated %s (best of 5); backfill of %d traces %s (%.0f traces/s)",
+		onDemand.Round(time.Microsecond), aggregated.Round(time.Microsecond), traces, backfill.Round(time.Millisecond),
+		float64(traces)/backfill.Seconds())
 }
