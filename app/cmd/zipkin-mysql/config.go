@@ -15,6 +15,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sqlpool/sqlpool/app/zipkin/memstore"
+	"github.com/sqlpool/sqlpool/cluster"
 )
 
 // Defaults of the command.
@@ -58,13 +59,36 @@ type config struct {
 	// and database zipkin, for the variables not set).
 	MySQL     *mysql.Config
 	DSNSource string
+	// Hosts are the database addresses (host:port) when the configuration
+	// names several — MYSQL_HOST=h1,h2:3307 or a multi-host MYSQL_JDBC_URL
+	// — in order; the command then connects through cluster.Connector
+	// with HostStrategy, and MySQL.Addr is the first. nil for one host.
+	Hosts []string
+	// HostStrategy is how connections are spread over Hosts: what the
+	// JDBC mode maps onto (sequential, plain and replication URLs:
+	// Sequential; loadbalance and mariadb:failover: RoundRobin), Sequential
+	// for a MYSQL_HOST list, or MYSQL_HOST_STRATEGY when set.
+	HostStrategy cluster.Strategy
+	// HostMode says what chose HostStrategy, e.g. "jdbc:mariadb:sequential",
+	// "MYSQL_HOST" or "MYSQL_HOST_STRATEGY".
+	HostMode string
+	// AggregateDependencies keeps zipkin_dependencies current from the
+	// write path (MYSQL_AGGREGATE_DEPENDENCIES; default true; see
+	// mysqlstore.Options.DisableDependencyAggregation).
+	AggregateDependencies bool
+	// Galera turns on cluster.GaleraReady (MYSQL_GALERA=true): a node is
+	// used only while it is Synced. Default false.
+	Galera bool
 
-	InitSchema     bool
-	ConnectTimeout time.Duration
-	DrainTimeout   time.Duration
-	IdleTimeout    time.Duration // keep-alive connections idle this long are closed
-	MaxConns       int
-	Writers        int // 0: chosen from MaxConns (1 on the embedded server)
+	InitSchema bool
+	// BackfillDependencies runs the dependency aggregator over the spans
+	// already stored before serving (-backfill-dependencies).
+	BackfillDependencies bool
+	ConnectTimeout       time.Duration
+	DrainTimeout         time.Duration
+	IdleTimeout          time.Duration // keep-alive connections idle this long are closed
+	MaxConns             int
+	Writers              int // 0: chosen from MaxConns (1 on the embedded server)
 
 	Lookback         int64 // QUERY_LOOKBACK, ms
 	StrictTraceID    bool
@@ -106,7 +130,8 @@ func (c *config) Password() string {
 	return c.MySQL.Passwd
 }
 
-// Addr describes the database without credentials: "host:3306/zipkin".
+// Addr describes the database without credentials: "host:3306/zipkin", or
+// "h1:3306,h2:3306/zipkin" for several hosts.
 func (c *config) Addr() string {
 	switch {
 	case c.Storage == "none":
@@ -115,6 +140,9 @@ func (c *config) Addr() string {
 		return "memory"
 	case c.Embedded:
 		return "embedded"
+	}
+	if len(c.Hosts) > 1 {
+		return strings.Join(c.Hosts, ",") + "/" + c.MySQL.DBName
 	}
 	return c.MySQL.Addr + "/" + c.MySQL.DBName
 }
@@ -136,6 +164,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	fs.StringVar(&c.Storage, "storage", "", "memory (in-process store, like Zipkin's STORAGE_TYPE=mem: the newest MEM_MAX_SPANS spans, default 500000, oldest traces evicted past it, lost on exit), mysql (the server of -dsn, MYSQL_JDBC_URL or MYSQL_*; Zipkin's defaults localhost:3306/zipkin), embedded (an in-process MySQL-protocol test server: the MySQL code path, slow past a few thousand spans, lost on exit) or none (accept and drop, for load comparisons) (default: STORAGE_TYPE (mem or mysql), else mysql when -dsn, MYSQL_JDBC_URL or a MYSQL_* server variable is set, else memory)")
 	fs.StringVar(&c.Pool, "pool", "sqlpool", "connection pool: sqlpool, or database-sql (plain database/sql with the same connection limit)")
 	fs.BoolVar(&c.InitSchema, "init-schema", false, "create Zipkin's tables when they do not exist (always done on the embedded server)")
+	fs.BoolVar(&c.BackfillDependencies, "backfill-dependencies", false, "before serving, count the spans already stored into zipkin_dependencies with the dependency aggregator (for days stored before its tables existed, or by a bulk loader); reads every trace once")
 	fs.DurationVar(&c.ConnectTimeout, "connect-timeout", defaultConnectTimeout, "how long start-up tries to reach the database")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", defaultDrainTimeout, "on SIGTERM, how long queued spans may take to be written before they are dropped")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", defaultIdleTimeout, "close keep-alive HTTP connections idle this long")
@@ -245,6 +274,9 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 		c.SampleRate = r
 	}
 
+	if c.AggregateDependencies, err = envBool(getenv, "MYSQL_AGGREGATE_DEPENDENCIES", true); err != nil {
+		return nil, err
+	}
 	if c.Brokers, err = parseBrokers(getenv); err != nil {
 		return nil, err
 	}
@@ -302,18 +334,34 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 			c.Warnings = append(c.Warnings, strings.Join(setVars, ", ")+" ignored: -dsn is set")
 		}
 	case jdbc != "":
-		m, warns, err := parseJDBCURL(jdbc, getenv)
+		m, hosts, warns, err := parseJDBCURL(jdbc, getenv)
 		if err != nil {
 			return nil, err
 		}
 		c.MySQL, c.DSNSource = m, "MYSQL_JDBC_URL"
 		c.Warnings = append(c.Warnings, warns...)
+		c.setHosts(hosts.addrs, hosts.strategy, hosts.mode)
 	default:
-		m, err := mysqlFromEnv(getenv)
+		m, hosts, err := mysqlFromEnv(getenv)
 		if err != nil {
 			return nil, err
 		}
 		c.MySQL, c.DSNSource = m, "MYSQL_*"
+		c.setHosts(hosts, cluster.Sequential, "MYSQL_HOST")
+	}
+	if v := strings.TrimSpace(getenv("MYSQL_HOST_STRATEGY")); v != "" {
+		st, err := parseStrategy(v)
+		if err != nil {
+			return nil, err
+		}
+		if len(c.Hosts) < 2 {
+			c.Warnings = append(c.Warnings, "MYSQL_HOST_STRATEGY="+v+" is ignored: one database host is configured")
+		} else {
+			c.HostStrategy, c.HostMode = st, "MYSQL_HOST_STRATEGY"
+		}
+	}
+	if c.Galera, err = envBool(getenv, "MYSQL_GALERA", false); err != nil {
+		return nil, err
 	}
 	if c.MySQL.Timeout == 0 {
 		c.MySQL.Timeout = c.ConnectTimeout
@@ -358,54 +406,156 @@ func (c *config) resolveStorage(flagSet bool, storageType string, mysqlConfigure
 	return nil
 }
 
+// setHosts records several hosts (one host needs no cluster connector).
+func (c *config) setHosts(addrs []string, st cluster.Strategy, mode string) {
+	if len(addrs) > 1 {
+		c.Hosts, c.HostStrategy, c.HostMode = addrs, st, mode
+	}
+}
+
+// parseStrategy reads MYSQL_HOST_STRATEGY.
+func parseStrategy(v string) (cluster.Strategy, error) {
+	switch strings.ToLower(v) {
+	case "sequential", "failover":
+		return cluster.Sequential, nil
+	case "round-robin", "roundrobin", "loadbalance":
+		return cluster.RoundRobin, nil
+	case "least-connections", "leastconnections":
+		return cluster.LeastConnections, nil
+	}
+	return 0, fmt.Errorf("MYSQL_HOST_STRATEGY=%q: use sequential (the first healthy host, the others as fallbacks), round-robin or least-connections", v)
+}
+
+// parseHostList splits a comma-separated host list (h1,h2:3307,[::1]:3308)
+// into host:port addresses, defaultPort where a host has none. what names
+// the setting in errors.
+func parseHostList(list, defaultPort, what string) ([]string, error) {
+	parts := strings.Split(list, ",")
+	addrs := make([]string, 0, len(parts))
+	for i, h := range parts {
+		h = strings.TrimSpace(h)
+		bad := func(why string) error {
+			return fmt.Errorf("%s: host %d (%q) %s: list hosts as h1,h2:3307,[::1]:3308", what, i+1, h, why)
+		}
+		if h == "" {
+			return nil, bad("is empty")
+		}
+		if strings.ContainsAny(h, "()=/?@ ") {
+			return nil, bad("is not a host name or host:port (Connector/J's address=(host=…)(port=…) and (host=…,port=…) forms are not supported)")
+		}
+		host, port := h, defaultPort
+		switch {
+		case strings.HasPrefix(h, "["): // [v6] or [v6]:port
+			end := strings.Index(h, "]")
+			if end < 0 {
+				return nil, bad("has no closing ]")
+			}
+			host = h[1:end]
+			if rest := h[end+1:]; rest != "" {
+				p, ok := strings.CutPrefix(rest, ":")
+				if !ok {
+					return nil, bad("has text after ] that is not :port")
+				}
+				port = p
+			}
+		case strings.Count(h, ":") == 1:
+			host, port, _ = strings.Cut(h, ":")
+		}
+		if host == "" {
+			return nil, bad("has no host name")
+		}
+		if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
+			return nil, bad(fmt.Sprintf("has port %q, not a number from 1 to 65535", port))
+		}
+		addr := net.JoinHostPort(host, port)
+		if slices.Contains(addrs, addr) {
+			return nil, bad("is listed twice")
+		}
+		addrs = append(addrs, addr)
+	}
+	return addrs, nil
+}
+
 // mysqlFromEnv builds the driver configuration from Zipkin's MYSQL_*
 // variables, with Zipkin's defaults (localhost:3306, database zipkin).
-func mysqlFromEnv(getenv func(string) string) (*mysql.Config, error) {
+// MYSQL_HOST may list several hosts (h1,h2:3307), each with
+// MYSQL_TCP_PORT unless it names its own port; they are returned in order
+// and the configuration's Addr is the first.
+func mysqlFromEnv(getenv func(string) string) (*mysql.Config, []string, error) {
 	m := mysql.NewConfig()
-	host := or(getenv("MYSQL_HOST"), "localhost")
 	port := or(getenv("MYSQL_TCP_PORT"), "3306")
 	if n, err := strconv.Atoi(port); err != nil || n <= 0 || n > 65535 {
-		return nil, fmt.Errorf("MYSQL_TCP_PORT=%q is not a port number", port)
+		return nil, nil, fmt.Errorf("MYSQL_TCP_PORT=%q is not a port number", port)
+	}
+	hosts, err := parseHostList(or(getenv("MYSQL_HOST"), "localhost"), port, "MYSQL_HOST="+getenv("MYSQL_HOST"))
+	if err != nil {
+		return nil, nil, err
 	}
 	m.Net = "tcp"
-	m.Addr = net.JoinHostPort(host, port)
+	m.Addr = hosts[0]
 	m.DBName = or(getenv("MYSQL_DB"), "zipkin")
 	m.User = getenv("MYSQL_USER")
 	m.Passwd = getenv("MYSQL_PASS")
 	useSSL, err := envBool(getenv, "MYSQL_USE_SSL", false)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if useSSL {
 		// Verified TLS against the system's roots, as Zipkin's useSSL=true.
 		m.TLSConfig = "true"
 	}
-	return m, nil
+	return m, hosts, nil
+}
+
+// jdbcHosts are the hosts of a MYSQL_JDBC_URL and what its mode maps onto.
+type jdbcHosts struct {
+	addrs    []string
+	strategy cluster.Strategy
+	mode     string // "jdbc:" + scheme
 }
 
 // parseJDBCURL maps Zipkin's MYSQL_JDBC_URL (jdbc:mysql://host:port/db?props
-// or jdbc:mariadb://…, optionally with user[:password]@ before the host) to
+// or jdbc:mariadb://…, optionally with user[:password]@ before the hosts) to
 // the driver's configuration. Credentials in the URL win over MYSQL_USER/MYSQL_PASS (which Zipkin also applies to the
 // URL). Properties that do not map are returned as warnings.
-func parseJDBCURL(raw string, getenv func(string) string) (*mysql.Config, []string, error) {
+//
+// Several hosts (h1,h2:3307,…, 3306 where a host has no port) are returned
+// with the strategy Connector/J's mode maps onto:
+//
+//   - jdbc:mysql://h1,h2/… and jdbc:mariadb://h1,h2/… (Connector/J's
+//     plain multi-host URL: failover to the next host), jdbc:mariadb:sequential
+//     and jdbc:mysql:failover: cluster.Sequential, the first healthy host
+//     in order, connections moving back to an earlier host when it returns.
+//   - jdbc:mysql:loadbalance, jdbc:mariadb:loadbalance and
+//     jdbc:mariadb:failover (MariaDB's failover mode picks a host at
+//     random per connection): cluster.RoundRobin, connections spread
+//     evenly over the healthy hosts.
+//   - jdbc:mysql:replication and jdbc:mariadb:replication:
+//     cluster.Sequential with a warning: every statement goes to the first
+//     healthy host; reads are not sent to replicas.
+func parseJDBCURL(raw string, getenv func(string) string) (*mysql.Config, jdbcHosts, []string, error) {
+	var none jdbcHosts
 	bad := func(why string) error {
-		return fmt.Errorf("MYSQL_JDBC_URL is not a MySQL JDBC URL (%s): use jdbc:mysql://host:3306/zipkin?user=…&password=…", why)
+		return fmt.Errorf("MYSQL_JDBC_URL is not a MySQL JDBC URL (%s): use jdbc:mysql://host:3306/zipkin?user=…&password=…, or with several hosts jdbc:mariadb:sequential://h1:3306,h2:3306/zipkin", why)
 	}
 	rest, ok := strings.CutPrefix(raw, "jdbc:")
 	if !ok {
-		return nil, nil, bad("it does not start with jdbc:")
+		return nil, none, nil, bad("it does not start with jdbc:")
 	}
 	scheme, rest, ok := strings.Cut(rest, "://")
 	if !ok {
-		return nil, nil, bad("no ://")
+		return nil, none, nil, bad("no ://")
 	}
 	var warns []string
+	hosts := jdbcHosts{mode: "jdbc:" + scheme, strategy: cluster.Sequential}
 	switch scheme {
-	case "mysql", "mariadb":
-	case "mysql:loadbalance", "mysql:replication", "mariadb:loadbalance", "mariadb:replication", "mariadb:sequential", "mariadb:failover", "mysql:failover":
-		warns = append(warns, "MYSQL_JDBC_URL: the "+scheme+" mode is not supported; the first host is used")
+	case "mysql", "mariadb", "mariadb:sequential", "mysql:failover":
+	case "mysql:loadbalance", "mariadb:loadbalance", "mariadb:failover":
+		hosts.strategy = cluster.RoundRobin
+	case "mysql:replication", "mariadb:replication":
+		warns = append(warns, "MYSQL_JDBC_URL: jdbc:"+scheme+" runs as sequential: every statement goes to the first healthy host; reads are not sent to replicas")
 	default:
-		return nil, nil, bad("unknown scheme jdbc:" + scheme)
+		return nil, none, nil, bad("unknown scheme jdbc:" + scheme + "; supported: jdbc:mysql, jdbc:mariadb, and the multi-host modes jdbc:mysql:loadbalance, jdbc:mysql:replication, jdbc:mariadb:sequential, jdbc:mariadb:loadbalance, jdbc:mariadb:failover, jdbc:mariadb:replication")
 	}
 	hostPart, pathQuery, _ := strings.Cut(rest, "/")
 	dbName, query, _ := strings.Cut(pathQuery, "?")
@@ -415,37 +565,34 @@ func parseJDBCURL(raw string, getenv func(string) string) (*mysql.Config, []stri
 	if at := strings.LastIndex(hostPart, "@"); at >= 0 {
 		userInfo, hostPart = hostPart[:at], hostPart[at+1:]
 	}
-	hosts := strings.Split(hostPart, ",")
-	if len(hosts) > 1 {
-		warns = append(warns, fmt.Sprintf("MYSQL_JDBC_URL names %d hosts; only the first (%s) is used", len(hosts), hosts[0]))
+	if hostPart == "" {
+		hostPart = "localhost"
 	}
-	host := hosts[0]
-	if host == "" {
-		host = "localhost"
+	addrs, err := parseHostList(hostPart, "3306", "MYSQL_JDBC_URL")
+	if err != nil {
+		return nil, none, nil, err
 	}
-	if _, _, err := net.SplitHostPort(host); err != nil {
-		host = net.JoinHostPort(strings.Trim(host, "[]"), "3306")
-	}
+	hosts.addrs = addrs
 	props, err := url.ParseQuery(query)
 	if err != nil {
 		// The error quotes the bad escape, which may be part of a password.
-		return nil, nil, bad("a property has an invalid %-escape")
+		return nil, none, nil, bad("a property has an invalid %-escape")
 	}
 	m := mysql.NewConfig()
 	m.Net = "tcp"
-	m.Addr = host
+	m.Addr = addrs[0]
 	if m.DBName, err = url.PathUnescape(dbName); err != nil {
-		return nil, nil, bad("database name: " + err.Error())
+		return nil, none, nil, bad("database name: " + err.Error())
 	}
 	m.User, m.Passwd = getenv("MYSQL_USER"), getenv("MYSQL_PASS")
 	if userInfo != "" {
 		u, p, hasPass := strings.Cut(userInfo, ":")
 		if m.User, err = url.PathUnescape(u); err != nil {
-			return nil, nil, bad("the user before @ has an invalid %-escape")
+			return nil, none, nil, bad("the user before @ has an invalid %-escape")
 		}
 		if hasPass {
 			if m.Passwd, err = url.PathUnescape(p); err != nil {
-				return nil, nil, bad("the password before @ has an invalid %-escape")
+				return nil, none, nil, bad("the password before @ has an invalid %-escape")
 			}
 		}
 	}
@@ -513,7 +660,7 @@ func parseJDBCURL(raw string, getenv func(string) string) (*mysql.Config, []stri
 			m.TLSConfig = "true"
 		}
 	}
-	return m, warns, nil
+	return m, hosts, warns, nil
 }
 
 func envInt(getenv func(string) string, name string, def int) (int, error) {

@@ -2,10 +2,13 @@ package main
 
 import (
 	"io"
+	"log/slog"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sqlpool/sqlpool/cluster"
 )
 
 func TestParseConfigDefaults(t *testing.T) {
@@ -77,10 +80,13 @@ func TestParseJDBCURL(t *testing.T) {
 		t.Fatalf("%+v", m)
 	}
 	joined := strings.Join(c.Warnings, "\n")
-	for _, w := range []string{"only the first (h1:3306)", "autoReconnect", "property cachePrepStmts has no equivalent"} {
+	for _, w := range []string{"autoReconnect", "property cachePrepStmts has no equivalent"} {
 		if !strings.Contains(joined, w) {
 			t.Errorf("warnings lack %q:\n%s", w, joined)
 		}
+	}
+	if !reflect.DeepEqual(c.Hosts, []string{"h1:3306", "h2:3306"}) || c.HostStrategy != cluster.Sequential || c.HostMode != "jdbc:mysql" {
+		t.Errorf("two hosts in a plain URL: Hosts %q, strategy %v (%s), want h1:3306,h2:3306 sequential", c.Hosts, c.HostStrategy, c.HostMode)
 	}
 	for _, bad := range []string{"mysql://h/db", "jdbc:postgresql://h/db", "jdbc:mysql:h/db"} {
 		if _, err := parseConfig(nil, envFunc("MYSQL_JDBC_URL", bad), io.Discard); err == nil || !strings.Contains(err.Error(), "MYSQL_JDBC_URL") {
@@ -228,5 +234,104 @@ func TestParseConfigStorage(t *testing.T) {
 	c, err := parseConfig(nil, envFunc("MEM_MAX_SPANS", "1000"), io.Discard)
 	if err != nil || c.MemMaxSpans != 1000 || len(c.Warnings) != 0 {
 		t.Fatalf("MEM_MAX_SPANS=1000: %v %+v", err, c)
+	}
+}
+
+// Every multi-host form maps onto the cluster connector's hosts and
+// strategy; one host needs no cluster.
+func TestParseConfigHosts(t *testing.T) {
+	for _, c := range []struct {
+		env      []string
+		hosts    []string // nil: one host
+		addr     string
+		strategy cluster.Strategy
+		mode     string
+		warn     string
+	}{
+		{env: []string{"MYSQL_HOST", "h1,h2,h3"}, hosts: []string{"h1:3306", "h2:3306", "h3:3306"}, addr: "h1:3306", mode: "MYSQL_HOST"},
+		{env: []string{"MYSQL_HOST", " h1:3307 , h2 ,[::1]:3308,10.0.0.4", "MYSQL_TCP_PORT", "3310"},
+			hosts: []string{"h1:3307", "h2:3310", "[::1]:3308", "10.0.0.4:3310"}, addr: "h1:3307", mode: "MYSQL_HOST"},
+		{env: []string{"MYSQL_HOST", "h1,h2", "MYSQL_HOST_STRATEGY", "least-connections"}, hosts: []string{"h1:3306", "h2:3306"},
+			addr: "h1:3306", strategy: cluster.LeastConnections, mode: "MYSQL_HOST_STRATEGY"},
+		{env: []string{"MYSQL_HOST", "db1"}, addr: "db1:3306"},
+		{env: []string{"MYSQL_HOST", "db1", "MYSQL_HOST_STRATEGY", "round-robin"}, addr: "db1:3306", warn: "MYSQL_HOST_STRATEGY=round-robin is ignored"},
+		{env: []string{"MYSQL_JDBC_URL", "jdbc:mariadb:sequential://h1,h2:3307,h3/zipkin"}, hosts: []string{"h1:3306", "h2:3307", "h3:3306"},
+			addr: "h1:3306", strategy: cluster.Sequential, mode: "jdbc:mariadb:sequential"},
+		{env: []string{"MYSQL_JDBC_URL", "jdbc:mysql:loadbalance://u:p@h1:3306,h2:3306/zipkin"}, hosts: []string{"h1:3306", "h2:3306"},
+			addr: "h1:3306", strategy: cluster.RoundRobin, mode: "jdbc:mysql:loadbalance"},
+		{env: []string{"MYSQL_JDBC_URL", "jdbc:mariadb:loadbalance://h1,h2/zipkin"}, hosts: []string{"h1:3306", "h2:3306"},
+			addr: "h1:3306", strategy: cluster.RoundRobin, mode: "jdbc:mariadb:loadbalance"},
+		{env: []string{"MYSQL_JDBC_URL", "jdbc:mariadb:failover://h1,h2/zipkin"}, hosts: []string{"h1:3306", "h2:3306"},
+			addr: "h1:3306", strategy: cluster.RoundRobin, mode: "jdbc:mariadb:failover"},
+		{env: []string{"MYSQL_JDBC_URL", "jdbc:mysql://h1,h2/db"}, hosts: []string{"h1:3306", "h2:3306"},
+			addr: "h1:3306", strategy: cluster.Sequential, mode: "jdbc:mysql"},
+		{env: []string{"MYSQL_JDBC_URL", "jdbc:mariadb://h1,[fe80::1]:3307/db"}, hosts: []string{"h1:3306", "[fe80::1]:3307"},
+			addr: "h1:3306", strategy: cluster.Sequential, mode: "jdbc:mariadb"},
+		{env: []string{"MYSQL_JDBC_URL", "jdbc:mysql:replication://src,replica/db"}, hosts: []string{"src:3306", "replica:3306"},
+			addr: "src:3306", strategy: cluster.Sequential, mode: "jdbc:mysql:replication", warn: "reads are not sent to replicas"},
+		{env: []string{"MYSQL_JDBC_URL", "jdbc:mariadb:sequential://only:3307/db"}, addr: "only:3307"},
+	} {
+		cfg, err := parseConfig(nil, envFunc(c.env...), io.Discard)
+		if err != nil {
+			t.Errorf("%q: %v", c.env, err)
+			continue
+		}
+		if !reflect.DeepEqual(cfg.Hosts, c.hosts) || cfg.MySQL.Addr != c.addr || cfg.Storage != "mysql" {
+			t.Errorf("%q: Hosts %q Addr %s storage %s, want %q %s mysql", c.env, cfg.Hosts, cfg.MySQL.Addr, cfg.Storage, c.hosts, c.addr)
+		}
+		if c.hosts != nil && (cfg.HostStrategy != c.strategy || cfg.HostMode != c.mode) {
+			t.Errorf("%q: strategy %v (%s), want %v (%s)", c.env, cfg.HostStrategy, cfg.HostMode, c.strategy, c.mode)
+		}
+		if c.hosts != nil && cfg.Addr() != strings.Join(c.hosts, ",")+"/"+cfg.MySQL.DBName {
+			t.Errorf("%q: Addr() = %s", c.env, cfg.Addr())
+		}
+		if joined := strings.Join(cfg.Warnings, "\n"); !strings.Contains(joined, c.warn) {
+			t.Errorf("%q: warnings lack %q:\n%s", c.env, c.warn, joined)
+		}
+		if strings.Contains(cfg.Addr(), "u:p") {
+			t.Errorf("%q: Addr() %s shows credentials", c.env, cfg.Addr())
+		}
+	}
+}
+
+// A bad host list says which host is wrong and how to write one.
+func TestParseConfigHostErrors(t *testing.T) {
+	for _, c := range []struct {
+		env  []string
+		want []string
+	}{
+		{[]string{"MYSQL_HOST", "h1,,h2"}, []string{"MYSQL_HOST=h1,,h2", "host 2", "is empty", "h1,h2:3307"}},
+		{[]string{"MYSQL_HOST", "h1,h2:abc"}, []string{"host 2 (\"h2:abc\")", "port \"abc\"", "1 to 65535"}},
+		{[]string{"MYSQL_HOST", "h1:70000"}, []string{"host 1", "port \"70000\""}},
+		{[]string{"MYSQL_HOST", "h1,h1:3306"}, []string{"host 2", "listed twice"}},
+		{[]string{"MYSQL_HOST", "[::1:3306"}, []string{"no closing ]"}},
+		{[]string{"MYSQL_HOST", ":3306"}, []string{"no host name"}},
+		{[]string{"MYSQL_HOST", "h1,h2", "MYSQL_HOST_STRATEGY", "random"}, []string{"MYSQL_HOST_STRATEGY=\"random\"", "sequential", "round-robin", "least-connections"}},
+		{[]string{"MYSQL_HOST", "h1,h2", "MYSQL_GALERA", "yes please"}, []string{"MYSQL_GALERA", "true or false"}},
+		{[]string{"MYSQL_JDBC_URL", "jdbc:mariadb:sequential://h1,,h2/zipkin"}, []string{"MYSQL_JDBC_URL", "host 2", "is empty"}},
+		{[]string{"MYSQL_JDBC_URL", "jdbc:mysql://address=(host=h1)(port=3306),h2/zipkin"}, []string{"MYSQL_JDBC_URL", "host 1", "address=(host=…)(port=…)"}},
+		{[]string{"MYSQL_JDBC_URL", "jdbc:mysql:loadbalance://h1:0,h2/zipkin"}, []string{"host 1", "port \"0\""}},
+		{[]string{"MYSQL_JDBC_URL", "jdbc:mariadb:aurora://h1,h2/zipkin"}, []string{"unknown scheme jdbc:mariadb:aurora", "jdbc:mariadb:sequential"}},
+	} {
+		_, err := parseConfig(nil, envFunc(c.env...), io.Discard)
+		if err == nil {
+			t.Errorf("%q: no error", c.env)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%q: error %q lacks %q", c.env, err, w)
+			}
+		}
+	}
+	// Several hosts need sqlpool's cluster connector: -pool=database-sql
+	// says so at start-up (openStorage), not silently using one host.
+	cfg, err := parseConfig([]string{"-pool", "database-sql"}, envFunc("MYSQL_HOST", "h1,h2"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = openStorage(t.Context(), cfg, slog.New(slog.DiscardHandler), nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "needs -pool=sqlpool") {
+		t.Errorf("-pool=database-sql with two hosts: %v", err)
 	}
 }

@@ -45,6 +45,7 @@ import (
 	"github.com/sqlpool/sqlpool/app/zipkin/server"
 	"github.com/sqlpool/sqlpool/app/zipkin/storage"
 	"github.com/sqlpool/sqlpool/app/zipkin/ui"
+	"github.com/sqlpool/sqlpool/cluster"
 	"github.com/sqlpool/sqlpool/metrics"
 	"github.com/sqlpool/sqlpool/otelpool"
 	"github.com/sqlpool/sqlpool/pool"
@@ -165,7 +166,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		StorageName:     st.name,
 		Logger:          log,
 		Registerer:      reg,
-		Gatherer:        reg,
+		Gatherer:        st.gatherers(reg),
 		DefaultLookback: cfg.Lookback,
 		SampleRate:      zipkinRate(cfg.SampleRate),
 		Writers:         writers,
@@ -177,21 +178,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		SpoolDir:        cfg.SpoolDir,
 		SpoolMaxBytes:   cfg.SpoolMaxBytes,
 		Redact:          []string{cfg.Password()},
+		HealthDetails:   st.healthDetails,
 		Info: map[string]any{
-			"storage":          cfg.Storage,
-			"storageSource":    cfg.StorageSource,
-			"database":         cfg.Addr(),
-			"user":             st.user,
-			"dsnSource":        cfg.DSNSource,
-			"pool":             cfg.Pool,
-			"maxConnections":   maxConns,
-			"writers":          writers,
-			"strictTraceId":    cfg.StrictTraceID,
-			"searchEnabled":    cfg.SearchEnabled,
-			"autocompleteKeys": append([]string{}, cfg.AutocompleteKeys...), // [] when none, not null
-			"sampleRate":       cfg.SampleRate,
-			"spool":            cfg.SpoolDir != "",
-			"selfTracing":      stc.Enabled,
+			"storage":               cfg.Storage,
+			"storageSource":         cfg.StorageSource,
+			"database":              cfg.Addr(),
+			"user":                  st.user,
+			"dsnSource":             cfg.DSNSource,
+			"pool":                  cfg.Pool,
+			"maxConnections":        maxConns,
+			"writers":               writers,
+			"strictTraceId":         cfg.StrictTraceID,
+			"searchEnabled":         cfg.SearchEnabled,
+			"autocompleteKeys":      append([]string{}, cfg.AutocompleteKeys...), // [] when none, not null
+			"sampleRate":            cfg.SampleRate,
+			"spool":                 cfg.SpoolDir != "",
+			"hosts":                 hostsInfo(cfg),
+			"hostStrategy":          hostStrategyInfo(cfg),
+			"dependencyAggregation": st.mysql != nil && st.mysql.DependencyAggregation(),
+			"selfTracing":           stc.Enabled,
 		},
 		// The trace viewer at /zipkin/; / redirects there.
 		UI: ui.Handler(),
@@ -345,7 +350,48 @@ type openedStorage struct {
 	mem   *memstore.Store   // nil unless the storage is memory
 	name  string            // for /health: no password
 	user  string
-	close func()
+	// hosts is the cluster connector of a store on several database
+	// hosts (nil for one host): /health shows each host.
+	hosts *cluster.Connector
+	// gatherer, when set, has the pool's metrics (and the per-host
+	// families), gathered by /metrics next to the command's registry.
+	gatherer prometheus.Gatherer
+	close    func()
+}
+
+// gatherers is what /metrics serves: reg, plus the storage's own.
+func (st *openedStorage) gatherers(reg *prometheus.Registry) prometheus.Gatherer {
+	if st.gatherer == nil {
+		return reg
+	}
+	return prometheus.Gatherers{reg, st.gatherer}
+}
+
+// healthDetails lists each database host for /health: its name, whether
+// it is up, the pool's connections on it and, while down, since when and
+// why.
+func (st *openedStorage) healthDetails() map[string]any {
+	if st.hosts == nil {
+		return nil
+	}
+	var hosts []any
+	up := 0
+	for _, h := range st.hosts.Hosts() {
+		d := map[string]any{"host": h.Name, "status": "UP", "connections": h.Conns.Total, "active": h.Conns.Active}
+		if h.Up {
+			up++
+		} else {
+			d["status"] = "DOWN"
+			if !h.DownSince.IsZero() {
+				d["downSince"] = h.DownSince.UTC().Format(time.RFC3339)
+			}
+			if h.LastError != nil {
+				d["error"] = h.LastError.Error()
+			}
+		}
+		hosts = append(hosts, d)
+	}
+	return map[string]any{"hosts": hosts, "hostsUp": up, "strategy": st.hosts.Strategy().String()}
 }
 
 // openStorage connects to the database (retrying what may pass within
@@ -397,12 +443,49 @@ func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *promet
 	dlog.quiet.Store(true)
 	mcfg = mcfg.Clone()
 	mcfg.Logger = dlog
-	connector, err := mysql.NewConnector(mcfg)
-	if err != nil {
-		closeAll()
-		return nil, fmt.Errorf("%s: %w", cfg.DSNSource, err)
+	var (
+		connector  driver.Connector
+		connectors []driver.Connector // one per host, for the start-up probe
+		cc         *cluster.Connector
+	)
+	if len(cfg.Hosts) > 1 && !cfg.Embedded {
+		if cfg.Pool != "sqlpool" {
+			closeAll()
+			return nil, fmt.Errorf("%s names %d database hosts, which needs -pool=sqlpool (its cluster connector); -pool=%s has one host only", cfg.DSNSource, len(cfg.Hosts), cfg.Pool)
+		}
+		hosts := make([]cluster.Host, 0, len(cfg.Hosts))
+		for _, addr := range cfg.Hosts {
+			hcfg := mcfg.Clone()
+			hcfg.Addr = addr
+			hc, err := mysql.NewConnector(hcfg)
+			if err != nil {
+				closeAll()
+				return nil, fmt.Errorf("%s: host %s: %w", cfg.DSNSource, addr, err)
+			}
+			hosts = append(hosts, cluster.Host{Name: addr, Connector: hc})
+			connectors = append(connectors, hc)
+		}
+		ccfg := cluster.Config{Hosts: hosts, Strategy: cfg.HostStrategy, Logger: log}
+		if cfg.Galera {
+			ccfg.Ready = cluster.GaleraReady
+		}
+		var err error
+		if cc, err = cluster.New(ccfg); err != nil {
+			closeAll()
+			return nil, fmt.Errorf("%s: %w", cfg.DSNSource, err)
+		}
+		connector = cc
+		log.Info("zipkin-mysql: several database hosts", "hosts", strings.Join(cfg.Hosts, ","),
+			"strategy", cfg.HostStrategy.String(), "from", cfg.HostMode, "galera_ready_check", cfg.Galera)
+	} else {
+		c, err := mysql.NewConnector(mcfg)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("%s: %w", cfg.DSNSource, err)
+		}
+		connector, connectors = c, []driver.Connector{c}
 	}
-	if err := probe(ctx, connector, cfg, mcfg); err != nil {
+	if err := probe(ctx, connectors, cfg, mcfg); err != nil {
 		closeAll()
 		return nil, err
 	}
@@ -417,6 +500,7 @@ func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *promet
 		maxConns = 1
 	}
 	var db *sql.DB
+	var poolGatherer prometheus.Gatherer
 	switch cfg.Pool {
 	case "database-sql":
 		db = sql.OpenDB(connector)
@@ -455,7 +539,15 @@ func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *promet
 			closeAll()
 			return nil, err
 		}
-		if err := reg.Register(m); err != nil {
+		if cc != nil {
+			// The per-host families live in m's own registry (with m), which
+			// /metrics then gathers next to reg.
+			if err := m.RegisterHosts(cc); err != nil {
+				closeAll()
+				return nil, err
+			}
+			poolGatherer = m.Registry()
+		} else if err := reg.Register(m); err != nil {
 			closeAll()
 			return nil, err
 		}
@@ -479,6 +571,8 @@ func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *promet
 		AutocompleteKeys:     keys,
 		Logger:               log,
 		MaxTxRows:            embeddedTxRows(cfg.Embedded),
+
+		DisableDependencyAggregation: !cfg.AggregateDependencies,
 	})
 	if err != nil {
 		closeAll()
@@ -487,11 +581,38 @@ func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *promet
 		}
 		return nil, explain(err, cfg, mcfg)
 	}
+	if cfg.BackfillDependencies {
+		if !store.DependencyAggregation() {
+			closeAll()
+			return nil, errors.New("-backfill-dependencies needs the dependency aggregator: run with -init-schema to create its tables, and do not set MYSQL_AGGREGATE_DEPENDENCIES=false")
+		}
+		t0 := time.Now()
+		n, err := store.BackfillDependencies(ctx)
+		if err != nil {
+			closeAll()
+			return nil, fmt.Errorf("-backfill-dependencies: %v", explain(err, cfg, mcfg))
+		}
+		log.Info("zipkin-mysql: dependencies backfilled from the stored spans", "traces", n, "took", time.Since(t0).Round(time.Millisecond))
+	}
 	name := "MySQLStorage{" + mcfg.Addr + "/" + mcfg.DBName + "}"
+	if cc != nil {
+		name = "MySQLStorage{" + strings.Join(cfg.Hosts, ",") + "/" + mcfg.DBName + "}"
+	}
 	if cfg.Embedded {
 		name = "MySQLStorage{embedded " + mcfg.Addr + "}"
 	}
-	return &openedStorage{store: store, mysql: store, name: name, user: mcfg.User, close: closeAll}, nil
+	return &openedStorage{store: store, mysql: store, name: name, user: mcfg.User, hosts: cc, gatherer: poolGatherer, close: closeAll}, nil
+}
+
+// hostsInfo is /info's list of database hosts ([] for one host or none).
+func hostsInfo(cfg *config) []string { return append([]string{}, cfg.Hosts...) }
+
+// hostStrategyInfo is /info's host strategy ("" for one host or none).
+func hostStrategyInfo(cfg *config) string {
+	if len(cfg.Hosts) < 2 {
+		return ""
+	}
+	return cfg.HostStrategy.String() + " (" + cfg.HostMode + ")"
 }
 
 // driverLogger is go-sql-driver/mysql's logger: its messages become
@@ -510,15 +631,27 @@ func (l *driverLogger) Print(v ...any) {
 // probe opens and closes one connection, retrying errors that may pass
 // (refused, timeouts, too many connections) until -connect-timeout, and
 // failing at once on those that will not (access denied, unknown database,
-// TLS).
-func probe(ctx context.Context, connector driver.Connector, cfg *config, mcfg *mysql.Config) error {
+// TLS). With several hosts (one connector each) one host answering is
+// enough: the cluster connector serves from the hosts that are up and
+// takes the others back when they answer.
+func probe(ctx context.Context, connectors []driver.Connector, cfg *config, mcfg *mysql.Config) error {
 	deadline := time.Now().Add(cfg.ConnectTimeout)
 	for {
-		pctx, cancel := context.WithDeadline(ctx, deadline)
-		conn, err := connector.Connect(pctx)
-		cancel()
-		if err == nil {
-			return conn.Close()
+		var err error
+		for i, connector := range connectors {
+			pctx, cancel := context.WithDeadline(ctx, deadline)
+			conn, cerr := connector.Connect(pctx)
+			cancel()
+			if cerr == nil {
+				return conn.Close()
+			}
+			if i == 0 || err == nil {
+				err = cerr
+			}
+			if permanent(cerr) {
+				err = cerr
+				break
+			}
 		}
 		if permanent(err) || time.Now().Add(500*time.Millisecond).After(deadline) || ctx.Err() != nil {
 			return explain(err, cfg, mcfg)

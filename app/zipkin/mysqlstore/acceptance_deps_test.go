@@ -9,19 +9,42 @@ import (
 	"github.com/sqlpool/sqlpool/app/zipkin/mysqlstore"
 )
 
-// ITDependencies runs twice for MySQL, as in Zipkin: "onDemand" stores the
-// spans and the store links them on the fly; "preAggregated" writes the
-// links of each trace into zipkin_dependencies on the UTC day of the trace,
-// as the zipkin-dependencies job does, and the store reads the table.
+// ITDependencies runs in both of Zipkin's variants for MySQL and in the
+// store's own: "onDemand" stores the spans with the aggregator off and the
+// store links them on the fly; "preAggregated" writes the links of each
+// trace into zipkin_dependencies on the UTC day of the trace, as the
+// zipkin-dependencies job does, and the store reads the table;
+// "aggregated" stores the spans with the aggregator on (the default), and
+// the store reads its pending differences; "aggregatedFolded" is
+// "aggregated" with the differences folded into zipkin_dependencies.
 
 type depVariant struct {
 	name    string
+	opts    mysqlstore.Options
 	process func(t *testing.T, h *harness, s *mysqlstore.Store, spans []model.Span)
 }
 
 var depVariants = []depVariant{
-	{"onDemand", func(t *testing.T, h *harness, s *mysqlstore.Store, spans []model.Span) { accept(t, s, spans...) }},
-	{"preAggregated", writeAggregated},
+	{"onDemand", mysqlstore.Options{DisableDependencyAggregation: true},
+		func(t *testing.T, h *harness, s *mysqlstore.Store, spans []model.Span) { accept(t, s, spans...) }},
+	{"preAggregated", mysqlstore.Options{}, writeAggregated},
+	{"aggregated", mysqlstore.Options{DependencyFoldInterval: -1}, func(t *testing.T, h *harness, s *mysqlstore.Store, spans []model.Span) {
+		t.Helper()
+		if !s.DependencyAggregation() {
+			t.Fatal("DependencyAggregation() = false on a schema made by CreateSchema")
+		}
+		accept(t, s, spans...)
+	}},
+	{"aggregatedFolded", mysqlstore.Options{DependencyFoldInterval: -1}, func(t *testing.T, h *harness, s *mysqlstore.Store, spans []model.Span) {
+		t.Helper()
+		accept(t, s, spans...)
+		if _, err := s.FoldDependencies(ctxT(t)); err != nil {
+			t.Fatalf("FoldDependencies: %v", err)
+		}
+		if n := count(t, h.db, "zipkin_dependency_pending"); n != 0 {
+			t.Fatalf("zipkin_dependency_pending has %d rows after FoldDependencies, want 0", n)
+		}
+	}},
 }
 
 // writeAggregated links the traces of spans (grouped on the low 64 bits of
@@ -79,7 +102,7 @@ func depItem(name string, run func(t *testing.T, h *harness, s *mysqlstore.Store
 		for _, v := range depVariants {
 			t.Run(v.name, func(t *testing.T) {
 				h.reset(t)
-				s := h.store(t, mysqlstore.Options{})
+				s := h.store(t, v.opts)
 				run(t, h, s, func(spans ...model.Span) { v.process(t, h, s, spans) })
 			})
 		}

@@ -105,7 +105,8 @@ func newHarness(t *testing.T, srv server) *harness {
 // reset empties the tables (each checklist item starts on an empty store).
 func (h *harness) reset(t *testing.T) {
 	t.Helper()
-	for _, table := range []string{"zipkin_spans", "zipkin_annotations", "zipkin_dependencies", "zipkin_names", "zipkin_service_spans"} {
+	for _, table := range []string{"zipkin_spans", "zipkin_annotations", "zipkin_dependencies", "zipkin_names", "zipkin_service_spans",
+		"zipkin_dependency_traces", "zipkin_dependency_pending"} {
 		if _, err := h.db.ExecContext(ctxT(t), "DELETE FROM "+table); err != nil {
 			t.Fatalf("DELETE FROM %s: %v", table, err)
 		}

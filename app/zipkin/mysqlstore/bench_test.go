@@ -29,13 +29,28 @@ func BenchmarkAccept(b *testing.B) {
 	for _, mode := range []string{"pool", "sql"} {
 		for _, size := range []int{10, 100} {
 			b.Run(fmt.Sprintf("db=%s/batch=%d", mode, size), func(b *testing.B) {
-				benchAccept(b, mode, size)
+				benchAccept(b, mode, size, mysqlstore.Options{})
 			})
 		}
 	}
 }
 
-func benchAccept(b *testing.B, mode string, size int) {
+// BenchmarkAcceptDependencyAggregation is BenchmarkAccept on sqlpool with the dependency
+// aggregator on (the default) and off: the write cost of keeping zipkin_dependencies current.
+func BenchmarkAcceptDependencyAggregation(b *testing.B) {
+	if !mysqltest.IsMariaDB() {
+		mysqltest.RequireMariaDB(b, "the write benchmarks measure MariaDB")
+	}
+	for _, agg := range []string{"on", "off"} {
+		for _, size := range []int{10, 100} {
+			b.Run(fmt.Sprintf("aggregation=%s/batch=%d", agg, size), func(b *testing.B) {
+				benchAccept(b, "pool", size, mysqlstore.Options{DisableDependencyAggregation: agg == "off"})
+			})
+		}
+	}
+}
+
+func benchAccept(b *testing.B, mode string, size int, opts mysqlstore.Options) {
 	ctx := context.Background()
 	cfg, err := mysql.ParseDSN(freshDatabaseB(b, mysqltest.DSN(b)))
 	if err != nil {
@@ -66,7 +81,8 @@ func benchAccept(b *testing.B, mode string, size int) {
 	if err := mysqlstore.CreateSchema(ctx, db); err != nil {
 		b.Fatal(err)
 	}
-	s, err := mysqlstore.Open(ctx, db, mysqlstore.Options{Logger: quietLogger})
+	opts.Logger = quietLogger
+	s, err := mysqlstore.Open(ctx, db, opts)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -16,9 +16,12 @@ const dayMillis = 86_400_000
 // endTs] (epoch milliseconds), each parent→child pair once with its call
 // and error counts summed.
 //
-// It reads zipkin_dependencies (written by Zipkin's zipkin-dependencies job
-// or any aggregator), summing the rows of every UTC day the window touches,
-// from the day of endTs-lookback to the day of endTs inclusive. When that
+// It reads zipkin_dependencies (written by the store's own aggregator — see
+// deps_aggregate.go and Options.DisableDependencyAggregation —, by Zipkin's
+// zipkin-dependencies job or any other), summing the rows of every UTC day
+// the window touches, from the day of endTs-lookback to the day of endTs
+// inclusive, plus the aggregator's differences not yet folded into the
+// table (zipkin_dependency_pending, when it exists). When that
 // table is missing or has no row for those days, the links are computed on
 // the fly from the spans of every trace with a span in the window, with
 // Zipkin's DependencyLinker rules (the whole trace is used, including spans
@@ -84,7 +87,21 @@ func (s *Store) selectDependencies(ctx context.Context, endTs, lookback int64) (
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("mysqlstore: select dependencies: %w", err)
 	}
-	return mergeLinks(links), nil
+	if s.deps.pending {
+		pending, err := s.selectPending(ctx, epochDay(endTs-lookback), epochDay(endTs))
+		if err != nil {
+			return nil, err
+		}
+		links = append(links, pending...)
+	}
+	merged := mergeLinks(links)
+	out := merged[:0]
+	for _, l := range merged {
+		if l.CallCount > 0 { // a link whose differences cancelled out
+			out = append(out, l)
+		}
+	}
+	return out, nil
 }
 
 // depSpan collects the service names a span's annotation rows carry, per
@@ -158,13 +175,29 @@ func (s *Store) linkDependencies(ctx context.Context, endTs, lookback int64) ([]
 		return nil, fmt.Errorf("mysqlstore: select dependency spans: %w", err)
 	}
 	defer rows.Close()
+	var linker dependencyLinker
+	err = scanDependencyRows(rows, false, func(_ model.TraceID, spans []model.Span, _ int64) {
+		linker.putTrace(spans)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mysqlstore: select dependency spans: %w", err)
+	}
+	return linker.links, nil
+}
 
+// scanDependencyRows reads dependency rows (trace_id_high, trace_id,
+// parent_id, id, a_key, a_type, endpoint_service_name, and start_ts when
+// withTs) ordered by trace and span, and calls put with the minimal spans of
+// each trace (grouped on the low 64 bits of its ID) and, with withTs, the
+// earliest start_ts of its spans (0 when none has one). The spans slice is
+// reused after put returns.
+func scanDependencyRows(rows *sql.Rows, withTs bool, put func(trace model.TraceID, spans []model.Span, firstTs int64)) error {
 	var (
-		linker  dependencyLinker
 		trace   model.TraceID
 		spans   []model.Span
 		cur     *depSpan
 		started bool
+		firstTs int64
 	)
 	flushSpan := func() {
 		if cur != nil {
@@ -174,8 +207,9 @@ func (s *Store) linkDependencies(ctx context.Context, endTs, lookback int64) ([]
 	}
 	flushTrace := func() {
 		flushSpan()
-		linker.putTrace(spans)
+		put(trace, spans, firstTs)
 		spans = spans[:0]
+		firstTs = 0
 	}
 	for rows.Next() {
 		var (
@@ -183,9 +217,14 @@ func (s *Store) linkDependencies(ctx context.Context, endTs, lookback int64) ([]
 			parent     sql.NullInt64
 			key, svc   sql.NullString
 			aType      sql.NullInt64
+			ts         sql.NullInt64
 		)
-		if err := rows.Scan(&hi, &lo, &parent, &id, &key, &aType, &svc); err != nil {
-			return nil, fmt.Errorf("mysqlstore: select dependency spans: %w", err)
+		dest := []any{&hi, &lo, &parent, &id, &key, &aType, &svc}
+		if withTs {
+			dest = append(dest, &ts)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return err
 		}
 		// Traces are grouped on the low 64 bits only, so that 64- and
 		// 128-bit halves of one trace are one trace (never counted twice).
@@ -195,6 +234,9 @@ func (s *Store) linkDependencies(ctx context.Context, endTs, lookback int64) ([]
 			}
 			started = true
 			trace = model.TraceID{High: uint64(hi), Low: uint64(lo)}
+		}
+		if ts.Valid && ts.Int64 > 0 && (firstTs == 0 || ts.Int64 < firstTs) {
+			firstTs = ts.Int64
 		}
 		if cur == nil || uint64(id) != uint64(cur.id) {
 			flushSpan()
@@ -228,10 +270,10 @@ func (s *Store) linkDependencies(ctx context.Context, endTs, lookback int64) ([]
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("mysqlstore: select dependency spans: %w", err)
+		return err
 	}
 	if started {
 		flushTrace()
 	}
-	return linker.links, nil
+	return nil
 }

@@ -145,6 +145,10 @@ func (r *Retention) DeleteBefore(ctx context.Context, cutoff time.Time) (int64, 
 		r.errs.Add(1)
 		return 0, err
 	}
+	if err := r.s.purgeDependencyTraces(ctx, cut, r.opts.BatchSpans); err != nil {
+		r.errs.Add(1)
+		return 0, err
+	}
 	var total int64
 	var after *retCursor
 	for {

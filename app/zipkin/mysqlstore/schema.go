@@ -98,7 +98,10 @@ func SchemaDDL() []string {
 // CreateSchema then creates the optional schema additions (AdditionsDDL:
 // zipkin_names, zipkin_service_spans) when they do not exist, and fills a
 // new one from the spans already stored (one INSERT … SELECT over the
-// tables: on a large database this takes a while, once).
+// tables: on a large database this takes a while, once), and the tables
+// of the dependency aggregator (DependencyAggregationDDL), which start
+// empty: days stored before them keep the links of zipkin_dependencies
+// (or are linked on demand when it has none).
 //
 // On a server with ROW_FORMAT=COMPRESSED disabled (MySQL 8 with
 // innodb_file_per_table=OFF or a non-default page size, Zipkin #3384) the
@@ -109,5 +112,8 @@ func CreateSchema(ctx context.Context, db *sql.DB) error {
 			return fmt.Errorf("mysqlstore: creating the Zipkin schema (%.40s…): %w", q, err)
 		}
 	}
-	return createAdditions(ctx, db)
+	if err := createAdditions(ctx, db); err != nil {
+		return err
+	}
+	return createDependencyAggregation(ctx, db)
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	"github.com/sqlpool/sqlpool/app/zipkin/storage"
 	"github.com/sqlpool/sqlpool/retry"
@@ -51,6 +52,22 @@ type Options struct {
 	// the batch; writing it again stores each row once. The rows of one
 	// span may be split. Zero value: no bound (one transaction per Accept).
 	MaxTxRows int
+
+	// DisableDependencyAggregation turns the dependency aggregator off: the
+	// store then neither records links when it writes spans nor folds them
+	// into zipkin_dependencies, and GetDependencies reads the table as it
+	// is (filled by Zipkin's zipkin-dependencies job, say) or links the
+	// spans of the window on demand when it has no row for it. Default
+	// false: aggregation runs whenever its tables exist (CreateSchema, the
+	// command's -init-schema, creates them) — do not also run the
+	// zipkin-dependencies job on the same days, whose rows it would add to.
+	DisableDependencyAggregation bool
+	// DependencyFoldInterval is the least time between two folds of the
+	// aggregator's pending differences into zipkin_dependencies, each run
+	// by the write that finds the interval passed. Zero value: 1 s.
+	// Negative: only FoldDependencies folds. GetDependencies counts
+	// pending differences whatever the interval.
+	DependencyFoldInterval time.Duration
 }
 
 // Store is a Zipkin span store on one *sql.DB. It is safe for concurrent
@@ -64,6 +81,7 @@ type Store struct {
 	w         *writeSQL // the INSERT statements for the detected features
 	stats     writeCounters
 	add       additions // optional tables (additions.go)
+	deps      depState  // dependency aggregation (deps_aggregate.go)
 }
 
 // features is what schema detection found (Zipkin's Has* probes).
@@ -91,6 +109,7 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s.detectAdditions(ctx)
+	s.detectAggregation(ctx)
 	s.w = newWriteSQL(s.feat)
 	return s, nil
 }

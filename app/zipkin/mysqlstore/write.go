@@ -153,7 +153,8 @@ type batch struct {
 	sharedBytes []int
 	annArgs     []any
 	annBytes    []int
-	add         *additionRows // rows of the schema additions, if in use
+	add         *additionRows     // rows of the schema additions, if in use
+	deps        map[int64][]int64 // traces to aggregate: low half → high halves (deps_aggregate.go)
 }
 
 type spanRow struct {
@@ -266,7 +267,7 @@ func (s *Store) splitBatch(b *batch) []*batch {
 		parts = append(parts, cur)
 	}
 	last := parts[len(parts)-1]
-	last.add = b.add
+	last.add, last.deps = b.add, b.deps
 	for _, p := range parts {
 		p.spans = b.spans // for messages: the Accept call's span count
 	}
@@ -286,6 +287,7 @@ func (s *Store) writeOne(ctx context.Context, b *batch) error {
 		})
 		if err == nil {
 			s.rememberNames(b)
+			s.maybeFold(ctx)
 			return nil
 		}
 		if !errors.Is(err, retry.ErrAmbiguousCommit) {
@@ -314,7 +316,10 @@ func (s *Store) writeTx(ctx context.Context, tx *sql.Tx, b *batch) error {
 	if err := s.execChunks(actx, tx, &s.w.annotations, s.w.annCols, b.annArgs, b.annBytes); err != nil {
 		return err
 	}
-	return s.writeAdditions(ctx, tx, b)
+	if err := s.writeAdditions(ctx, tx, b); err != nil {
+		return err
+	}
+	return s.aggregateDeps(ctx, tx, b.deps)
 }
 
 // packetBudget is how many bytes of parameters one statement may carry:
@@ -384,6 +389,7 @@ func (s *Store) buildBatch(spans []model.Span) (*batch, *InvalidSpansError) {
 		spanRows = append(spanRows, s.spanRow(sp))
 		annRows = s.annotationRows(sp, annRows)
 		s.collectAdditions(b, sp)
+		s.collectDeps(b, sp)
 	}
 	// Key order: lock acquisition in one order for every batch makes
 	// deadlocks between concurrent batches rarer. Equal keys keep their

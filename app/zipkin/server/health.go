@@ -20,6 +20,11 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		status, code = "DOWN", http.StatusServiceUnavailable
 		component = map[string]any{"status": "DOWN", "error": s.ingest.redact(err.Error())}
 	}
+	if s.cfg.HealthDetails != nil {
+		if d := s.cfg.HealthDetails(); len(d) > 0 {
+			component["details"] = s.redactDetails(d)
+		}
+	}
 	doc := map[string]any{
 		"status": status,
 		"zipkin": map[string]any{
@@ -54,4 +59,32 @@ func writeDoc(w http.ResponseWriter, code int, doc any) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(code)
 	_, _ = w.Write(b)
+}
+
+// redactDetails returns v with the configured secrets replaced in every
+// string, through maps and slices.
+func (s *Server) redactDetails(v any) any {
+	switch v := v.(type) {
+	case string:
+		return s.ingest.redact(v)
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, x := range v {
+			out[k] = s.redactDetails(x)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = s.redactDetails(x)
+		}
+		return out
+	case []map[string]any:
+		out := make([]any, len(v))
+		for i, x := range v {
+			out[i] = s.redactDetails(x)
+		}
+		return out
+	}
+	return v
 }

@@ -167,6 +167,13 @@ type Config struct {
 	// contain a password.
 	Info map[string]any
 
+	// HealthDetails, when set, is called by every /health request and its
+	// entries are added to the storage component's "details" (for a store
+	// on several database hosts: each host, up or down). Its strings are
+	// redacted like errors. It must be safe for concurrent use and not
+	// block. Zero value: none.
+	HealthDetails func() map[string]any
+
 	// Redact lists strings (a password) replaced by "****" in every error
 	// message the server logs or answers. Empty strings are ignored.
 	Redact []string
