@@ -164,3 +164,22 @@ func execDriver(ctx context.Context, dc driver.Conn, q string) error {
 	_, err = stmtExec(ctx, st, nil)
 	return err
 }
+
+// nopSession is the tracker of a connection whose baseline is not recorded yet (while
+// Hooks.AfterConnect runs): it follows nothing, and the tracker the dialect starts afterwards
+// takes the session as the hook left it for its baseline.
+type nopSession struct{}
+
+func (nopSession) Begin(driver.TxOptions) {}
+func (nopSession) Commit()                {}
+func (nopSession) Rollback()              {}
+func (nopSession) Statement(string)       {}
+func (nopSession) Result(driver.Result)   {}
+func (nopSession) Failed()                {}
+func (nopSession) Unknown()               {}
+func (nopSession) Clean() bool            { return true }
+func (nopSession) ReadOnlyTx() bool       { return false }
+func (nopSession) Plan() ReleasePlan      { return ReleasePlan{} }
+func (nopSession) Done()                  {}
+func (nopSession) BeforeClose() []string  { return nil }
+func (nopSession) Scope() (string, bool)  { return "", false }
