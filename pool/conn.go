@@ -208,7 +208,13 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 		c.e.sess.failed()
 		return nil, c.observe(err)
 	}
-	return &tx{c: c, t: t}, nil
+	tt := &tx{c: c, t: t}
+	if ctx.Done() != nil {
+		if cc, ok := c.p.dialect.(ContextCommitter); ok {
+			tt.ctx, tt.cc = ctx, cc
+		}
+	}
+	return tt, nil
 }
 
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
@@ -451,10 +457,19 @@ func namedValuesToValues(named []driver.NamedValue) ([]driver.Value, error) {
 type tx struct {
 	c *conn
 	t driver.Tx
+	// ctx and cc are set when the transaction began with a context that can end and the
+	// dialect commits with one (ContextCommitter).
+	ctx context.Context
+	cc  ContextCommitter
 }
 
 func (t *tx) Commit() error {
-	err := t.t.Commit()
+	var err error
+	if t.cc != nil {
+		err = t.cc.CommitContext(t.ctx, t.c.e.conn, t.t)
+	} else {
+		err = t.t.Commit()
+	}
 	t.c.e.sess.commit(err)
 	return t.c.observe(err)
 }

@@ -41,6 +41,16 @@ type Dialect interface {
 	Probe(ctx context.Context, dc driver.Conn, timeout time.Duration) error
 }
 
+// ContextCommitter is implemented by a Dialect whose driver commits without watching a
+// context (database/sql's driver.Tx.Commit takes none). For a transaction begun with a context
+// that can end, the pool then commits through CommitContext with that context, so that a
+// COMMIT waiting on a server that stopped answering ends at the caller's deadline instead of
+// when the server answers; the commit's outcome is then unknown (retry.ErrAmbiguousCommit).
+// CommitContext must leave t committed, or report an error, as t.Commit would.
+type ContextCommitter interface {
+	CommitContext(ctx context.Context, dc driver.Conn, t driver.Tx) error
+}
+
 // ErrorContext is what the pool knows about the connection an error came from.
 type ErrorContext struct {
 	// ReadOnlyTx reports that the borrower itself opened a read-only transaction, so that a

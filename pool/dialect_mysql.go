@@ -43,6 +43,20 @@ func (mysqlDialect) Probe(ctx context.Context, dc driver.Conn, timeout time.Dura
 	return validate.Probe(ctx, dc, timeout)
 }
 
+// goSQLDriver is go-sql-driver/mysql's package path.
+const goSQLDriver = "github.com/go-sql-driver/mysql"
+
+// CommitContext commits a go-sql-driver transaction by sending COMMIT through the connection's
+// ExecContext, which watches ctx (go-sql-driver's Tx.Commit sends the same COMMIT without
+// one); when ctx ends first the driver closes the socket and the outcome is unknown. Any other
+// driver's transaction commits through its own Commit.
+func (mysqlDialect) CommitContext(ctx context.Context, dc driver.Conn, t driver.Tx) error {
+	if pkgPath(t) != goSQLDriver {
+		return t.Commit()
+	}
+	return execDriver(ctx, dc, "COMMIT")
+}
+
 // NewSession records the session baseline in one round trip and starts the tracker from it.
 func (mysqlDialect) NewSession(ctx context.Context, dc driver.Conn) (SessionTracker, error) {
 	s := &mysqlSession{}
