@@ -3,6 +3,7 @@ package pool_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -58,6 +59,10 @@ func TestCommitEndsAtTheCallersDeadlineOnASilentServer(t *testing.T) {
 		took, err := commitOn(t, db, px, 1)
 		if err == nil {
 			t.Fatalf("COMMIT on a silent server succeeded after %v", took)
+		}
+		var unknown *pool.CommitUnknownError
+		if !errors.As(err, &unknown) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("COMMIT on a silent server: %v, want a *pool.CommitUnknownError matching context.DeadlineExceeded", err)
 		}
 		if took > deadline+time.Second {
 			t.Errorf("COMMIT on a silent server returned after %v (%v), beyond the caller's %v deadline", took, err, deadline)

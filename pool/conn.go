@@ -466,7 +466,9 @@ type tx struct {
 func (t *tx) Commit() error {
 	var err error
 	if t.cc != nil {
-		err = t.cc.CommitContext(t.ctx, t.c.e.conn, t.t)
+		if err = t.cc.CommitContext(t.ctx, t.c.e.conn, t.t); err != nil && t.ctx.Err() != nil {
+			err = &CommitUnknownError{Err: err}
+		}
 	} else {
 		err = t.t.Commit()
 	}

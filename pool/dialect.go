@@ -51,6 +51,23 @@ type ContextCommitter interface {
 	CommitContext(ctx context.Context, dc driver.Conn, t driver.Tx) error
 }
 
+// CommitUnknownError is the error of a COMMIT whose context ended after the COMMIT was sent
+// and before the server answered (ContextCommitter): the transaction may or may not have been
+// committed. It unwraps to the driver's error, which matches the context's error. Package
+// retry classifies it as an ambiguous commit.
+type CommitUnknownError struct {
+	Err error
+}
+
+func (e *CommitUnknownError) Error() string {
+	return "sqlpool: COMMIT was sent but its context ended before the server answered; the transaction may or may not have been committed: " + e.Err.Error()
+}
+
+func (e *CommitUnknownError) Unwrap() error { return e.Err }
+
+// AmbiguousCommit reports true: the outcome of the COMMIT is unknown.
+func (e *CommitUnknownError) AmbiguousCommit() bool { return true }
+
 // ErrorContext is what the pool knows about the connection an error came from.
 type ErrorContext struct {
 	// ReadOnlyTx reports that the borrower itself opened a read-only transaction, so that a

@@ -140,6 +140,14 @@ func classifyCommit(ctx context.Context, err error, readOnlyTx bool) (error, Cla
 		}
 		return err, Permanent
 	}
+	if a, ok := errors.AsType[interface {
+		error
+		AmbiguousCommit() bool
+	}](err); ok && a.AmbiguousCommit() {
+		// COMMIT was sent and its context ended before the answer (the pool's
+		// pool.CommitUnknownError).
+		return err, Ambiguous
+	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		// database/sql checks ctx before it calls the driver's Commit, which
 		// takes no ctx: a ctx error means COMMIT was not sent.
