@@ -167,15 +167,20 @@ type BulkResult struct {
 	RowsPerS    float64          `json:"rows_per_s"`
 	Method      string           `json:"method"` // "LOAD DATA LOCAL INFILE" or "INSERT"
 	ChunkTraces int              `json:"chunk_traces"`
+	// IndexSeconds is the part of Seconds spent building the secondary
+	// indexes of zipkin_spans and zipkin_annotations after the rows.
+	IndexSeconds float64 `json:"index_seconds"`
 }
 
 // bulkLoad writes g's traces into the Zipkin schema of db (which must
 // exist; the additions it has are filled too), chunkTraces traces per
 // statement of each table, the tables in parallel. It uses LOAD DATA LOCAL
 // INFILE, or multi-row INSERTs when insert is set or the server refuses
-// LOAD DATA LOCAL (local_infile=OFF). progress, if not nil, is called
-// after each chunk with the spans written so far.
-func bulkLoad(ctx context.Context, db *sql.DB, g bulkGen, chunkTraces int, insert bool, progress func(int64)) (BulkResult, error) {
+// LOAD DATA LOCAL (local_infile=OFF). With deferIndexes the secondary
+// indexes of zipkin_spans and zipkin_annotations are dropped first and
+// built again at the end (the same definitions). progress, if not nil, is
+// called after each chunk is generated with the spans generated so far.
+func bulkLoad(ctx context.Context, db *sql.DB, g bulkGen, chunkTraces int, insert, deferIndexes bool, progress func(int64)) (BulkResult, error) {
 	st, err := mysqlstore.Open(ctx, db, mysqlstore.Options{})
 	if err != nil {
 		return BulkResult{}, err
@@ -191,6 +196,24 @@ func bulkLoad(ctx context.Context, db *sql.DB, g bulkGen, chunkTraces int, inser
 		res.Method = "INSERT"
 	}
 	t0 := time.Now()
+	// Secondary indexes are dropped during the load and built afterwards
+	// in one ALTER TABLE per table (sorted, not row by row).
+	rebuild := map[string][]string{}
+	if deferIndexes {
+		for _, table := range []string{"zipkin_spans", "zipkin_annotations"} {
+			add, drop, err := secondaryIndexes(ctx, db, table)
+			if err != nil {
+				return res, err
+			}
+			if len(drop) == 0 {
+				continue
+			}
+			if _, err := db.ExecContext(ctx, "ALTER TABLE "+table+" "+strings.Join(drop, ", ")); err != nil {
+				return res, fmt.Errorf("dropping the indexes of %s for the bulk load: %w", table, err)
+			}
+			rebuild[table] = add
+		}
+	}
 	// One writer goroutine per table, each fed chunks in order; the
 	// generator runs ahead by at most two chunks.
 	var writers []chan []mysqlstore.BulkTable
@@ -263,6 +286,21 @@ func bulkLoad(ctx context.Context, db *sql.DB, g bulkGen, chunkTraces int, inser
 		close(w)
 	}
 	wg.Wait()
+	if firstErr == nil && len(rebuild) > 0 {
+		t1 := time.Now()
+		var rwg sync.WaitGroup
+		for table, add := range rebuild {
+			rwg.Add(1)
+			go func() {
+				defer rwg.Done()
+				if _, err := db.ExecContext(ctx, "ALTER TABLE "+table+" "+strings.Join(add, ", ")); err != nil {
+					fail(fmt.Errorf("building the indexes of %s after the bulk load: %w", table, err))
+				}
+			}()
+		}
+		rwg.Wait()
+		res.IndexSeconds = time.Since(t1).Seconds()
+	}
 	res.Spans = spans.Load()
 	res.Seconds = time.Since(t0).Seconds()
 	var rows int64
@@ -274,6 +312,49 @@ func bulkLoad(ctx context.Context, db *sql.DB, g bulkGen, chunkTraces int, inser
 		firstErr = ctx.Err()
 	}
 	return res, firstErr
+}
+
+// secondaryIndexes returns the ADD clauses that recreate table's
+// secondary indexes (everything but PRIMARY) and the DROP clauses that
+// remove them, from information_schema.statistics.
+func secondaryIndexes(ctx context.Context, db *sql.DB, table string) (add, drop []string, err error) {
+	rows, err := db.QueryContext(ctx, `SELECT index_name, non_unique, column_name, sub_part FROM information_schema.statistics
+		WHERE table_schema = DATABASE() AND table_name = ? AND index_name <> 'PRIMARY' ORDER BY index_name, seq_in_index`, table)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	type index struct {
+		unique bool
+		cols   []string
+	}
+	var order []string
+	idx := map[string]*index{}
+	for rows.Next() {
+		var name, col string
+		var nonUnique int
+		var sub sql.NullInt64
+		if err := rows.Scan(&name, &nonUnique, &col, &sub); err != nil {
+			return nil, nil, err
+		}
+		if idx[name] == nil {
+			idx[name] = &index{unique: nonUnique == 0}
+			order = append(order, name)
+		}
+		if sub.Valid {
+			col += "(" + strconv.FormatInt(sub.Int64, 10) + ")"
+		}
+		idx[name].cols = append(idx[name].cols, col)
+	}
+	for _, name := range order {
+		kind := "KEY"
+		if idx[name].unique {
+			kind = "UNIQUE KEY"
+		}
+		add = append(add, "ADD "+kind+" "+name+" ("+strings.Join(idx[name].cols, ", ")+")")
+		drop = append(drop, "DROP INDEX "+name)
+	}
+	return add, drop, rows.Err()
 }
 
 // bulkLoadData writes t with one LOAD DATA LOCAL INFILE statement, the

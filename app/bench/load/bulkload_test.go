@@ -126,12 +126,16 @@ func TestBulkLoadStoresWhatAcceptStores(t *testing.T) {
 	want := dumpTables(ctx, t, viaAccept)
 	for _, insert := range []bool{false, true} {
 		db := fresh()
-		res, err := bulkLoad(ctx, db, g, 70, insert, nil)
+		indexesBefore := dumpIndexes(ctx, t, db)
+		res, err := bulkLoad(ctx, db, g, 70, insert, !insert, nil)
 		if err != nil {
 			t.Fatalf("bulkLoad(insert=%v): %v", insert, err)
 		}
 		if wantMethod := map[bool]string{false: "LOAD DATA LOCAL INFILE", true: "INSERT"}[insert]; res.Method != wantMethod {
 			t.Errorf("method %q, want %q", res.Method, wantMethod)
+		}
+		if got := dumpIndexes(ctx, t, db); got != indexesBefore {
+			t.Errorf("indexes after the bulk load:\n%s\nbefore:\n%s", got, indexesBefore)
 		}
 		got := dumpTables(ctx, t, db)
 		for table, w := range want {
@@ -181,4 +185,25 @@ func dumpTables(ctx context.Context, t *testing.T, db *sql.DB) map[string]string
 		out[table] = fmt.Sprintf("%d rows\n%s", len(lines), strings.Join(lines, "\n"))
 	}
 	return out
+}
+
+// dumpIndexes lists the indexes of the database's tables.
+func dumpIndexes(ctx context.Context, t *testing.T, db *sql.DB) string {
+	t.Helper()
+	rows, err := db.QueryContext(ctx, `SELECT table_name, index_name, non_unique, seq_in_index, column_name, COALESCE(sub_part, 0)
+		FROM information_schema.statistics WHERE table_schema = DATABASE() ORDER BY 1, 2, 4`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var tbl, idx, col string
+		var nonUnique, seq, sub int
+		if err := rows.Scan(&tbl, &idx, &nonUnique, &seq, &col, &sub); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s %s unique=%v %d %s %d\n", tbl, idx, nonUnique == 0, seq, col, sub)
+	}
+	return b.String()
 }

@@ -144,6 +144,7 @@ type QueryTiming struct {
 	Example   string  `json:"example"`
 	Results   int     `json:"results_last"` // items in the last answer
 	Additions bool    `json:"additions"`
+	Note      string  `json:"note,omitempty"` // how the answer was made, where it differs (dependencies)
 }
 
 // QueryBenchResults is the query benchmark's output.
@@ -166,6 +167,9 @@ type QueryBenchResults struct {
 
 func runQueryBench(ctx context.Context, o *options) error {
 	started := time.Now()
+	if o.bulkSpans > 0 {
+		return runBulkQueryBench(ctx, o)
+	}
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "buffer-pool" })
 	if !set {
