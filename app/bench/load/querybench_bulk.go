@@ -32,11 +32,11 @@ type BulkBenchResults struct {
 	TableBytes map[string]int64  `json:"table_bytes"` // data + index, information_schema
 	// Write cost (HTTP ingest into a fresh database, two interleaved
 	// rounds, median): all additions, all but zipkin_tags, none.
-	WriteCostSpans int     `json:"write_cost_spans"`
-	WriteAll       float64 `json:"write_spans_per_s_all_additions"`
-	WriteNoTags    float64 `json:"write_spans_per_s_without_zipkin_tags"`
-	WriteNone      float64 `json:"write_spans_per_s_without_additions"`
-	WriteSamples   map[string][]float64
+	WriteCostSpans int                  `json:"write_cost_spans"`
+	WriteAll       float64              `json:"write_spans_per_s_all_additions"`
+	WriteNoTags    float64              `json:"write_spans_per_s_without_zipkin_tags"`
+	WriteNone      float64              `json:"write_spans_per_s_without_additions"`
+	WriteSamples   map[string][]float64 `json:"write_samples"`
 	// DepsFill is how long filling zipkin_dependencies from the generated
 	// traces took (fillDependencies).
 	DepsFill          float64       `json:"deps_fill_seconds"`
@@ -110,7 +110,7 @@ func bulkQueries(g bulkGen, now int64) []queryKind {
 
 // timeKinds times each kind up to reps times, one request at a time,
 // stopping a kind early once its requests took budget in all (after at
-// least minReps); label goes into QueryTiming.Additions' description.
+// least minReps); note says how the answers are made (QueryTiming.Note).
 func timeKinds(ctx context.Context, base string, kinds []queryKind, reps, minReps int, budget time.Duration, additions bool, note string) []QueryTiming {
 	client := &http.Client{Timeout: 60 * time.Second}
 	var out []QueryTiming
@@ -146,7 +146,11 @@ func timeKinds(ctx context.Context, base string, kinds []queryKind, reps, minRep
 		}
 		l := summarize(d)
 		qt.N, qt.P50, qt.P99, qt.Max = l.N, l.P50, l.P99, l.Max
-		logf("%s (additions %v; %s): n=%d p50 %.1f ms p99 %.1f ms, %d errors (%d timeouts), %d results", k.name, additions, note,
+		how := ""
+		if note != "" {
+			how = "; " + note
+		}
+		logf("%s (additions %v%s): n=%d p50 %.1f ms p99 %.1f ms, %d errors (%d timeouts), %d results", k.name, additions, how,
 			qt.N, qt.P50, qt.P99, qt.Errors, qt.Timeouts, qt.Results)
 		out = append(out, qt)
 	}
