@@ -11,6 +11,7 @@
 //	go run ./app/bench/load                 # the full run (< 30 min)
 //	go run ./app/bench/load -quick          # < 5 min
 //	go run ./app/bench/load -querybench     # 1,000,000 spans, name and trace lookups
+//	go run ./app/bench/load -querybench-spans 10000000  # bulk-loaded, every GET endpoint
 //
 // Output: tables on stdout and in -out (results.md, results.json).
 // docs/load.md explains the figures.
@@ -56,6 +57,10 @@ type options struct {
 	configs     []string
 	saturation  float64 // requests/s; 0: measure
 	keepServers bool
+	bulkSpans   int    // -querybench-spans: bulk-load this many spans instead of ingesting -spans over HTTP
+	bulkInsert  bool   // the bulk load uses INSERTs instead of LOAD DATA LOCAL INFILE
+	cpusBulk    string // CPUs of mariadbd during the bulk load
+	writeCost   bool   // the bulk query benchmark measures the additions' write cost first
 }
 
 func main() {
@@ -94,9 +99,16 @@ func main() {
 	flag.BoolVar(&o.profile, "profile", true, "collect the server's mutex and block profiles at 50 % saturation (pool)")
 	flag.BoolVar(&o.queryBench, "querybench", false, "instead of the load test: load -spans spans over 24 h through the HTTP API and time the name and trace lookups")
 	flag.IntVar(&o.spans, "spans", 1_000_000, "spans the query benchmark loads")
+	flag.IntVar(&o.bulkSpans, "querybench-spans", 0, "run the query benchmark on `N` spans bulk-loaded straight into the schema (LOAD DATA LOCAL INFILE), timing every GET endpoint with and without the schema additions (0: -querybench's HTTP load of -spans)")
+	flag.BoolVar(&o.bulkInsert, "bulk-insert", false, "-querybench-spans: load with multi-row INSERTs instead of LOAD DATA LOCAL INFILE")
+	flag.StringVar(&o.cpusBulk, "cpus-bulk", "0,1", "-querybench-spans: CPUs of mariadbd during the bulk load (then -cpus-db again)")
+	flag.BoolVar(&o.writeCost, "write-cost", true, "-querybench-spans: first measure the additions' write cost (HTTP ingest with all, without zipkin_tags, without any)")
 	flag.StringVar(&configs, "configs", "pool,database-sql,none", "configurations to run: pool, database-sql, spool (the pool with -spool-dir in the output directory), none; pool-otlp, database-sql-otlp and none-otlp are the same servers sent the traces as OTLP/HTTP protobuf (POST /v1/traces), each on its own database, compared with their JSON v2 twin step by step")
 	flag.Float64Var(&o.saturation, "saturation", 0, "saturation rate in requests/s (default: measured with wrk on the pool)")
 	flag.Parse()
+	if o.bulkSpans > 0 {
+		o.queryBench = true
+	}
 	// CPUs. The load test gives the instrument a core of its own: wrk and the
 	// generator on CPU 1, MariaDB and the server on CPU 0. With the generator
 	// on MariaDB's core instead (the layout before), the generator's own

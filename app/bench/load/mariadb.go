@@ -70,7 +70,8 @@ func (m *mariaDB) resetDatabase(ctx context.Context, name string) error {
 }
 
 // truncateData empties the span tables of database name (spans,
-// annotations, the service index of the schema additions, dependencies),
+// annotations, the service and tag indexes of the schema additions,
+// dependencies),
 // keeping the schema and the name table. The load test calls it before each
 // interleaved run: one run stores about 400,000 spans per configuration at
 // this machine's rates, and a database that keeps growing from run to run
@@ -78,7 +79,7 @@ func (m *mariaDB) resetDatabase(ctx context.Context, name string) error {
 // pages to decompress: Zipkin's tables are ROW_FORMAT=COMPRESSED), so the
 // runs would measure the data's growth instead of the server.
 func (m *mariaDB) truncateData(ctx context.Context, name string) error {
-	for _, t := range []string{"zipkin_spans", "zipkin_annotations", "zipkin_service_spans", "zipkin_dependencies"} {
+	for _, t := range []string{"zipkin_spans", "zipkin_annotations", "zipkin_service_spans", "zipkin_tags", "zipkin_dependencies"} {
 		if _, err := m.db.ExecContext(ctx, "TRUNCATE TABLE "+name+"."+t); err != nil {
 			var me *mysql.MySQLError
 			if errors.As(err, &me) && me.Number == 1146 { // no such table (no schema additions)

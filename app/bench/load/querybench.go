@@ -144,6 +144,7 @@ type QueryTiming struct {
 	Example   string  `json:"example"`
 	Results   int     `json:"results_last"` // items in the last answer
 	Additions bool    `json:"additions"`
+	Note      string  `json:"note,omitempty"` // how the answer was made, where it differs (dependencies)
 }
 
 // QueryBenchResults is the query benchmark's output.
@@ -166,6 +167,9 @@ type QueryBenchResults struct {
 
 func runQueryBench(ctx context.Context, o *options) error {
 	started := time.Now()
+	if o.bulkSpans > 0 {
+		return runBulkQueryBench(ctx, o)
+	}
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "buffer-pool" })
 	if !set {
@@ -245,7 +249,7 @@ func runQueryBench(ctx context.Context, o *options) error {
 	}
 	res.LoadSpansPerS, res.LoadRejected = rate, lr.Rejected
 	logf("loaded %d spans at %.0f spans/s (%d×503 retried)", o.spans, rate, lr.Rejected)
-	_, _ = e.mdb.db.ExecContext(ctx, "ANALYZE TABLE "+dbFor("pool")+".zipkin_spans, "+dbFor("pool")+".zipkin_annotations, "+dbFor("pool")+".zipkin_names, "+dbFor("pool")+".zipkin_service_spans")
+	_, _ = e.mdb.db.ExecContext(ctx, "ANALYZE TABLE "+dbFor("pool")+".zipkin_spans, "+dbFor("pool")+".zipkin_annotations, "+dbFor("pool")+".zipkin_names, "+dbFor("pool")+".zipkin_service_spans, "+dbFor("pool")+".zipkin_tags")
 	save()
 
 	reps := 200
@@ -260,7 +264,7 @@ func runQueryBench(ctx context.Context, o *options) error {
 	e.server = nil
 
 	// 3. The same lookups on Zipkin's schema: drop the additions.
-	if _, err := e.mdb.db.ExecContext(ctx, "DROP TABLE "+dbFor("pool")+".zipkin_names, "+dbFor("pool")+".zipkin_service_spans"); err != nil {
+	if _, err := e.mdb.db.ExecContext(ctx, "DROP TABLE "+dbFor("pool")+".zipkin_names, "+dbFor("pool")+".zipkin_service_spans, "+dbFor("pool")+".zipkin_tags"); err != nil {
 		return err
 	}
 	s, err = e.startServerKeep(ctx, "pool", "-init-schema=false")

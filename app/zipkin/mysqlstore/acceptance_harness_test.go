@@ -67,9 +67,10 @@ func micros(ms int64) int64 { return ms * 1000 }
 
 // harness is one server's database, pool and stores.
 type harness struct {
-	srv  server
-	db   *sql.DB // sqlpool's *sql.DB (p.OpenDB())
-	opts mysqlstore.Options
+	srv        server
+	db         *sql.DB // sqlpool's *sql.DB (p.OpenDB())
+	opts       mysqlstore.Options
+	zipkinOnly bool // Zipkin's three tables only: no schema additions
 }
 
 var quietPoolLog = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -105,8 +106,12 @@ func newHarness(t *testing.T, srv server) *harness {
 // reset empties the tables (each checklist item starts on an empty store).
 func (h *harness) reset(t *testing.T) {
 	t.Helper()
-	for _, table := range []string{"zipkin_spans", "zipkin_annotations", "zipkin_dependencies", "zipkin_names", "zipkin_service_spans",
-		"zipkin_dependency_traces", "zipkin_dependency_pending"} {
+	tables := []string{"zipkin_spans", "zipkin_annotations", "zipkin_dependencies", "zipkin_names", "zipkin_service_spans", "zipkin_tags",
+		"zipkin_dependency_traces", "zipkin_dependency_pending"}
+	if h.zipkinOnly {
+		tables = tables[:3]
+	}
+	for _, table := range tables {
 		if _, err := h.db.ExecContext(ctxT(t), "DELETE FROM "+table); err != nil {
 			t.Fatalf("DELETE FROM %s: %v", table, err)
 		}

@@ -13,8 +13,9 @@ import (
 	"github.com/sqlpool/sqlpool/stmtname"
 )
 
-// Schema additions: two optional tables, not in Zipkin's mysql.sql, that
-// make the name lookups and getTraces by service fast on large tables.
+// Schema additions: three optional tables, not in Zipkin's mysql.sql, that
+// make the name lookups, getTraces by service and the tag and annotation
+// search fast on large tables.
 // CreateSchema creates them (and fills them from the spans already stored);
 // Open detects them, and the store then writes them in the same
 // transaction as the spans and reads them instead of scanning
@@ -28,6 +29,8 @@ import (
 //     timestamp, keyed (service_name, start_ts, trace ID, span ID), so that
 //     getTraces(serviceName, window, limit) reads the newest spans of the
 //     service backwards along the key and stops after limit traces.
+//   - zipkin_tags: the tag and annotation search (getTraces with an
+//     annotationQuery); tags.go describes it.
 const (
 	tableNames        = "zipkin_names"
 	tableServiceSpans = "zipkin_service_spans"
@@ -73,25 +76,27 @@ const (
 )
 
 // AdditionsDDL returns the CREATE TABLE statements of the optional schema
-// additions (zipkin_names, zipkin_service_spans) that CreateSchema runs
-// after SchemaDDL. docs/zipkin.md describes them.
-func AdditionsDDL() []string { return []string{ddlNames, ddlServiceSpans} }
+// additions (zipkin_names, zipkin_service_spans, zipkin_tags) that
+// CreateSchema runs after SchemaDDL. docs/zipkin.md describes them.
+func AdditionsDDL() []string { return []string{ddlNames, ddlServiceSpans, ddlTags} }
 
 // Additions reports which schema additions Open found (and uses).
 type Additions struct {
 	Names        bool // zipkin_names: name lookups
 	ServiceSpans bool // zipkin_service_spans: getTraces by service
+	Tags         bool // zipkin_tags: getTraces by annotationQuery (tag and annotation search)
 }
 
 // Additions returns the schema additions the store found and uses.
 func (s *Store) Additions() Additions {
-	return Additions{Names: s.add.names, ServiceSpans: s.add.serviceSpans}
+	return Additions{Names: s.add.names, ServiceSpans: s.add.serviceSpans, Tags: s.add.tags}
 }
 
 // additions is the store's view of the optional tables plus the cache of
 // names known to be stored.
 type additions struct {
-	names, serviceSpans bool
+	names, serviceSpans, tags bool
+	tagsSQL                   [len(batchSizes)]string // INSERTs of zipkin_tags
 
 	mu    sync.Mutex
 	known map[nameRow]struct{} // names committed; cleared when it grows past maxKnownNames
@@ -114,6 +119,7 @@ type serviceSpanRow struct {
 type additionRows struct {
 	names []nameRow
 	spans []serviceSpanRow
+	tags  []tagRow
 }
 
 // detectAdditions probes for the optional tables. A table that cannot be
@@ -122,10 +128,12 @@ type additionRows struct {
 func (s *Store) detectAdditions(ctx context.Context) {
 	s.add.names = s.tableUsable(ctx, probeNames)
 	s.add.serviceSpans = s.tableUsable(ctx, probeServiceSpans)
+	s.add.tags = s.tableUsable(ctx, probeTags)
+	s.add.tagsSQL = tagsSQL()
 	s.add.known = map[nameRow]struct{}{}
-	if !s.add.names || !s.add.serviceSpans {
-		s.log.InfoContext(ctx, "mysqlstore: schema additions missing; name lookups and getTraces by service run Zipkin's queries (slow on large tables): run with -init-schema to add them",
-			"zipkin_names", s.add.names, "zipkin_service_spans", s.add.serviceSpans)
+	if !s.add.names || !s.add.serviceSpans || !s.add.tags {
+		s.log.InfoContext(ctx, "mysqlstore: schema additions missing; the lookups they serve (names, getTraces by service, tag search) run Zipkin's queries (slow on large tables): run with -init-schema to add them",
+			"zipkin_names", s.add.names, "zipkin_service_spans", s.add.serviceSpans, "zipkin_tags", s.add.tags)
 	}
 }
 
@@ -136,6 +144,12 @@ func (s *Store) tableUsable(ctx context.Context, q string) bool {
 
 // collectAdditions adds the addition rows of one valid span to b.
 func (s *Store) collectAdditions(b *batch, sp *model.Span) {
+	if s.add.tags {
+		if b.add == nil {
+			b.add = &additionRows{}
+		}
+		b.add.tags = s.collectTags(b.add.tags, sp)
+	}
 	if !s.add.names && !s.add.serviceSpans || sp.LocalEndpoint == nil {
 		return
 	}
@@ -186,10 +200,7 @@ func (s *Store) writeAdditions(ctx context.Context, tx *sql.Tx, b *batch) error 
 		}
 	}
 	if rows := b.add.spans; len(rows) > 0 {
-		slices.SortFunc(rows, func(a, b serviceSpanRow) int {
-			return cmp.Or(strings.Compare(a.service, b.service), cmp.Compare(a.ts, b.ts), cmp.Compare(a.high, b.high),
-				cmp.Compare(a.low, b.low), cmp.Compare(a.id, b.id))
-		})
+		sortServiceSpanRows(rows)
 		args := make([]any, 0, 5*len(rows))
 		bytes := make([]int, 0, len(rows))
 		for _, r := range rows {
@@ -200,7 +211,14 @@ func (s *Store) writeAdditions(ctx context.Context, tx *sql.Tx, b *batch) error 
 			return err
 		}
 	}
-	return nil
+	return s.writeTags(ctx, tx, b.add.tags)
+}
+
+func sortServiceSpanRows(rows []serviceSpanRow) {
+	slices.SortFunc(rows, func(a, b serviceSpanRow) int {
+		return cmp.Or(strings.Compare(a.service, b.service), cmp.Compare(a.ts, b.ts), cmp.Compare(a.high, b.high),
+			cmp.Compare(a.low, b.low), cmp.Compare(a.id, b.id))
+	})
 }
 
 // serviceSpansSQL returns the INSERT statements of zipkin_service_spans,
@@ -343,7 +361,7 @@ func (s *Store) fastTraceIDs(ctx context.Context, q *model.QueryRequest) (keys [
 // new one from the spans already stored, so that lookups on it miss
 // nothing written before.
 func createAdditions(ctx context.Context, db *sql.DB) error {
-	for _, a := range []struct{ probe, ddl string }{{probeNames, ddlNames}, {probeServiceSpans, ddlServiceSpans}} {
+	for _, a := range []struct{ probe, ddl string }{{probeNames, ddlNames}, {probeServiceSpans, ddlServiceSpans}, {probeTags, ddlTags}} {
 		existed := rowsOK(ctx, db, a.probe)
 		if _, err := db.ExecContext(ctx, a.ddl); err != nil {
 			return fmt.Errorf("mysqlstore: creating the schema additions (%.50s…): %w", a.ddl, err)
@@ -351,7 +369,7 @@ func createAdditions(ctx context.Context, db *sql.DB) error {
 		if existed {
 			continue
 		}
-		for _, q := range backfill(ctx, db, a.ddl == ddlNames) {
+		for _, q := range backfill(ctx, db, a.ddl) {
 			if _, err := db.ExecContext(ctx, q); err != nil {
 				return fmt.Errorf("mysqlstore: filling the schema additions from stored spans (%.60s…): %w", q, err)
 			}
@@ -373,12 +391,16 @@ func rowsOK(ctx context.Context, db *sql.DB, q string) bool {
 // backfill returns the statements that fill an addition from the stored
 // spans, with the same conditions as Zipkin's queries (an annotation row of
 // the local service with a_type <> 0).
-func backfill(ctx context.Context, db *sql.DB, names bool) []string {
+func backfill(ctx context.Context, db *sql.DB, ddl string) []string {
 	join := namesJoinHigh
 	high := "s.trace_id_high"
 	if !rowsOK(ctx, db, probeTraceIDHigh) {
 		join, high = namesJoinNoHigh, "0"
 	}
+	if ddl == ddlTags {
+		return backfillTags(high, join)
+	}
+	names := ddl == ddlNames
 	local := " WHERE a.endpoint_service_name IS NOT NULL AND a.endpoint_service_name <> '' AND a.a_type <> 0"
 	if !names {
 		return []string{"INSERT IGNORE INTO " + tableServiceSpans + " (service_name, start_ts, trace_id_high, trace_id, span_id)" +

@@ -30,6 +30,9 @@ func (s *Store) GetValues(ctx context.Context, key string) ([]string, error) {
 	if s.opts.DisableSearch || !s.autocompleteKey(key) {
 		return nil, nil
 	}
+	if values, ok, err := s.fastValues(ctx, key); ok {
+		return values, err
+	}
 	return s.selectNames(ctx, stmtSelectAutocomplete, sqlAutocompleteValues, key)
 }
 

@@ -68,6 +68,9 @@ func (s *Store) selectTraceIDs(ctx context.Context, q *model.QueryRequest) ([]tr
 	if keys, ok, err := s.fastTraceIDs(ctx, q); ok {
 		return keys, err
 	}
+	if keys, ok, err := s.fastTagTraceIDs(ctx, q); ok {
+		return keys, err
+	}
 	high := s.feat.traceIDHigh
 	var b strings.Builder
 	args := make([]any, 0, 8+3*len(q.AnnotationQuery))
