@@ -207,6 +207,10 @@ func GeneratePG(seed uint64, n int) Program {
 type pgSide struct {
 	plain bool
 	db    *sql.DB
+	// admin (the reference side only) watches for the exit of the backend of a closed
+	// borrow, pid.
+	admin *sql.DB
+	pid   int64
 	p     *pool.Pool
 	conn  *sql.Conn
 	tx    *sql.Tx
@@ -236,12 +240,29 @@ func (s *pgSide) endBorrow() {
 		}
 		_ = s.conn.Close()
 		s.conn = nil
+		if s.plain && s.pid != 0 {
+			// A closed session's backend exits after the close; until it has, what it
+			// held (advisory locks, LISTEN) is still held. A fresh connection comes after.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			for ctx.Err() == nil {
+				var n int
+				if err := s.admin.QueryRowContext(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", s.pid).Scan(&n); err != nil || n == 0 {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			cancel()
+			s.pid = 0
+		}
 	}
 }
 
 func (s *pgSide) close() {
 	s.endBorrow()
 	_ = s.db.Close()
+	if s.admin != nil {
+		_ = s.admin.Close()
+	}
 	if s.p != nil {
 		_ = s.p.Close()
 	}
@@ -386,6 +407,11 @@ func (s *pgSide) borrow(ctx context.Context) (map[string]string, error) {
 		return nil, err
 	}
 	s.conn = c
+	if s.plain {
+		if err := c.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&s.pid); err != nil {
+			return nil, err
+		}
+	}
 	return s.view(ctx)
 }
 
@@ -404,6 +430,8 @@ func (r *PGRunner) Run(p Program) (*Divergence, error) {
 		if name == "r" {
 			s.db = sql.OpenDB(c)
 			s.db.SetMaxIdleConns(0)
+			s.admin = sql.OpenDB(c)
+			s.admin.SetMaxOpenConns(1)
 		} else {
 			s.p, err = pool.New(c, pool.Config{MaxConns: 1, MinIdleConns: -1, Dialect: r.o.Dialect,
 				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
