@@ -215,6 +215,7 @@ type host struct {
 	suspect   bool // a connection reported the server gone; a check is due
 	checking  bool // a check or probe is running
 	downSince time.Time
+	backAt    time.Time // when it last came back
 	lastErr   error
 	failures  int       // failed probes since it went down
 	nextProbe time.Time // when down
@@ -561,7 +562,8 @@ func (c *Connector) markUp(h *host) {
 	}
 	h.up, h.suspect = true, false
 	h.backs.Add(1)
-	downFor := time.Since(h.downSince)
+	h.backAt = time.Now()
+	downFor := h.backAt.Sub(h.downSince)
 	wasAllDown := c.allDown
 	c.allDown = false
 	p, name := c.p, c.poolName
@@ -605,6 +607,9 @@ type HostStatus struct {
 	Up   bool
 	// DownSince is when the host last went down (zero while up, or if it never did).
 	DownSince time.Time
+	// BackSince is when the host last came back after being down (zero while down, or if it
+	// never came back).
+	BackSince time.Time
 	// LastError is the error that took the host down, or the last failed probe's.
 	LastError  error
 	Downs      uint64 // times it went down
@@ -632,6 +637,8 @@ func (c *Connector) Hosts() []HostStatus {
 			Backs: h.backs.Load(), Rebalanced: h.rebalanced.Load(), DialErrors: h.dialErrors.Load()}
 		if !h.up {
 			s.DownSince = h.downSince
+		} else {
+			s.BackSince = h.backAt
 		}
 		j := sort.Search(len(stats), func(j int) bool { return stats[j].Host >= h.name })
 		if j < len(stats) && stats[j].Host == h.name {

@@ -328,7 +328,7 @@ func TestRebalanceOverPeriod(t *testing.T) {
 			}
 			b.fakes[0].SetDialError(nil)
 			eventually(t, "h1 back", func() bool { return b.c.Hosts()[0].Up })
-			back := time.Now()
+			back := b.c.Hosts()[0].BackSince // when it came back, not when the poll saw it
 			want := 3
 			if s == cluster.Sequential {
 				want = 9
@@ -343,7 +343,7 @@ func TestRebalanceOverPeriod(t *testing.T) {
 				return n >= want
 			})
 			// The first move comes at a random point in the second half of its slot (period/want)
-			// after the host came back; "back" is seen by polling, so allow half of that again.
+			// after the host came back; allow half of that again for scheduling.
 			if earliest := period / (4 * time.Duration(want)); arrivals[0] < earliest {
 				t.Errorf("first connection moved after %v, before %v: not spread", arrivals[0], earliest)
 			}
