@@ -56,12 +56,13 @@ type Options struct {
 	child            string
 }
 
-const usageHead = `usage: jmh [-dsn DSN | -stub] [flags]
+const usageHead = `usage: jmh [-dsn DSN | -pg URL [-pg-driver pgx|pq] | -stub] [flags]
 
-JMH-style benchmarks of sqlpool against plain database/sql and a naive safe pool.
-Without -dsn or -stub the benchmarks run on an embedded server (go-mysql-server) started
-in-process. On a server every pool's connections go through the same byte- and
-packet-counting proxy. Scores are ops/ms; Error is the half-width of the 99.9 % confidence
+JMH-style benchmarks of sqlpool against plain database/sql and a naive safe pool (with -pg
+and pgx also pgx's pgxpool behind stdlib.OpenDBFromPool). Without -dsn, -pg or -stub the
+benchmarks run on an embedded server (go-mysql-server) started in-process. On a server every
+pool's connections go through the same byte- and packet-counting proxy (on PostgreSQL: bytes
+only). Scores are ops/ms; Error is the half-width of the 99.9 % confidence
 interval (Student t over all measured iterations of all forks), as JMH prints it.
 
 flags:
