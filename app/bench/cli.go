@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -381,6 +382,9 @@ func (r *runner) serverInfo() string {
 
 // redact hides the password of a DSN.
 func redact(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		return u.Redacted()
+	}
 	at := strings.LastIndex(dsn, "@")
 	if at < 0 {
 		return dsn

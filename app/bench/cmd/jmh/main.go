@@ -1,9 +1,9 @@
 // Command jmh runs sqlpool's JMH-style benchmarks: cycleConnection, cycleStatement,
 // cycleParamStatement, contended and saturated, on sqlpool (p.OpenDB()), plain database/sql
 // and a naive safe database/sql (Ping on borrow, ROLLBACK on return), side by side, on the stub
-// driver, the embedded server,
-// a MySQL/MariaDB DSN, or a PostgreSQL URL (-pg, through -pg-driver pgx or pq; there pgx's own
-// pool behind stdlib.OpenDBFromPool is measured too). See docs/benchmarks.md and `jmh -h`.
+// driver, the embedded server, a MySQL/MariaDB DSN, or a PostgreSQL URL (-pg, through
+// -pg-driver pgx or pq; there pgx's own pool behind stdlib.OpenDBFromPool is measured too).
+// See docs/benchmarks.md and `jmh -h`.
 //
 //	go run ./app/bench/cmd/jmh -stub
 //	go run ./app/bench/cmd/jmh -dsn 'user:pass@tcp(127.0.0.1:3306)/test' -format json
