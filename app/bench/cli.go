@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -35,6 +36,8 @@ const (
 // Options are jmh's parsed flags.
 type Options struct {
 	DSN              string
+	PG               string // PostgreSQL URL (-pg)
+	PGDriver         string // DriverPgx or DriverPq (-pg-driver)
 	Stub             bool
 	Benchmarks       []string
 	Threads          []int
@@ -54,12 +57,13 @@ type Options struct {
 	child            string
 }
 
-const usageHead = `usage: jmh [-dsn DSN | -stub] [flags]
+const usageHead = `usage: jmh [-dsn DSN | -pg URL [-pg-driver pgx|pq] | -stub] [flags]
 
-JMH-style benchmarks of sqlpool against plain database/sql and a naive safe pool.
-Without -dsn or -stub the benchmarks run on an embedded server (go-mysql-server) started
-in-process. On a server every pool's connections go through the same byte- and
-packet-counting proxy. Scores are ops/ms; Error is the half-width of the 99.9 % confidence
+JMH-style benchmarks of sqlpool against plain database/sql and a naive safe pool (with -pg
+and pgx also pgx's pgxpool behind stdlib.OpenDBFromPool). Without -dsn, -pg or -stub the
+benchmarks run on an embedded server (go-mysql-server) started in-process. On a server every
+pool's connections go through the same byte- and packet-counting proxy (on PostgreSQL: bytes
+only). Scores are ops/ms; Error is the half-width of the 99.9 % confidence
 interval (Student t over all measured iterations of all forks), as JMH prints it.
 
 flags:
@@ -69,6 +73,8 @@ func newFlagSet(o *Options, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("jmh", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.DSN, "dsn", "", "go-sql-driver/mysql `DSN` of the server to benchmark (pinged first, 5s timeout)")
+	fs.StringVar(&o.PG, "pg", "", "PostgreSQL `URL` of the server to benchmark (postgres://user@host:port/db?sslmode=disable; pinged first)")
+	fs.StringVar(&o.PGDriver, "pg-driver", DriverPgx, "with -pg, the `driver`: pgx (pgx v5 stdlib.GetConnector) or pq (lib/pq)")
 	fs.BoolVar(&o.Stub, "stub", false, "benchmark on the stub driver (pool overhead only, no traffic figures)")
 	fs.Func("bench", "comma-separated `benchmarks`: "+strings.Join(AllBenchmarks, ",")+" (default all)", func(v string) error {
 		var err error
@@ -91,9 +97,9 @@ func newFlagSet(o *Options, stderr io.Writer) *flag.FlagSet {
 		return err
 	})
 	fs.DurationVar(&o.Hold, "hold", time.Millisecond, "saturated: how long each borrower holds its connection (time.Sleep)")
-	fs.Func("pools", "comma-separated `pools`: "+strings.Join(AllPools, ",")+" (default all)", func(v string) error {
+	fs.Func("pools", "comma-separated `pools`: "+strings.Join(AllPools, ",")+", and with -pg -pg-driver pgx "+PoolPgxpool+" (default "+strings.Join(AllPools, ",")+"; with -pg "+strings.Join(PostgresPools(DriverPgx), ",")+")", func(v string) error {
 		var err error
-		o.Pools, err = parseNames(v, AllPools)
+		o.Pools, err = parseNames(v, append(slices.Clone(AllPools), PoolPgxpool))
 		return err
 	})
 	fs.IntVar(&o.Size, "size", 8, "pool size for every pool (MaxConns; MaxOpen = MaxIdle for database/sql)")
@@ -188,6 +194,9 @@ func ParseOptions(args []string, stderr io.Writer) (*Options, error) {
 	}
 	if o.Pools == nil {
 		o.Pools = AllPools
+		if o.PG != "" {
+			o.Pools = PostgresPools(o.PGDriver)
+		}
 	}
 	if o.Threads == nil {
 		o.Threads = []int{1, 4, 8, 64}
@@ -201,6 +210,12 @@ func ParseOptions(args []string, stderr io.Writer) (*Options, error) {
 	switch {
 	case o.DSN != "" && o.Stub:
 		return bad("-dsn and -stub exclude each other")
+	case o.PG != "" && (o.DSN != "" || o.Stub):
+		return bad("-pg excludes -dsn and -stub")
+	case o.PGDriver != DriverPgx && o.PGDriver != DriverPq:
+		return bad("-pg-driver must be %s or %s, not %q", DriverPgx, DriverPq, o.PGDriver)
+	case slices.Contains(o.Pools, PoolPgxpool) && (o.PG == "" || o.PGDriver != DriverPgx):
+		return bad("pool %s needs -pg and -pg-driver %s", PoolPgxpool, DriverPgx)
 	case o.Size < 1:
 		return bad("-size must be at least 1")
 	case o.Warmup < 0:
@@ -270,6 +285,21 @@ func (r *runner) run() error {
 	case o.Stub:
 		r.targetName = "stub"
 		r.target = OpenStub()
+	case o.PG != "":
+		r.targetName, r.dsn = "postgres-"+o.PGDriver, o.PG
+		direct, err := OpenPostgres(o.PG, o.PGDriver, false)
+		if err != nil {
+			return err
+		}
+		if err := direct.Ping(PingTimeout); err != nil {
+			return fmt.Errorf("cannot reach PostgreSQL at %s: %w", redact(o.PG), err)
+		}
+		t, err := OpenPostgres(o.PG, o.PGDriver, o.Proxy)
+		if err != nil {
+			return err
+		}
+		defer t.Close()
+		r.target = t
 	default:
 		r.targetName, r.dsn = "dsn", o.DSN
 		if o.DSN == "" {
@@ -352,6 +382,9 @@ func (r *runner) serverInfo() string {
 
 // redact hides the password of a DSN.
 func redact(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && (u.Scheme == "postgres" || u.Scheme == "postgresql") {
+		return u.Redacted()
+	}
 	at := strings.LastIndex(dsn, "@")
 	if at < 0 {
 		return dsn
@@ -494,8 +527,10 @@ func (r *runner) printIter(ev IterEvent) {
 		label = "# Warmup Iteration"
 	}
 	extra := ""
-	if ev.BytesPerOp != nil {
+	if ev.BytesPerOp != nil && ev.RoundTripsPerOp != nil {
 		extra += fmt.Sprintf("  [%.1f B/op, %.2f RT/op]", *ev.BytesPerOp, *ev.RoundTripsPerOp)
+	} else if ev.BytesPerOp != nil {
+		extra += fmt.Sprintf("  [%.1f B/op]", *ev.BytesPerOp)
 	}
 	if ev.P999us != nil {
 		extra += fmt.Sprintf("  [p99.9 %.1f µs]", *ev.P999us)
@@ -522,6 +557,8 @@ func (r *runner) fork(s Spec, onIter func(IterEvent)) (*Raw, error) {
 	args := []string{"-" + ChildFlag + "=" + string(spec), "-proxy=" + strconv.FormatBool(r.o.Proxy)}
 	if r.target.Stub {
 		args = append(args, "-stub")
+	} else if r.target.Postgres() {
+		args = append(args, "-pg", r.dsn, "-pg-driver", r.target.PgDriver())
 	} else {
 		args = append(args, "-dsn", r.dsn)
 	}
@@ -568,7 +605,11 @@ func runChild(o *Options, stdout, stderr io.Writer) int {
 		t = OpenStub()
 	} else {
 		var err error
-		if t, err = OpenServer(o.DSN, o.Proxy); err != nil {
+		open := func() (*Target, error) { return OpenServer(o.DSN, o.Proxy) }
+		if o.PG != "" {
+			open = func() (*Target, error) { return OpenPostgres(o.PG, o.PGDriver, o.Proxy) }
+		}
+		if t, err = open(); err != nil {
 			fmt.Fprintf(stderr, "jmh child: %v\n", err)
 			return ExitError
 		}

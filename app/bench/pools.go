@@ -37,6 +37,10 @@ type DB struct {
 	DB    *sql.DB
 	Pool  *pool.Pool // nil for the plain database/sql pools
 	naive bool
+	// paramSQL is cycleParamStatement's statement with one placeholder ("" means "SELECT ?").
+	paramSQL string
+	// closeAlso, if not nil, is called after DB.Close (pgxpool's Close).
+	closeAlso func()
 }
 
 // OpenPool opens pool kind over c with size connections and fills it, so that the first
@@ -136,6 +140,9 @@ func (d *DB) Return(ctx context.Context, c *sql.Conn) error {
 // Close closes the DB and, for the sqlpool kinds, the pool.
 func (d *DB) Close() error {
 	err := d.DB.Close()
+	if d.closeAlso != nil {
+		d.closeAlso()
+	}
 	if d.Pool != nil {
 		if e := d.Pool.Close(); err == nil {
 			err = e

@@ -128,8 +128,10 @@ func Merge(target string, forks int, raws []*Raw) *Result {
 		r.BytesPerOp = perOp(c.ClientBytes + c.ServerBytes)
 		r.ClientBytesPerOp = perOp(c.ClientBytes)
 		r.ServerBytesPerOp = perOp(c.ServerBytes)
-		r.RoundTripsPerOp = perOp(c.ClientPackets)
-		r.ServerPacketsPerOp = perOp(c.ServerPackets)
+		if !raws[0].NoPackets {
+			r.RoundTripsPerOp = perOp(c.ClientPackets)
+			r.ServerPacketsPerOp = perOp(c.ServerPackets)
+		}
 		n := c.Conns
 		r.NewConns = &n
 	}

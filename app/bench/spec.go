@@ -39,15 +39,18 @@ type IterEvent struct {
 // Raw is what one run (one fork) of a Spec measured, in additive form so that forks can be
 // merged: iteration scores, totals, traffic and the latency histogram.
 type Raw struct {
-	Spec        Spec             `json:"spec"`
-	Scores      []float64        `json:"scores"`
-	AllOps      int64            `json:"all_ops"` // operations completed in measured iterations
-	Counting    bool             `json:"counting"`
-	Counts      mysqltest.Counts `json:"counts"` // traffic in measured iterations
-	Validations uint64           `json:"validations"`
-	Plans       uint64           `json:"release_plans"`
-	Missed      int64            `json:"missed"`
-	P999s       []float64        `json:"p999s,omitempty"` // contended, saturated: each measured iteration's p99.9, µs
+	Spec     Spec             `json:"spec"`
+	Scores   []float64        `json:"scores"`
+	AllOps   int64            `json:"all_ops"` // operations completed in measured iterations
+	Counting bool             `json:"counting"`
+	Counts   mysqltest.Counts `json:"counts"` // traffic in measured iterations
+	// NoPackets: the proxy's packet counts are not this protocol's (PostgreSQL); only bytes
+	// and connections are reported.
+	NoPackets   bool      `json:"no_packets,omitempty"`
+	Validations uint64    `json:"validations"`
+	Plans       uint64    `json:"release_plans"`
+	Missed      int64     `json:"missed"`
+	P999s       []float64 `json:"p999s,omitempty"` // contended, saturated: each measured iteration's p99.9, µs
 	// saturated: per measured iteration, the operations completed in the window by the
 	// slowest goroutine, the median goroutine, and the mean over goroutines.
 	SlowestOps []float64      `json:"slowest_ops,omitempty"`
@@ -63,8 +66,8 @@ type Raw struct {
 // RunSpec opens the spec's pool on t, runs its warmup and measured iterations and closes the
 // pool. onIter, if not nil, is called after each iteration. logTo receives the pool's warnings.
 func RunSpec(s Spec, t *Target, logTo io.Writer, onIter func(IterEvent)) (*Raw, error) {
-	raw := &Raw{Spec: s, Counting: t.Counting(), Load1Start: Load1(), Started: time.Now()}
-	d, err := OpenPool(s.Pool, t.Connector(), s.Size, logTo)
+	raw := &Raw{Spec: s, Counting: t.Counting(), NoPackets: t.pg, Load1Start: Load1(), Started: time.Now()}
+	d, err := openPoolOn(s.Pool, t, s.Size, logTo)
 	if err != nil {
 		return nil, err
 	}
@@ -113,8 +116,11 @@ func RunSpec(s Spec, t *Target, logTo io.Writer, onIter func(IterEvent)) (*Raw, 
 		}
 		if raw.Counting && it.AllOps > 0 {
 			b := float64(c.ClientBytes+c.ServerBytes) / float64(it.AllOps)
-			rt := float64(c.ClientPackets) / float64(it.AllOps)
-			ev.BytesPerOp, ev.RoundTripsPerOp = &b, &rt
+			ev.BytesPerOp = &b
+			if !raw.NoPackets {
+				rt := float64(c.ClientPackets) / float64(it.AllOps)
+				ev.RoundTripsPerOp = &rt
+			}
 		}
 		if h != nil {
 			p := float64(h.Quantile(0.999)) / 1e3

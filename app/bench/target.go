@@ -23,6 +23,9 @@ type Target struct {
 	Stub      bool
 	connector driver.Connector
 	proxy     *mysqltest.Proxy
+	pg        bool   // a PostgreSQL server (OpenPostgres)
+	pgDriver  string // DriverPgx or DriverPq
+	pgDSN     string // the PostgreSQL URL, through the proxy when there is one
 }
 
 // OpenStub returns the stub target.

@@ -68,8 +68,12 @@ func CycleParamStatement(ctx context.Context, d *DB, arg int64) error {
 	if err != nil {
 		return err
 	}
+	q := d.paramSQL
+	if q == "" {
+		q = "SELECT ?"
+	}
 	var n int64
-	err = c.QueryRowContext(ctx, "SELECT ?", arg).Scan(&n)
+	err = c.QueryRowContext(ctx, q, arg).Scan(&n)
 	if err == nil && n != arg {
 		err = fmt.Errorf("SELECT ? with %d returned %d", arg, n)
 	}
