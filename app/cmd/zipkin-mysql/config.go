@@ -314,6 +314,9 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 		if len(mysqlSettings) > 0 {
 			c.Warnings = append(c.Warnings, strings.Join(mysqlSettings, ", ")+" ignored: the storage is "+c.Storage+" ("+c.StorageSource+")")
 		}
+		if c.InitSchema && (c.Storage == "memory" || c.Storage == "none") {
+			c.Warnings = append(c.Warnings, "-init-schema is ignored: the storage is "+c.Storage+" ("+c.StorageSource+"), which has no schema")
+		}
 		c.Embedded = c.Storage == "embedded"
 		return c, nil
 	}

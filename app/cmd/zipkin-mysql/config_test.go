@@ -212,6 +212,9 @@ func TestParseConfigStorage(t *testing.T) {
 			"STORAGE_TYPE=mysql is ignored: -storage=memory is set"},
 		{"-storage over a STORAGE_TYPE not supported", []string{"-storage=none"}, []string{"STORAGE_TYPE", "cassandra3"}, "none", "-storage", "none",
 			"STORAGE_TYPE=cassandra3 is ignored: -storage=none is set"},
+		{"-init-schema on memory", []string{"-init-schema"}, nil, "memory", "default", "memory",
+			"-init-schema is ignored: the storage is memory (default), which has no schema"},
+		{"-init-schema on embedded", []string{"-init-schema", "-storage=embedded"}, nil, "embedded", "-storage", "embedded", ""},
 		{"MEM_MAX_SPANS on mysql", nil, []string{"MYSQL_HOST", "db", "MEM_MAX_SPANS", "10"}, "mysql", "MySQL settings", "db:3306/zipkin",
 			"MEM_MAX_SPANS is ignored: the storage is mysql, not memory"},
 	} {
