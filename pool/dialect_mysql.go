@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"database/sql/driver"
+	"errors"
 	"io"
 	"time"
 
@@ -48,13 +49,20 @@ const goSQLDriver = "github.com/go-sql-driver/mysql"
 
 // CommitContext commits a go-sql-driver transaction by sending COMMIT through the connection's
 // ExecContext, which watches ctx (go-sql-driver's Tx.Commit sends the same COMMIT without
-// one); when ctx ends first the driver closes the socket and the outcome is unknown. Any other
-// driver's transaction commits through its own Commit.
+// one); when ctx ends first the driver closes the socket and the outcome is unknown. When the
+// driver sent nothing (driver.ErrBadConn), and for any other driver's transaction, the
+// transaction's own Commit answers.
 func (mysqlDialect) CommitContext(ctx context.Context, dc driver.Conn, t driver.Tx) error {
 	if pkgPath(t) != goSQLDriver {
 		return t.Commit()
 	}
-	return execDriver(ctx, dc, "COMMIT")
+	err := execDriver(ctx, dc, "COMMIT")
+	if errors.Is(err, driver.ErrBadConn) {
+		// go-sql-driver sent nothing (its connection was closed already): the driver's own
+		// Commit answers as plain database/sql would (mysql.ErrInvalidConn).
+		return t.Commit()
+	}
+	return err
 }
 
 // NewSession records the session baseline in one round trip and starts the tracker from it.
