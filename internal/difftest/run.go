@@ -148,8 +148,11 @@ type side struct {
 	locks  []string
 	conn   *sql.Conn
 	tx     *sql.Tx
-	stmts  [Slots]*sql.Stmt
-	texts  [Slots]string // the text each slot's statement was prepared from
+	// txEnd ends the context tx began with: one that can end (so the pool commits it with
+	// that context, pool.ContextCommitter) but does not while the program runs.
+	txEnd context.CancelFunc
+	stmts [Slots]*sql.Stmt
+	texts [Slots]string // the text each slot's statement was prepared from
 	// obs is the observer connection and freshSess a new connection's session part (freshView).
 	obs         *sql.Conn
 	freshSess   view
@@ -221,6 +224,10 @@ func (s *side) endBorrow() {
 		_ = s.tx.Rollback()
 		s.tx = nil
 	}
+	if s.txEnd != nil {
+		s.txEnd()
+		s.txEnd = nil
+	}
 	if s.conn != nil {
 		_ = s.conn.Close()
 		s.conn = nil
@@ -253,12 +260,15 @@ func (s *side) step(ctx context.Context, st Step) string {
 			return "tx already open"
 		}
 		// Not the step's context: database/sql rolls a transaction back when its
-		// context ends.
-		tx, err := s.conn.BeginTx(context.Background(), &sql.TxOptions{Isolation: st.Iso, ReadOnly: st.ReadOnly})
+		// context ends. One that can end, though, as a request's does: the pool
+		// then commits through ExecContext with it.
+		txCtx, end := context.WithCancel(context.Background())
+		tx, err := s.conn.BeginTx(txCtx, &sql.TxOptions{Isolation: st.Iso, ReadOnly: st.ReadOnly})
 		if err != nil {
+			end()
 			return errText(err)
 		}
-		s.tx = tx
+		s.tx, s.txEnd = tx, end
 		return "ok"
 	case OpCommitTx, OpRollback:
 		if s.tx == nil {
@@ -271,6 +281,8 @@ func (s *side) step(ctx context.Context, st Step) string {
 			err = s.tx.Rollback()
 		}
 		s.tx = nil
+		s.txEnd()
+		s.txEnd = nil
 		return errText(err)
 	case OpPrepare:
 		if s.stmts[st.Slot] != nil {
