@@ -150,16 +150,7 @@ func hsDepth(t *testing.T, base string) (float64, float64) {
 // Retry-After — and every span answered 202 is stored once the writer
 // resumes, none twice.
 func TestQueueFullIs503(t *testing.T) {
-	release := make(chan struct{})
-	store := &fakeStore{}
-	store.setHook(func(ctx context.Context, _ []model.Span) error {
-		select {
-		case <-release:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	})
+	store, release := heldStore()
 	const maxSpans = 50
 	_, hs, _ := newTestServer(t, store, Config{Writers: 1, MaxQueueSpans: maxSpans, BatchSpans: 5})
 	var accepted []string
@@ -209,16 +200,7 @@ func TestQueueFullIs503(t *testing.T) {
 
 // TestQueueByteBound: the byte bound refuses too, independently of spans.
 func TestQueueByteBound(t *testing.T) {
-	release := make(chan struct{})
-	store := &fakeStore{}
-	store.setHook(func(ctx context.Context, _ []model.Span) error {
-		select {
-		case <-release:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	})
+	store, release := heldStore()
 	body := listJSON(0, 1)
 	_, hs, _ := newTestServer(t, store, Config{Writers: 1, MaxBodyBytes: int64(len(body)), MaxQueueBytes: int64(3 * len(body))})
 	codes := map[int]int{}
@@ -296,16 +278,7 @@ func TestWriteGivenUp(t *testing.T) {
 
 // TestCloseDrains: Close waits for the queue; POSTs after it are 503.
 func TestCloseDrains(t *testing.T) {
-	release := make(chan struct{})
-	store := &fakeStore{}
-	store.setHook(func(ctx context.Context, _ []model.Span) error {
-		select {
-		case <-release:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	})
+	store, release := heldStore()
 	s, err := New(Config{Storage: store, Writers: 1, Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)

@@ -16,16 +16,7 @@ import (
 // writers; a full queue makes AcceptWait wait (counting nothing as dropped)
 // until a write frees room, or until its context ends.
 func TestAcceptWaitCompletes(t *testing.T) {
-	release := make(chan struct{})
-	store := &fakeStore{}
-	store.setHook(func(ctx context.Context, _ []model.Span) error {
-		select {
-		case <-release:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	})
+	store, release := heldStore()
 	s, hs, _ := newTestServer(t, store, Config{Writers: 3, MaxQueueSpans: 8, BatchSpans: 100})
 	tr, err := s.Transport("kafka")
 	if err != nil {

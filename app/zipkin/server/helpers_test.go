@@ -54,6 +54,22 @@ func (f *fakeStore) Accept(ctx context.Context, spans []model.Span) error {
 	return nil
 }
 
+// heldStore returns a fakeStore whose every Accept waits until release is
+// closed (or its context ends).
+func heldStore() (*fakeStore, chan struct{}) {
+	release := make(chan struct{})
+	store := &fakeStore{}
+	store.setHook(func(ctx context.Context, _ []model.Span) error {
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	return store, release
+}
+
 func (f *fakeStore) setHook(h func(ctx context.Context, spans []model.Span) error) {
 	f.mu.Lock()
 	f.hook = h

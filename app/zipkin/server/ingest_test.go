@@ -1,12 +1,10 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"testing"
 
 	"github.com/sqlpool/sqlpool/app/zipkin/codec"
-	"github.com/sqlpool/sqlpool/app/zipkin/model"
 )
 
 // TestTransportSharesTheQueue: a Transport's Accept goes into the same
@@ -14,16 +12,7 @@ import (
 // full, and its spans are stored by the same writers), and counts under its
 // own transport label.
 func TestTransportSharesTheQueue(t *testing.T) {
-	release := make(chan struct{})
-	store := &fakeStore{}
-	store.setHook(func(ctx context.Context, _ []model.Span) error {
-		select {
-		case <-release:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	})
+	store, release := heldStore()
 	s, hs, _ := newTestServer(t, store, Config{Writers: 1, MaxQueueSpans: 6, BatchSpans: 5})
 	tr, err := s.Transport("otlp-http")
 	if err != nil {
