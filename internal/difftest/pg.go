@@ -213,7 +213,7 @@ type pgSide struct {
 	pid   int64
 	p     *pool.Pool
 	conn  *sql.Conn
-	tx    *sql.Tx
+	txn   openTx
 	stmts [Slots]*sql.Stmt
 }
 
@@ -224,10 +224,7 @@ func (s *pgSide) endBorrow() {
 			s.stmts[i] = nil
 		}
 	}
-	if s.tx != nil {
-		_ = s.tx.Rollback()
-		s.tx = nil
-	}
+	s.txn.abandon()
 	if s.conn != nil {
 		if s.plain {
 			// The server frees a closed session's advisory locks only when its backend
@@ -269,8 +266,8 @@ func (s *pgSide) close() {
 }
 
 func (s *pgSide) x() execer {
-	if s.tx != nil {
-		return s.tx
+	if s.txn.tx != nil {
+		return s.txn.tx
 	}
 	return s.conn
 }
@@ -337,27 +334,18 @@ func (s *pgSide) step(ctx context.Context, st Step) string {
 		rows, err := s.x().QueryContext(ctx, st.SQL, st.Args...)
 		return pgRows(rows, err)
 	case OpBeginTx:
-		if s.tx != nil {
+		if s.txn.tx != nil {
 			return "tx already open"
 		}
-		tx, err := s.conn.BeginTx(context.Background(), &sql.TxOptions{Isolation: st.Iso, ReadOnly: st.ReadOnly})
-		if err != nil {
+		if err := s.txn.begin(s.conn, st); err != nil {
 			return pgErrText(err)
 		}
-		s.tx = tx
 		return "ok"
 	case OpCommitTx, OpRollback:
-		if s.tx == nil {
+		if s.txn.tx == nil {
 			return "no tx"
 		}
-		var err error
-		if st.Op == OpCommitTx {
-			err = s.tx.Commit()
-		} else {
-			err = s.tx.Rollback()
-		}
-		s.tx = nil
-		return pgErrText(err)
+		return pgErrText(s.txn.finish(st.Op == OpCommitTx))
 	case OpPrepare:
 		if s.stmts[st.Slot] != nil {
 			_ = s.stmts[st.Slot].Close()
@@ -374,8 +362,8 @@ func (s *pgSide) step(ctx context.Context, st Step) string {
 		if stmt == nil {
 			return "no stmt"
 		}
-		if s.tx != nil {
-			stmt = s.tx.StmtContext(ctx, stmt)
+		if s.txn.tx != nil {
+			stmt = s.txn.tx.StmtContext(ctx, stmt)
 		}
 		rows, err := stmt.QueryContext(ctx, st.Args...)
 		return pgRows(rows, err)

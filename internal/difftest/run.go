@@ -147,12 +147,9 @@ type side struct {
 	norm   *strings.Replacer
 	locks  []string
 	conn   *sql.Conn
-	tx     *sql.Tx
-	// txEnd ends the context tx began with: one that can end (so the pool commits it with
-	// that context, pool.ContextCommitter) but does not while the program runs.
-	txEnd context.CancelFunc
-	stmts [Slots]*sql.Stmt
-	texts [Slots]string // the text each slot's statement was prepared from
+	txn    openTx
+	stmts  [Slots]*sql.Stmt
+	texts  [Slots]string // the text each slot's statement was prepared from
 	// obs is the observer connection and freshSess a new connection's session part (freshView).
 	obs         *sql.Conn
 	freshSess   view
@@ -220,14 +217,7 @@ func (s *side) endBorrow() {
 			s.stmts[i] = nil
 		}
 	}
-	if s.tx != nil {
-		_ = s.tx.Rollback()
-		s.tx = nil
-	}
-	if s.txEnd != nil {
-		s.txEnd()
-		s.txEnd = nil
-	}
+	s.txn.abandon()
 	if s.conn != nil {
 		_ = s.conn.Close()
 		s.conn = nil
@@ -240,8 +230,8 @@ type execer interface {
 }
 
 func (s *side) x() execer {
-	if s.tx != nil {
-		return s.tx
+	if s.txn.tx != nil {
+		return s.txn.tx
 	}
 	return s.conn
 }
@@ -256,34 +246,18 @@ func (s *side) step(ctx context.Context, st Step) string {
 		rows, err := s.x().QueryContext(ctx, q, st.Args...)
 		return s.norm.Replace(readRows(rows, err))
 	case OpBeginTx:
-		if s.tx != nil {
+		if s.txn.tx != nil {
 			return "tx already open"
 		}
-		// Not the step's context: database/sql rolls a transaction back when its
-		// context ends. One that can end, though, as a request's does: the pool
-		// then commits through ExecContext with it.
-		txCtx, end := context.WithCancel(context.Background())
-		tx, err := s.conn.BeginTx(txCtx, &sql.TxOptions{Isolation: st.Iso, ReadOnly: st.ReadOnly})
-		if err != nil {
-			end()
+		if err := s.txn.begin(s.conn, st); err != nil {
 			return errText(err)
 		}
-		s.tx, s.txEnd = tx, end
 		return "ok"
 	case OpCommitTx, OpRollback:
-		if s.tx == nil {
+		if s.txn.tx == nil {
 			return "no tx"
 		}
-		var err error
-		if st.Op == OpCommitTx {
-			err = s.tx.Commit()
-		} else {
-			err = s.tx.Rollback()
-		}
-		s.tx = nil
-		s.txEnd()
-		s.txEnd = nil
-		return errText(err)
+		return errText(s.txn.finish(st.Op == OpCommitTx))
 	case OpPrepare:
 		if s.stmts[st.Slot] != nil {
 			_ = s.stmts[st.Slot].Close()
