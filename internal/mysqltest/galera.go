@@ -240,7 +240,13 @@ func (g *Galera) Start(n int) {
 // instead of failing the test.
 func (g *Galera) TryStart(n int) error {
 	g.checkNode(n)
-	if out, err := g.run(4*time.Minute, "start", strconv.Itoa(n)); err != nil {
+	out, err := g.run(4*time.Minute, "start", strconv.Itoa(n))
+	if err != nil && strings.Contains(out, "restart required") {
+		// Galera aborted the join and asks for a restart (an SST request that failed while
+		// the peers were still forming their component): do what it says, once.
+		out, err = g.run(4*time.Minute, "start", strconv.Itoa(n))
+	}
+	if err != nil {
 		return fmt.Errorf("mysqltest: scripts/galera start %d: %v\n%s", n, err, out)
 	}
 	return nil
