@@ -14,26 +14,58 @@
 //	time    int64, little endian: when it was appended, Unix nanoseconds
 //	payload
 //
-// Appends are group-committed: one goroutine takes every record waiting
-// (without waiting for more: a lone Append is written at once), writes
-// them with one write and makes them durable with one fdatasync, then
-// answers each Append. A record is therefore on disk when Append returns,
-// whatever happens to the process afterwards (SIGKILL, OOM kill); a power
-// cut can cut only records whose Append had not returned.
+// Appends are group-committed, and group commits overlap. One goroutine,
+// the writer, takes every record waiting (without waiting for more: a lone
+// Append is written at once), gives them their place at the end of the
+// active segment and writes them with one write; the fdatasync that makes
+// the group durable then runs on a goroutine of its own, so that the next
+// group is written and its fdatasync started while up to syncSlots (3)
+// earlier ones are still running. A request that arrives just after a
+// group's fdatasync started therefore waits for its own group's
+// fdatasync, not for that one's first.
+//
+// Groups are answered in order: a group's Appends return nil only when
+// its own fdatasync returned nil and every earlier group was answered nil.
+// A record is therefore on disk when Append returns, whatever happens to
+// the process afterwards (SIGKILL, OOM kill); a power cut can cut only
+// records whose Append had not returned.
+//
+// Each concurrent fdatasync runs on an open file description of its own:
+// the active segment is opened once more (write-only) per sync slot, and a
+// slot takes a group only once its previous fdatasync has returned, before
+// the group is written. Linux reports a writeback error once per open file
+// description (errseq_t), to the first fsync on it after the error, so an
+// fdatasync on a shared description could return nil after another one
+// had taken the error of this group's pages; on a description of its own
+// it sees every error since that slot's previous fdatasync, which covers
+// every write of its group.
+//
+// A failed write or fdatasync fails its group and every group of the
+// segment not yet answered (none of them is answered nil, whatever its own
+// fdatasync returns); the writer writes nothing more to the segment, waits
+// for the fdatasyncs still running, cuts the segment back to the end of
+// the last group answered nil (so that later records never follow a torn
+// or lost one) and goes on in a new segment. When the cut fails the failed
+// records stay (they are counted, and replayed by the next Open, at least
+// once) and a new segment is required; when that fails too, Append
+// refuses every record from then on. When only the new segment fails the
+// cut segment is written on, on descriptions opened again.
 //
 // # Preallocation
 //
-// The active segment is zero-filled (and made durable) ahead of its
-// records, up to preallocBytes (1 MiB, or SegmentBytes when smaller) at a
-// time, while no Append waits, so that a group of records overwrites
+// The active segment is zero-filled ahead of its records, up to
+// preallocBytes (1 MiB, or SegmentBytes when smaller) at a time, while no
+// Append waits: the writer writes the zeros and an fdatasync on the
+// segment's writing description (not a sync slot's) makes them durable
+// alongside the groups' fdatasyncs. A group of records then overwrites
 // blocks that are already allocated and the fdatasync that makes it
-// durable writes only those blocks and flushes the disk's cache: the file's
-// size and block map do not change, so on a journaling file system (ext4,
-// XFS) it waits for no journal commit, which on a disk shared with a
-// database is what an fsync of an appended file mostly waits for. When the
-// zero-fill fails (a full disk) the segment is appended to instead. The
-// zero tail is cut when a segment is sealed or the spool closed, and a
-// zero tail found by Open (a killed process) is the end of the records,
+// durable writes only those blocks and flushes the disk's cache: the
+// file's size and block map do not change, so on a journaling file system
+// (ext4, XFS) it waits for no journal commit, which on a disk shared with
+// a database is what an fsync of an appended file mostly waits for. When
+// the zero-fill fails (a full disk) the segment is appended to instead.
+// The zero tail is cut when a segment is sealed or the spool closed, and
+// a zero tail found by Open (a killed process) is the end of the records,
 // not corruption.
 //
 // # Replay and corruption
@@ -51,8 +83,10 @@
 //
 // Done marks a record stored. A segment that is no longer written to and
 // whose records are all done is deleted; the segment being written to is
-// closed and a new one started when all its records are done and it holds
-// a sixteenth of Options.SegmentBytes or the log is over half its bound.
+// closed and a new one started when it reaches Options.SegmentBytes, or
+// when all its records are done and it holds a sixteenth of SegmentBytes
+// or the log is over half its bound. The writer waits for the segment's
+// running fdatasyncs before it closes it.
 // The bytes of the records in all segments are bounded by
 // Options.MaxBytes: an Append that would go past it returns ErrFull at
 // once (the server answers 503 with Retry-After). The active segment's
@@ -90,6 +124,11 @@ const (
 	// preallocBytes is how far ahead of its records the active segment is
 	// zero-filled (at most SegmentBytes).
 	preallocBytes = 1 << 20
+	// syncSlots is how many group fdatasyncs may run at once, each on an
+	// open file description of its own.
+	syncSlots = 3
+	// maxGroup bounds the records of one group.
+	maxGroup = 4096
 )
 
 // ErrFull is returned by Append when the record would take the log past
@@ -123,6 +162,22 @@ type Options struct {
 	// only). Zero value: every group of appends is made durable before its
 	// Appends return.
 	NoSync bool
+
+	// hooks are set by this package's tests only. Zero value: none.
+	hooks *testHooks
+}
+
+// testHooks let tests hold, fail and watch group fdatasyncs.
+type testHooks struct {
+	// slots replaces syncSlots when positive.
+	slots int
+	// sync replaces the fdatasync of group job on f.
+	sync func(f *os.File, job uint64) error
+	// synced is called (without the lock) once the result of group job's
+	// fdatasync has been taken and the groups it completed answered.
+	synced func(job uint64)
+	// answered is called, with mu held, as group job is answered.
+	answered func(job uint64, err error)
 }
 
 // Stats are the spool's gauges and counters.
@@ -139,36 +194,62 @@ type Stats struct {
 
 // Spool is an open log. It is safe for concurrent use.
 type Spool struct {
-	opts Options
-	log  *slog.Logger
-	lock *os.File
+	opts  Options
+	log   *slog.Logger
+	lock  *os.File
+	slots int // sync slots: group fdatasyncs that may run at once
 
 	mu       sync.Mutex
 	segs     []*segment // in order; the last is the active one
 	bytes    int64
-	next     uint64                // sequence number of the next record
+	next     uint64                // sequence number of the next record answered nil
 	pending  map[uint64]pendingRec // records not yet done
 	low      uint64                // no record below low is pending
 	closed   bool
 	broken   error // set when the log cannot be written safely any more
 	stats    Stats
-	reserved int64 // bytes of records queued for the flusher
+	reserved int64 // bytes of records queued for the writer or in flight, not yet answered
+
+	// The group commits in flight, all in the active segment: the writer
+	// waits for them before it starts a new one.
+	inflight   []*group // written and not yet answered, in order
+	busy       []bool   // sync slot i has a group whose fdatasync has not returned
+	zeroing    bool     // a zero-fill is being written or made durable
+	failErr    error    // a write or fdatasync of the active segment failed: nothing more of it is answered nil
+	failRecs   int64    // records of the groups failed since, written to the active segment
+	wantRotate bool     // the active segment's records were all done (Done asked for a new segment)
+	jobs       uint64   // groups written
 
 	sendMu  sync.RWMutex // held for reading around a send on queue, for writing by Close
 	queue   chan *appendReq
-	rotate  chan struct{} // asks the flusher to start a new segment (the active one is all done)
-	flushWG sync.WaitGroup
+	rotate  chan struct{}  // asks the writer to start a new segment (the active one is all done)
+	wake    chan struct{}  // wakes the writer: an fdatasync returned
+	flushWG sync.WaitGroup // the writer
+	syncWG  sync.WaitGroup // the fdatasync goroutines
 }
 
 type segment struct {
 	first   uint64 // sequence number of its first record (its name)
 	path    string
-	f       *os.File // open for writing: the active segment only
-	size    int64    // bytes of its records
-	alloc   int64    // bytes of the file: size plus the zero-filled tail (active segment)
-	noAlloc bool     // a zero-fill failed (a full disk): append to this segment from now on
-	records int      // records in it
-	done    int      // of those, done
+	f       *os.File   // open for writing: the active segment only
+	syncF   []*os.File // one more open file description per sync slot: the active segment only (none with NoSync)
+	size    int64      // bytes of its records (answered nil)
+	end     int64      // bytes written: size plus the groups in flight or failed
+	alloc   int64      // bytes of the file: end plus the zero-filled tail (active segment)
+	noAlloc bool       // a zero-fill or a group failed: append to this segment from now on
+	records int        // records in it
+	done    int        // of those, done
+}
+
+// group is one group commit: records written with one write and made
+// durable with one fdatasync.
+type group struct {
+	id     uint64
+	seg    *segment
+	reqs   []*appendReq
+	size   int64 // bytes of its records
+	slot   int   // its sync slot
+	synced bool  // its write and fdatasync have returned
 }
 
 type pendingRec struct {
@@ -214,6 +295,10 @@ func Open(opts Options, replay func(Record)) (*Spool, error) {
 	if lg == nil {
 		lg = slog.Default()
 	}
+	slots := syncSlots
+	if opts.hooks != nil && opts.hooks.slots > 0 {
+		slots = opts.hooks.slots
+	}
 	if err := os.MkdirAll(opts.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("spool: %w", err)
 	}
@@ -228,8 +313,9 @@ func Open(opts Options, replay func(Record)) (*Spool, error) {
 		}
 		return nil, fmt.Errorf("spool: lock %s: %w", opts.Dir, err)
 	}
-	s := &Spool{opts: opts, log: lg, lock: lock, pending: map[uint64]pendingRec{}, next: 1, low: 1,
-		queue: make(chan *appendReq, 4096), rotate: make(chan struct{}, 1)}
+	s := &Spool{opts: opts, log: lg, lock: lock, slots: slots, busy: make([]bool, slots),
+		pending: map[uint64]pendingRec{}, next: 1, low: 1,
+		queue: make(chan *appendReq, 4096), rotate: make(chan struct{}, 1), wake: make(chan struct{}, 1)}
 	if err := s.load(replay); err != nil {
 		s.closeFiles()
 		return nil, err
@@ -325,7 +411,7 @@ func (s *Spool) readSegment(seg *segment, replay func(Record)) error {
 		}
 	}
 	seg.size = int64(off)
-	seg.alloc = seg.size
+	seg.end, seg.alloc = seg.size, seg.size
 	if seq > s.next {
 		s.next = seq
 	}
@@ -346,23 +432,28 @@ func (s *Spool) segPath(first uint64) string {
 }
 
 // startSegment seals the active segment (if any) and creates a new one
-// starting at s.next. Called with mu held (or before the flusher starts).
-// When the new segment cannot be created, the active one stays active.
+// starting at s.next. Called with mu held and no fdatasync running (or
+// before the writer starts). When the new segment cannot be created, the
+// active one stays active.
 func (s *Spool) startSegment() error {
 	seg := &segment{first: s.next, path: s.segPath(s.next)}
 	if n := len(s.segs); n > 0 && s.segs[n-1].first == seg.first {
 		return nil // the active segment has no record yet: it starts at s.next already
 	}
-	// Not O_APPEND: records are written at the segment's size, inside its
+	// Not O_APPEND: records are written at the segment's end, inside its
 	// zero-filled tail.
 	f, err := os.OpenFile(seg.path, os.O_CREATE|os.O_WRONLY, 0o640)
 	if err != nil {
 		return fmt.Errorf("spool: %w", err)
 	}
+	seg.f = f
+	if seg.syncF, err = s.openSlots(seg.path); err != nil {
+		_ = f.Close()
+		return err
+	}
 	if n := len(s.segs); n > 0 && s.segs[n-1].f != nil {
 		s.seal(s.segs[n-1])
 	}
-	seg.f = f
 	if !s.opts.NoSync {
 		if d, err := os.Open(s.opts.Dir); err == nil { // the new name is durable too
 			_ = d.Sync()
@@ -374,9 +465,35 @@ func (s *Spool) startSegment() error {
 	return nil
 }
 
-// seal cuts the zero-filled tail of the active segment seg and closes it.
-// A tail that cannot be cut stays (Open reads it as the end of the
-// records).
+// openSlots opens path once per sync slot, each a new open file
+// description with its own writeback error cursor (none with NoSync).
+func (s *Spool) openSlots(path string) ([]*os.File, error) {
+	if s.opts.NoSync {
+		return nil, nil
+	}
+	fs := make([]*os.File, s.slots)
+	for i := range fs {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			closeAll(fs)
+			return nil, fmt.Errorf("spool: %w", err)
+		}
+		fs[i] = f
+	}
+	return fs, nil
+}
+
+func closeAll(fs []*os.File) {
+	for _, f := range fs {
+		if f != nil {
+			_ = f.Close()
+		}
+	}
+}
+
+// seal cuts the zero-filled tail of the active segment seg and closes its
+// files. Called with no fdatasync of seg running. A tail that cannot be
+// cut stays (Open reads it as the end of the records).
 func (s *Spool) seal(seg *segment) {
 	if seg.alloc > seg.size {
 		if err := seg.f.Truncate(seg.size); err != nil {
@@ -387,43 +504,77 @@ func (s *Spool) seal(seg *segment) {
 	}
 	_ = seg.f.Close()
 	seg.f = nil
+	closeAll(seg.syncF)
+	seg.syncF = nil
 }
 
-// preallocate zero-fills the active segment seg up to preallocBytes past
-// its records (SegmentBytes at most) and makes the zeros durable, when
-// fewer than half of that are left. It runs on the flusher while no
-// Append waits. A failure (a full disk) cuts the partial fill and leaves
-// seg to be appended to.
-func (s *Spool) preallocate(seg *segment, zeros []byte) {
+// preallocate zero-fills the active segment up to preallocBytes past its
+// records (SegmentBytes at most), when fewer than half of that are left,
+// and starts the fdatasync that makes the zeros durable on the segment's
+// writing description (a sync slot's error cursor is left to its groups).
+// It runs on the writer while no Append waits, after a group was written
+// or a new segment asked for; it reports false when it has to be tried
+// again later (the previous zero-fill's fdatasync still runs). A failed
+// write (a full disk) cuts the partial fill; it, or a failed fdatasync,
+// leaves the segment to be appended to.
+func (s *Spool) preallocate(zeros []byte) bool {
+	s.mu.Lock()
+	seg := s.segs[len(s.segs)-1]
 	chunk := min(int64(preallocBytes), s.opts.SegmentBytes)
-	from := max(seg.alloc, seg.size)
-	to := min(seg.size+chunk, max(s.opts.SegmentBytes, seg.size))
-	if s.opts.NoSync || seg.noAlloc || seg.f == nil || from-seg.size >= chunk/2 || to <= from {
-		return
+	from := max(seg.alloc, seg.end)
+	to := min(seg.end+chunk, max(s.opts.SegmentBytes, seg.end))
+	if s.opts.NoSync || seg.noAlloc || seg.f == nil || s.failErr != nil || from-seg.end >= chunk/2 || to <= from {
+		s.mu.Unlock()
+		return true
 	}
+	if s.zeroing {
+		s.mu.Unlock()
+		return false
+	}
+	s.zeroing = true
+	s.mu.Unlock()
 	var err error
 	for off := from; off < to && err == nil; {
 		n := min(int64(len(zeros)), to-off)
 		_, err = seg.f.WriteAt(zeros[:n], off)
 		off += n
 	}
-	if err == nil {
-		err = fdatasync(seg.f)
-	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err != nil {
+		s.zeroing = false
 		seg.noAlloc = true
+		// from is past every group written: cutting there leaves them.
 		if terr := seg.f.Truncate(from); terr != nil {
 			// The zeros past from stay; Open reads them as the end of the
 			// records, and the records written over them are whole.
+			seg.alloc = to
 			s.log.Warn("spool: cannot cut a failed preallocation", "segment", seg.path, "err", terr)
-			return
+			return true
 		}
-		seg.alloc = from
 		s.log.Warn("spool: cannot preallocate the active segment; appending to it instead (each group then waits for a journal commit)",
 			"segment", seg.path, "err", err)
-		return
+		return true
 	}
 	seg.alloc = to
+	s.syncWG.Add(1)
+	go func() {
+		defer s.syncWG.Done()
+		err := fdatasync(seg.f)
+		s.mu.Lock()
+		s.zeroing = false
+		if err != nil {
+			// Groups may be written over the zeros already: they stay.
+			// A group whose own pages failed learns it from its own
+			// fdatasync (each sync slot sees every error since its last).
+			seg.noAlloc = true
+			s.log.Warn("spool: cannot make the preallocation of the active segment durable; appending to it instead (each group then waits for a journal commit)",
+				"segment", seg.path, "err", err)
+		}
+		s.mu.Unlock()
+		s.poke()
+	}()
+	return true
 }
 
 // fdatasync makes f's data durable, and its size when that changed.
@@ -474,50 +625,61 @@ func (s *Spool) Append(payload []byte) (uint64, error) {
 	return r.seq, r.err
 }
 
-// flusher is the group commit: it takes every append waiting, writes them
-// with one write, fsyncs once, and answers them.
+// flusher is the writer: it takes every append waiting, writes them with
+// one write at the end of the active segment, and starts the group's
+// fdatasync on a free sync slot, while up to s.slots earlier ones run.
 func (s *Spool) flusher() {
 	defer s.flushWG.Done()
 	var buf []byte
-	var group []*appendReq
 	zeros := make([]byte, 64<<10)
+	allocDue := false // a group was written or a rotation asked for since the last zero-fill check
 	for {
+		s.mu.Lock()
+		s.segmentReadyLocked()
+		s.mu.Unlock()
+		if allocDue && len(s.queue) == 0 {
+			allocDue = !s.preallocate(zeros)
+		}
 		var r *appendReq
 		select {
 		case <-s.rotate:
 			s.mu.Lock()
-			if seg := s.segs[len(s.segs)-1]; seg.records > 0 && seg.done == seg.records {
-				if err := s.startSegment(); err != nil {
-					s.log.Warn("spool: cannot start a new segment; the stored one stays until the next", "err", err)
-				}
-			}
-			seg := s.segs[len(s.segs)-1]
+			s.wantRotate = true
 			s.mu.Unlock()
-			if len(s.queue) == 0 {
-				s.preallocate(seg, zeros)
-			}
+			allocDue = true
+			continue
+		case <-s.wake:
 			continue
 		case rr, ok := <-s.queue:
 			if !ok {
+				s.drain()
 				return
 			}
 			r = rr
 		}
-		group = append(group[:0], r)
+		// The slot is taken before the group is gathered (so that what
+		// arrives while every slot is busy joins it) and before it is
+		// written (so that the slot's fdatasync sees every error of it).
+		slot := s.acquire()
+		reqs := []*appendReq{r}
 	more:
-		for len(group) < 4096 {
+		for len(reqs) < maxGroup {
 			select {
 			case r2, ok := <-s.queue:
 				if !ok {
 					break more
 				}
-				group = append(group, r2)
+				reqs = append(reqs, r2)
 			default:
 				break more
 			}
 		}
+		if slot < 0 {
+			s.refuse(reqs)
+			continue
+		}
 		buf = buf[:0]
-		for _, r := range group {
+		for _, r := range reqs {
 			var h [headerBytes]byte
 			binary.LittleEndian.PutUint32(h[0:], uint32(8+len(r.payload)))
 			binary.LittleEndian.PutUint64(h[8:], uint64(r.at))
@@ -529,64 +691,231 @@ func (s *Spool) flusher() {
 		}
 		s.mu.Lock()
 		seg := s.segs[len(s.segs)-1]
+		g := &group{id: s.jobs, seg: seg, reqs: reqs, size: int64(len(buf)), slot: slot}
+		s.jobs++
+		off := seg.end
+		seg.end += g.size
+		seg.alloc = max(seg.alloc, seg.end)
+		s.inflight = append(s.inflight, g)
+		var f *os.File
+		if seg.syncF != nil {
+			f = seg.syncF[slot]
+		}
 		s.mu.Unlock()
-		// The flusher alone writes seg and its size and alloc.
-		_, err := seg.f.WriteAt(buf, seg.size)
-		if err == nil && !s.opts.NoSync {
-			err = fdatasync(seg.f)
+		// The writer alone writes the active segment and moves its end.
+		_, err := seg.f.WriteAt(buf, off)
+		if err != nil || f == nil {
+			s.complete(g, err)
+			allocDue = true
+			continue
 		}
-		s.mu.Lock()
-		s.stats.Fsyncs++
-		var size int64
-		for _, r := range group {
-			size += int64(headerBytes + len(r.payload))
+		s.syncWG.Add(1)
+		go s.syncGroup(g, f)
+		allocDue = true
+	}
+}
+
+// acquire waits until a group may be written to the active segment and
+// takes a free sync slot for it. It returns -1 when the spool is broken.
+func (s *Spool) acquire() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		if s.broken != nil {
+			return -1
 		}
-		s.reserved -= size
-		if err != nil {
-			// What was written may be partly on disk (a full disk): cut the
-			// segment back to its last whole record, so that later records
-			// never follow a torn one; if that fails, go on in a new
-			// segment, and if that fails too, refuse appends from now on.
-			err = fmt.Errorf("spool: write: %w", err)
-			seg.noAlloc = true
-			terr := seg.f.Truncate(seg.size)
-			if terr == nil {
-				seg.alloc = seg.size
-			} else {
-				seg.size += size // counted until the segment is trimmed
-				s.bytes += size
-				if serr := s.startSegment(); serr != nil {
-					s.broken = fmt.Errorf("spool: after a failed write (%v) neither cutting it (%v) nor a new segment (%v) worked", err, terr, serr)
-					s.log.Error(s.broken.Error())
+		if s.segmentReadyLocked() {
+			for i, b := range s.busy {
+				if !b {
+					s.busy[i] = true
+					return i
 				}
 			}
-		} else {
-			for _, r := range group {
+		}
+		s.mu.Unlock()
+		<-s.wake
+		s.mu.Lock()
+	}
+}
+
+// refuse answers reqs with the error that broke the spool.
+func (s *Spool) refuse(reqs []*appendReq) {
+	s.mu.Lock()
+	err := s.broken
+	for _, r := range reqs {
+		s.reserved -= int64(headerBytes + len(r.payload))
+	}
+	s.mu.Unlock()
+	for _, r := range reqs {
+		r.err = err
+		close(r.done)
+	}
+}
+
+// segmentReadyLocked makes the active segment fit for the next group once
+// no fdatasync of it runs: it cuts a failed segment back and goes on in a
+// new one, and starts a new segment when the active one is full or all
+// done (Done asked). It reports false while that waits for fdatasyncs.
+// Called by the writer with mu held.
+func (s *Spool) segmentReadyLocked() bool {
+	seg := s.segs[len(s.segs)-1]
+	if s.wantRotate && (len(s.inflight) > 0 || seg.records == 0 || seg.done < seg.records) {
+		s.wantRotate = false // records came since: no longer all done
+	}
+	if s.failErr == nil && seg.end < s.opts.SegmentBytes && !s.wantRotate {
+		return true
+	}
+	if len(s.inflight) > 0 || s.zeroing {
+		return false
+	}
+	switch {
+	case s.failErr != nil:
+		s.recoverLocked(false)
+	case seg.end >= s.opts.SegmentBytes:
+		if err := s.startSegment(); err != nil {
+			s.log.Error("spool: cannot start a new segment", "err", err)
+		}
+	default:
+		if err := s.startSegment(); err != nil {
+			s.log.Warn("spool: cannot start a new segment; the stored one stays until the next", "err", err)
+		}
+	}
+	s.wantRotate = false
+	return true
+}
+
+// syncGroup makes group g durable with an fdatasync on f, its slot's open
+// file description.
+func (s *Spool) syncGroup(g *group, f *os.File) {
+	defer s.syncWG.Done()
+	var err error
+	if h := s.opts.hooks; h != nil && h.sync != nil {
+		err = h.sync(f, g.id)
+	} else {
+		err = fdatasync(f)
+	}
+	s.complete(g, err)
+}
+
+// complete takes the result of group g's write and fdatasync, frees its
+// slot and answers every group now complete, in order.
+func (s *Spool) complete(g *group, err error) {
+	s.mu.Lock()
+	s.busy[g.slot] = false
+	g.synced = true
+	if err != nil && s.failErr == nil {
+		s.failErr = fmt.Errorf("spool: write: %w", err)
+	}
+	// Answer the oldest groups whose fdatasyncs have returned: nil only
+	// while no write or fdatasync of the segment has failed.
+	for len(s.inflight) > 0 && s.inflight[0].synced {
+		h := s.inflight[0]
+		s.inflight[0] = nil
+		s.inflight = s.inflight[1:]
+		s.stats.Fsyncs++
+		s.reserved -= h.size
+		ferr := s.failErr
+		if ferr == nil {
+			seg := h.seg
+			for _, r := range h.reqs {
 				r.seq = s.next
 				s.next++
 				s.pending[r.seq] = pendingRec{seg: seg, at: r.at}
 				seg.records++
 			}
-			seg.size += size
-			seg.alloc = max(seg.alloc, seg.size)
-			s.bytes += size
-			s.stats.Appends += int64(len(group))
-			if seg.size >= s.opts.SegmentBytes {
-				if e := s.startSegment(); e != nil {
-					s.log.Error("spool: cannot start a new segment", "err", e)
-				}
-			}
+			seg.size += h.size
+			s.bytes += h.size
+			s.stats.Appends += int64(len(h.reqs))
+		} else {
+			s.failRecs += int64(len(h.reqs))
 		}
-		seg = s.segs[len(s.segs)-1] // a new one when the group filled the last
-		s.mu.Unlock()
-		for _, r := range group {
-			r.err = err
+		if hk := s.opts.hooks; hk != nil && hk.answered != nil {
+			hk.answered(h.id, ferr)
+		}
+		// Closed with mu held, so that no later group's answer is seen first.
+		for _, r := range h.reqs {
+			r.err = ferr
 			close(r.done)
 		}
-		if len(s.queue) == 0 {
-			s.preallocate(seg, zeros)
+	}
+	s.mu.Unlock()
+	s.poke()
+	if hk := s.opts.hooks; hk != nil && hk.synced != nil {
+		hk.synced(g.id)
+	}
+}
+
+// poke wakes the writer.
+func (s *Spool) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// recoverLocked cuts the active segment, whose write or fdatasync failed,
+// back to the end of its last group answered nil, and goes on in a new
+// segment (unless closing). Called by the writer with mu held and no
+// fdatasync running.
+func (s *Spool) recoverLocked(closing bool) {
+	seg := s.segs[len(s.segs)-1]
+	err, recs := s.failErr, s.failRecs
+	s.failErr, s.failRecs = nil, 0
+	seg.noAlloc = true
+	cut := seg.end - seg.size
+	terr := seg.f.Truncate(seg.size)
+	if terr == nil {
+		seg.end, seg.alloc = seg.size, seg.size
+	} else {
+		// The failed records stay (the next Open replays them, at least
+		// once): counted until the segment is trimmed, and their sequence
+		// numbers skipped, so that the next segment's do not repeat them.
+		seg.size = seg.end
+		s.bytes += cut
+		s.next += uint64(recs)
+	}
+	s.log.Warn("spool: a write or fdatasync failed; its appends and those after it got the error",
+		"segment", seg.path, "failed_records", recs, "err", err, "cut_bytes", cut, "cut_err", terr)
+	if closing {
+		return
+	}
+	var serr error
+	if seg.first != s.next {
+		serr = s.startSegment()
+		if serr == nil {
+			return
 		}
 	}
+	// The same segment goes on (it has no record, or no new segment could
+	// be created): on new open file descriptions, whose error cursors start
+	// after the failure.
+	if terr == nil {
+		fs, oerr := s.openSlots(seg.path)
+		if oerr == nil {
+			closeAll(seg.syncF)
+			seg.syncF = fs
+			return
+		}
+		serr = errors.Join(serr, oerr)
+	}
+	s.broken = fmt.Errorf("spool: after a failed write (%v) neither cutting it (%v) nor a new segment (%v) worked", err, terr, serr)
+	s.log.Error(s.broken.Error())
+}
+
+// drain waits for the fdatasyncs still running, then cuts a failed
+// segment back. The writer's last act.
+func (s *Spool) drain() {
+	s.mu.Lock()
+	for len(s.inflight) > 0 || s.zeroing {
+		s.mu.Unlock()
+		<-s.wake
+		s.mu.Lock()
+	}
+	if s.failErr != nil {
+		s.recoverLocked(true)
+	}
+	s.mu.Unlock()
+	s.syncWG.Wait()
 }
 
 // Done marks record seq stored; the segments whose records are all done
@@ -658,9 +987,9 @@ func (s *Spool) Stats() Stats {
 	return st
 }
 
-// Close stops accepting appends, waits for the appends in flight, closes
-// the files and releases the lock. Records not done stay in the log for
-// the next Open.
+// Close stops accepting appends, waits for the appends in flight and
+// their fdatasyncs, closes the files and releases the lock. Records not
+// done stay in the log for the next Open.
 func (s *Spool) Close() error {
 	s.sendMu.Lock()
 	s.mu.Lock()
