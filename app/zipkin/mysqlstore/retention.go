@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -23,7 +24,12 @@ const (
 	stmtRetentionAnns   = "retention delete zipkin_annotations"
 
 	stmtRetentionServiceSpans = "retention delete zipkin_service_spans"
+	stmtRetentionTagKeys      = "retention select zipkin_annotations (zipkin_tags keys)"
+	stmtRetentionTags         = "retention delete zipkin_tags"
 )
+
+// tagDeleteChunk bounds the zipkin_tags rows one retention DELETE names.
+const tagDeleteChunk = 200
 
 // RetentionOptions configure a Retention. MaxAge is required.
 type RetentionOptions struct {
@@ -53,6 +59,7 @@ type RetentionStats struct {
 	SpansDeleted       int64 // zipkin_spans rows deleted
 	AnnotationsDeleted int64 // zipkin_annotations rows deleted
 	IndexRowsDeleted   int64 // rows of the zipkin_service_spans addition deleted
+	TagRowsDeleted     int64 // rows of the zipkin_tags addition deleted
 	Retries            int64 // transactions run again after a deadlock (1213), lock wait timeout (1205) or lost connection
 	Errors             int64 // batches that failed after their retries (the pass stops; the next one tries again)
 }
@@ -64,7 +71,9 @@ type RetentionStats struct {
 // Each batch picks the oldest spans with a consistent (non-locking) read of
 // the start_ts index, then in one READ COMMITTED transaction locks those
 // rows by primary key (re-checking start_ts, so a span an upsert made
-// younger meanwhile is kept), deletes them and deletes their annotations.
+// younger meanwhile is kept), deletes them, deletes their annotations and,
+// when the zipkin_tags addition is in use, deletes their zipkin_tags rows
+// by primary key (tagRowsOf).
 // Rows are locked in primary-key order, spans before annotations, as the
 // writers lock them, and READ COMMITTED takes no gap locks: a concurrent
 // write waits at most for one batch, and an annotation is never left
@@ -75,7 +84,7 @@ type Retention struct {
 	s    *Store
 	opts RetentionOptions
 
-	passes, batches, spans, anns, index, retries, errs atomic.Int64
+	passes, batches, spans, anns, index, tags, retries, errs atomic.Int64
 
 	// afterBatch, when set (by tests), runs after each committed batch.
 	afterBatch func()
@@ -105,7 +114,7 @@ func (s *Store) NewRetention(opts RetentionOptions) (*Retention, error) {
 // Stats returns the counters.
 func (r *Retention) Stats() RetentionStats {
 	return RetentionStats{Passes: r.passes.Load(), Batches: r.batches.Load(), SpansDeleted: r.spans.Load(),
-		AnnotationsDeleted: r.anns.Load(), IndexRowsDeleted: r.index.Load(), Retries: r.retries.Load(), Errors: r.errs.Load()}
+		AnnotationsDeleted: r.anns.Load(), IndexRowsDeleted: r.index.Load(), TagRowsDeleted: r.tags.Load(), Retries: r.retries.Load(), Errors: r.errs.Load()}
 }
 
 // Run deletes expired spans every Interval until ctx ends; it returns
@@ -306,7 +315,8 @@ func keyList(cols [3]string, keys []retKey) (string, []any) {
 }
 
 // deleteBatch deletes the spans of keys that are still older than cut,
-// and their annotations, in one transaction.
+// their annotations and, with the tag-search addition, their zipkin_tags
+// rows, in one transaction.
 func (r *Retention) deleteBatch(ctx context.Context, keys []retKey, cut int64) (int64, error) {
 	slices.SortFunc(keys, func(a, b retKey) int {
 		return cmp.Or(cmp.Compare(a.high, b.high), cmp.Compare(a.low, b.low), cmp.Compare(a.id, b.id))
@@ -316,31 +326,34 @@ func (r *Retention) deleteBatch(ctx context.Context, keys []retKey, cut int64) (
 	if r.s.feat.traceIDHigh {
 		hi = "trace_id_high"
 	}
+	sel := "0"
+	if hi != "" {
+		sel = hi
+	}
 	policy := r.s.opts.Retry
 	policy.Observer = &retry.Hooks{OnRetry: func(retry.Op, int, error, time.Duration) { r.retries.Add(1) }}
-	var spans, anns int64
+	var spans, anns, tags int64
 	err := retry.Tx(ctx, r.s.db, &sql.TxOptions{Isolation: sql.LevelReadCommitted}, policy, func(ctx context.Context, tx *sql.Tx) error {
-		spans, anns = 0, 0
+		spans, anns, tags = 0, 0, 0
 		// Lock the rows, in key order, and keep those still expired.
 		where, args := keyList([3]string{hi, "trace_id", "id"}, keys)
-		sel := "0"
-		if hi != "" {
-			sel = hi
-		}
 		rows, err := tx.QueryContext(stmtname.With(ctx, stmtRetentionLock),
-			"SELECT "+sel+", trace_id, id FROM "+tableSpans+" WHERE ("+where+") AND start_ts < ? ORDER BY "+
+			"SELECT "+sel+", trace_id, id, start_ts FROM "+tableSpans+" WHERE ("+where+") AND start_ts < ? ORDER BY "+
 				strings.TrimPrefix(hi+", ", ", ")+"trace_id, id FOR UPDATE", append(args, cut)...)
 		if err != nil {
 			return err
 		}
 		var locked []retKey
+		starts := map[retKey]int64{}
 		for rows.Next() {
 			var k retKey
-			if err := rows.Scan(&k.high, &k.low, &k.id); err != nil {
+			var ts int64
+			if err := rows.Scan(&k.high, &k.low, &k.id, &ts); err != nil {
 				rows.Close()
 				return err
 			}
 			locked = append(locked, k)
+			starts[k] = ts
 		}
 		if err := rows.Close(); err != nil {
 			return err
@@ -350,6 +363,13 @@ func (r *Retention) deleteBatch(ctx context.Context, keys []retKey, cut int64) (
 		}
 		if len(locked) == 0 {
 			return nil
+		}
+		var tagKeys, tagAnyValue []tagRow
+		if r.s.add.tags {
+			// Before their annotation rows go: they name the keys.
+			if tagKeys, tagAnyValue, err = r.tagRowsOf(ctx, tx, sel, hi, locked, starts); err != nil {
+				return err
+			}
 		}
 		where, args = keyList([3]string{hi, "trace_id", "id"}, locked)
 		res, err := tx.ExecContext(stmtname.With(ctx, stmtRetentionSpans),
@@ -365,7 +385,8 @@ func (r *Retention) deleteBatch(ctx context.Context, keys []retKey, cut int64) (
 			return err
 		}
 		anns, _ = res.RowsAffected()
-		return nil
+		tags, err = deleteTagRows(ctx, tx, tagKeys, tagAnyValue)
+		return err
 	})
 	if err != nil {
 		if errors.Is(err, retry.ErrAmbiguousCommit) {
@@ -377,5 +398,154 @@ func (r *Retention) deleteBatch(ctx context.Context, keys []retKey, cut int64) (
 	r.batches.Add(1)
 	r.spans.Add(spans)
 	r.anns.Add(anns)
+	r.tags.Add(tags)
 	return spans, nil
+}
+
+// tagRowsOf returns the zipkin_tags keys, without the service column, under
+// which the write path may have stored rows of the locked spans, read from
+// their zipkin_annotations rows (which tx reads before deleting them) and
+// their start_ts (starts):
+//
+//   - a tag row (a_type 6) at a_timestamp t stored the key row
+//     (0, a_key, "", t) and, with a non-empty value, the value row
+//     (1, a_key, the value's first maxTagValue+1 bytes, t);
+//   - a timeline annotation (a_type -1) stored the key row (0, a_key, "", t)
+//     at the timestamp t of the span side that carried it, which its row
+//     does not record: t is each of the span's start_ts, the a_timestamp of
+//     its rows of another type (its sides' tags, "lc" and address rows) and
+//     of its begin annotations (cs, sr, ms, wr, mr), all written at a
+//     side's timestamp;
+//   - a row of a reserved key (cs, sa, lc, …) at t stored nothing itself,
+//     but it hides a tag whose key the collation folds to it ("çs" is "cs"
+//     in utf8_general_ci) stored at the same t: zipkin_annotations' primary
+//     key kept one of the two rows, zipkin_tags has the tag's. The key row
+//     (0, a_key, "", t) finds it by the same folding; its value rows, whose
+//     value no annotation row still shows, are returned in anyValue, to be
+//     deleted whatever their value.
+//
+// A timestamp 0 (none) is noTimestamp in zipkin_tags, and noTimestamp is
+// always one of the annotation timestamps.
+func (r *Retention) tagRowsOf(ctx context.Context, tx *sql.Tx, sel, hi string, locked []retKey,
+	starts map[retKey]int64) (points, anyValue []tagRow, err error) {
+	where, args := keyList([3]string{hi, "trace_id", "span_id"}, locked)
+	rows, err := tx.QueryContext(stmtname.With(ctx, stmtRetentionTagKeys),
+		"SELECT "+sel+", trace_id, span_id, a_key, a_type, LEFT(a_value, "+itoa(maxTagValue+1)+"), a_timestamp FROM "+
+			tableAnnotations+" WHERE "+where, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	tsOf := func(ts int64) int64 {
+		if ts <= 0 {
+			return noTimestamp
+		}
+		return ts
+	}
+	type annKey struct {
+		k   retKey
+		key string
+	}
+	sides := map[retKey]map[int64]bool{}
+	for k, ts := range starts {
+		sides[k] = map[int64]bool{tsOf(ts): true, noTimestamp: true}
+	}
+	var annotations []annKey
+	set := map[tagRow]struct{}{}
+	folded := map[tagRow]struct{}{}
+	for rows.Next() {
+		var k retKey
+		var key string
+		var aType int64
+		var value []byte
+		var ats sql.NullInt64
+		if err := rows.Scan(&k.high, &k.low, &k.id, &key, &aType, &value, &ats); err != nil {
+			return nil, nil, err
+		}
+		ts := tsOf(ats.Int64)
+		if aType != aTypeAnnotation || beginAnnotation(key) {
+			if sides[k] != nil {
+				sides[k][ts] = true
+			}
+		}
+		row := tagRow{kind: tagKindKey, key: key, ts: ts, high: k.high, low: k.low, id: k.id}
+		switch {
+		case reservedTagKey(key):
+			set[row] = struct{}{}
+			row.kind = tagKindValue
+			folded[row] = struct{}{}
+		case aType != aTypeAnnotation:
+			set[row] = struct{}{}
+			if aType == aTypeString && len(value) > 0 {
+				row.kind, row.value = tagKindValue, string(value)
+				set[row] = struct{}{}
+			}
+		default:
+			annotations = append(annotations, annKey{k, key})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	for _, a := range annotations {
+		for ts := range sides[a.k] {
+			set[tagRow{kind: tagKindKey, key: a.key, ts: ts, high: a.k.high, low: a.k.low, id: a.k.id}] = struct{}{}
+		}
+	}
+	points = slices.AppendSeq(make([]tagRow, 0, len(set)), maps.Keys(set))
+	sortTagRows(points)
+	anyValue = slices.AppendSeq(make([]tagRow, 0, len(folded)), maps.Keys(folded))
+	sortTagRows(anyValue)
+	return points, anyValue, nil
+}
+
+// beginAnnotation reports whether key is one of the core annotations the
+// write path stores at a span side's timestamp.
+func beginAnnotation(key string) bool {
+	switch key {
+	case "cs", "sr", "ms", "wr", "mr":
+		return true
+	}
+	return false
+}
+
+// deleteTagRows deletes, in key order and tagDeleteChunk keys per
+// statement, the zipkin_tags rows of points (each naming every primary-key
+// column but the last, the service) and of anyValue (each naming every one
+// but the value and the service), and returns how many it deleted.
+func deleteTagRows(ctx context.Context, tx *sql.Tx, points, anyValue []tagRow) (int64, error) {
+	var total int64
+	for _, part := range []struct {
+		keys []tagRow
+		cond string
+		args func(tagRow) []any
+	}{
+		{points, "(kind = ? AND a_key = ? AND a_value = ? AND start_ts = ? AND trace_id_high = ? AND trace_id = ? AND span_id = ?)",
+			func(k tagRow) []any { return []any{int64(k.kind), k.key, []byte(k.value), k.ts, k.high, k.low, k.id} }},
+		{anyValue, "(kind = ? AND a_key = ? AND start_ts = ? AND trace_id_high = ? AND trace_id = ? AND span_id = ?)",
+			func(k tagRow) []any { return []any{int64(k.kind), k.key, k.ts, k.high, k.low, k.id} }},
+	} {
+		keys := part.keys
+		for len(keys) > 0 {
+			chunk := keys[:min(len(keys), tagDeleteChunk)]
+			keys = keys[len(chunk):]
+			var b strings.Builder
+			var args []any
+			b.WriteString("DELETE FROM " + tableTags + " WHERE ")
+			for i, k := range chunk {
+				if i > 0 {
+					b.WriteString(" OR ")
+				}
+				b.WriteString(part.cond)
+				args = append(args, part.args(k)...)
+			}
+			res, err := tx.ExecContext(stmtname.With(ctx, stmtRetentionTags), b.String(), args...)
+			if err != nil {
+				return total, err
+			}
+			n, _ := res.RowsAffected()
+			total += n
+		}
+	}
+	return total, nil
 }

@@ -299,3 +299,117 @@ func TestRetentionDuringIngest(t *testing.T) {
 		t.Errorf("stats %+v: want at least the 1000 preloaded old spans deleted, no errors", st)
 	}
 }
+
+// tagRowsOfSpans lists the zipkin_tags rows whose span is stored and
+// matches cond (on zipkin_spans s); orphanTags counts those whose span is
+// not.
+const (
+	tagRowsOfSpans = `SELECT t.* FROM zipkin_tags t JOIN zipkin_spans s
+		ON s.trace_id_high = t.trace_id_high AND s.trace_id = t.trace_id AND s.id = t.span_id
+		WHERE s.start_ts >= ? OR s.start_ts IS NULL ORDER BY 1, 2, 3, 4, 5, 6, 7, 8`
+	orphanTags = `SELECT COUNT(*) FROM zipkin_tags t LEFT JOIN zipkin_spans s
+		ON s.trace_id_high = t.trace_id_high AND s.trace_id = t.trace_id AND s.id = t.span_id WHERE s.id IS NULL`
+)
+
+// straddlingSpans returns spans whose sides lie on both sides of cut (µs):
+// span IDs reported by a client and a server (shared) with their own
+// timestamps and tags, a server side without a timestamp, and a local span
+// with timeline annotations only. The span row keeps the client's
+// timestamp, so the first, third and fourth span IDs expire and the
+// second stays.
+func straddlingSpans(cut int64) []model.Span {
+	tid := model.TraceID{High: 7, Low: 0x5157_4add1e}
+	spans := []model.Span{
+		{TraceID: tid, ID: 1, Kind: model.KindClient, Name: "get /a", Timestamp: cut - 5, Duration: 20,
+			LocalEndpoint: ep("frontend", "", 0), RemoteEndpoint: ep("backend", "", 0),
+			Tags: map[string]string{"http.method": "GET", "straddle": "client expired"}},
+		{TraceID: tid, ID: 1, Kind: model.KindServer, Shared: true, Name: "handle", Timestamp: cut + 5, Duration: 10,
+			LocalEndpoint: ep("backend", "", 0), Tags: map[string]string{"http.path": "/straddle", "straddle": "server after the cutoff"},
+			Annotations: []model.Annotation{{Timestamp: cut + 7, Value: "straddle.annotation"}}},
+		{TraceID: tid, ID: 2, ParentID: 1, Kind: model.KindClient, Name: "get /b", Timestamp: cut + 5, Duration: 20,
+			LocalEndpoint: ep("frontend", "", 0), Tags: map[string]string{"straddle": "client kept"}},
+		{TraceID: tid, ID: 2, ParentID: 1, Kind: model.KindServer, Shared: true, Name: "handle", Timestamp: cut - 5, Duration: 10,
+			LocalEndpoint: ep("backend", "", 0), Tags: map[string]string{"error": "server before the cutoff"},
+			Annotations: []model.Annotation{{Timestamp: cut - 3, Value: "straddle.kept"}}},
+		{TraceID: tid, ID: 3, ParentID: 1, Kind: model.KindClient, Name: "get /c", Timestamp: cut - 50, Duration: 20,
+			LocalEndpoint: ep("frontend", "", 0), Tags: map[string]string{"straddle": "client of a server without timestamp"}},
+		{TraceID: tid, ID: 3, ParentID: 1, Kind: model.KindServer, Shared: true, Name: "handle",
+			LocalEndpoint: ep("backend", "", 0), Tags: map[string]string{"straddle": "server without timestamp"},
+			Annotations: []model.Annotation{{Timestamp: cut - 40, Value: "straddle.untimed"}}},
+		{TraceID: tid, ID: 4, ParentID: 1, Name: "local", Timestamp: cut - 100, Duration: 5, LocalEndpoint: ep("backend", "", 0),
+			Annotations: []model.Annotation{{Timestamp: cut - 99, Value: "straddle.local"}, {Timestamp: cut - 98, Value: "error"}}},
+	}
+	for i := range spans {
+		spans[i].Normalize()
+	}
+	return spans
+}
+
+// Retention deletes the zipkin_tags rows of the spans it deletes — every
+// side's, whatever its timestamp — and leaves those of the spans it keeps,
+// also a side's whose timestamp is older than the cutoff: afterwards no row
+// refers to a deleted span, the rows of kept spans are as they were, and
+// the tag search and autocomplete values answer as Zipkin's queries do on
+// the same spans without zipkin_tags.
+func TestRetentionDeletesTagRowsOfDeletedSpans(t *testing.T) {
+	forEachServer(t, func(t *testing.T, srv server) {
+		ctx := ctxT(t)
+		base := time.Now().Truncate(time.Millisecond)
+		cutoff := base.Add(-20 * time.Minute)
+		spans := append(tagWorkload(3, base), straddlingSpans(cutoff.UnixMicro())...)
+		_, withDB := newStore(t, srv)
+		with := openStore(t, withDB)
+		plainDB := zipkinOnly(t, srv)
+		plain := openStore(t, plainDB)
+		if !with.Additions().Tags || plain.Additions().Tags {
+			t.Fatalf("Additions() = %+v with, %+v without", with.Additions(), plain.Additions())
+		}
+		for i := 0; i < len(spans); i += 50 {
+			for _, s := range []*mysqlstore.Store{with, plain} {
+				if err := s.Accept(ctx, spans[i:min(i+50, len(spans))]); err != nil {
+					t.Fatalf("Accept: %v", err)
+				}
+			}
+		}
+		kept := dump(t, withDB, tagRowsOfSpans, cutoff.UnixMicro())
+		rowsBefore := scalar(t, withDB, "SELECT COUNT(*) FROM zipkin_tags")
+		if o := scalar(t, withDB, orphanTags); o != 0 || len(kept) == 0 || int64(len(kept)) == rowsBefore {
+			t.Fatalf("setup: %d zipkin_tags rows, %d of kept spans, %d orphaned", rowsBefore, len(kept), o)
+		}
+		// A side of a kept span older than the cutoff has rows there.
+		if n := scalar(t, withDB, "SELECT COUNT(*) FROM zipkin_tags WHERE a_key = 'error' AND a_value = 'server before the cutoff' AND start_ts < ?",
+			cutoff.UnixMicro()); n != 1 {
+			t.Fatalf("setup: %d rows of the kept span's server side before the cutoff, want 1", n)
+		}
+
+		var deleted int64
+		for _, db := range []*sql.DB{withDB, plainDB} {
+			s := openStore(t, db)
+			r, err := s.NewRetention(mysqlstore.RetentionOptions{MaxAge: 20 * time.Minute, BatchSpans: 7, Pause: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, err := r.DeleteBefore(ctx, cutoff)
+			if err != nil {
+				t.Fatalf("DeleteBefore: %v", err)
+			}
+			if n == 0 {
+				t.Fatal("retention deleted no span")
+			}
+			if db == withDB {
+				deleted = r.Stats().TagRowsDeleted
+			} else if st := r.Stats(); st.TagRowsDeleted != 0 {
+				t.Errorf("without zipkin_tags: stats %+v, want no tag rows deleted", st)
+			}
+		}
+		if o := scalar(t, withDB, orphanTags); o != 0 {
+			t.Errorf("%d zipkin_tags rows refer to a deleted span", o)
+		}
+		checkRows(t, "zipkin_tags rows of kept spans", dump(t, withDB, tagRowsOfSpans, cutoff.UnixMicro()), kept)
+		if rowsAfter := scalar(t, withDB, "SELECT COUNT(*) FROM zipkin_tags"); deleted != rowsBefore-rowsAfter {
+			t.Errorf("TagRowsDeleted %d, want %d (%d rows before, %d after)", deleted, rowsBefore-rowsAfter, rowsBefore, rowsAfter)
+		}
+		compareTagLookups(t, tagLookups(t, with, base), tagLookups(t, plain, base))
+		compareTagLookups(t, valueLookups(t, withDB), valueLookups(t, plainDB))
+	})
+}
