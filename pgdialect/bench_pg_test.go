@@ -67,7 +67,8 @@ func BenchmarkStatementCache(b *testing.B) {
 // TestStatementCacheBytes counts, through a proxy, the bytes a client sends per operation (a
 // deterministic stand-in for round trips, unlike timings on a shared machine): the pool's
 // statement cache must make db.Prepare-per-request cheaper than plain database/sql and than the
-// pool without the cache, with both drivers, and cost nothing for a parameterized query.
+// pool without the cache, with both drivers, cost nothing for a parameterized query with pgx
+// (its own cache), and make a repeated one cheaper with lib/pq.
 func TestStatementCacheBytes(t *testing.T) {
 	s := pgtest.Shared(t)
 	ctx := context.Background()
@@ -119,6 +120,48 @@ func TestStatementCacheBytes(t *testing.T) {
 		}
 		if got["pool/param-query"] > got["plain/param-query"] {
 			t.Errorf("%s: the pool sends more for a parameterized query than plain database/sql: %v", d.name, got)
+		}
+		// lib/pq parses a parameterized query anew each time; the pool's cache binds and
+		// executes a repeated one (pool.StatementCacheFirst).
+		if d.name == "pq" && got["pool/param-query"] >= got["plain/param-query"] {
+			t.Errorf("pq: a repeated parameterized query through the pool's cache sends no less than plain database/sql: %v", got)
+		}
+	}
+}
+
+// BenchmarkCycleConn is db.Conn + Close on one goroutine (jmh's cycleConnection), for plain
+// database/sql and the pool through p.OpenDB(), with both drivers: a clean borrow and return,
+// which sends nothing.
+func BenchmarkCycleConn(b *testing.B) {
+	s := pgtest.Shared(b)
+	ctx := context.Background()
+	for _, d := range drivers {
+		for _, mode := range []string{"plain", "pool"} {
+			var db *sql.DB
+			if mode == "plain" {
+				db = sql.OpenDB(d.conn(b, s))
+				db.SetMaxOpenConns(8)
+				db.SetMaxIdleConns(8)
+			} else {
+				p, err := pool.New(d.conn(b, s), pool.Config{MaxConns: 8})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer p.Close()
+				db = p.OpenDB()
+			}
+			defer db.Close()
+			b.Run(d.name+"/"+mode, func(b *testing.B) {
+				for b.Loop() {
+					c, err := db.Conn(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if err := c.Close(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
 		}
 	}
 }

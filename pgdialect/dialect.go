@@ -36,6 +36,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,7 +64,8 @@ func (dialect) Probe(ctx context.Context, dc driver.Conn, timeout time.Duration)
 }
 
 func (dialect) NewSession(ctx context.Context, dc driver.Conn) (pool.SessionTracker, error) {
-	return &tracker{txStatus: txStatusFunc(dc), sock: socketOf(dc), closed: closedFunc(dc)}, nil
+	_, isPq := pqStatusField(reflect.TypeOf(dc))
+	return &tracker{txStatus: txStatusFunc(dc), sock: socketOf(dc), closed: closedFunc(dc), cacheFirst: isPq}, nil
 }
 
 // Cancel asks the server to cancel the statement running on dc (PostgreSQL's cancel request,
@@ -149,14 +151,17 @@ func classify(err error, readOnlyTx bool) pool.ErrorClass {
 	if err == nil {
 		return pool.ErrorClass{}
 	}
-	var state, severity string
+	var state, severity, msg string
 	var pge *pgconn.PgError
 	var pqe *pq.Error
 	switch {
 	case errors.As(err, &pge):
-		state, severity = pge.Code, pge.Severity
+		state, severity, msg = pge.Code, pge.Severity, pge.Message
 	case errors.As(err, &pqe):
-		state, severity = string(pqe.Code), pqe.Severity
+		state, severity, msg = string(pqe.Code), pqe.Severity, pqe.Message
+	}
+	if state == "26000" || state == "0A000" && strings.HasPrefix(msg, "cached plan must not change result type") {
+		return pool.ErrorClass{StaleStatement: true}
 	}
 	if state != "" {
 		if c, ok := codes[state]; ok {

@@ -45,14 +45,26 @@ type tracker struct {
 	sock syscall.RawConn
 	// closed reports pgx's closed or busy connection, or is nil.
 	closed func() bool
-	plan   []string
-	buf    strings.Builder
+	// cacheFirst is set for lib/pq's connections, which parse every parameterized statement
+	// anew (CacheFirst).
+	cacheFirst bool
+	plan       []string
+	buf        strings.Builder
 }
 
 var (
-	_ pool.SessionTracker  = (*tracker)(nil)
-	_ pool.LivenessChecker = (*tracker)(nil)
+	_ pool.SessionTracker      = (*tracker)(nil)
+	_ pool.LivenessChecker     = (*tracker)(nil)
+	_ pool.StatementCacheFirst = (*tracker)(nil)
 )
+
+// CacheFirst implements pool.StatementCacheFirst: lib/pq runs a parameterized statement as an
+// unnamed one, parsed and described in a round trip of its own before it is bound and executed,
+// so outside a transaction (protocol status 'I', no transaction begun) the pool's statement
+// cache runs a repeated one in one round trip instead. pgx keeps its own statement cache.
+func (t *tracker) CacheFirst() bool {
+	return t.cacheFirst && t.st&sTx == 0 && t.txStatus != nil && t.txStatus() == 'I'
+}
 
 func (t *tracker) Begin(opts driver.TxOptions) {
 	t.prev = t.st

@@ -33,7 +33,7 @@ func (p *Pool) acquire(ctx context.Context) (*entry, error) {
 		if reason, probe := p.quickCheck(e, now); reason != "" || probe {
 			return p.acquireSlow(ctx, e, reason)
 		}
-		if !driverLive(ctx, e) {
+		if !p.driverLive(ctx, e) {
 			return p.acquireSlow(ctx, e, CloseDriverInvalid)
 		}
 		if p.cfg.Hooks.BeforeAcquire != nil {
@@ -226,11 +226,11 @@ func (p *Pool) dropUnfit(dl *deadline) {
 // (CheckConnLiveness, on by default) when a non-blocking read of the socket finds that the server
 // closed it (KILL, wait_timeout, restart) — no bytes are sent. For a connection checked out of
 // database/sql's idle list (p.OpenDB()) conn.ResetSession calls the driver's instead. Cost: see docs/reliability.md.
-func driverLive(ctx context.Context, e *entry) bool {
+func (p *Pool) driverLive(ctx context.Context, e *entry) bool {
 	if sr := e.resetter; sr != nil && sr.ResetSession(ctx) != nil {
 		return false
 	}
-	return sessionAlive(e)
+	return p.sessionAlive(e)
 }
 
 // quickCheck is the part of check that needs no I/O: reason is why e may not be handed out
@@ -277,7 +277,7 @@ func (p *Pool) check(ctx context.Context, e *entry, now int64, dl *deadline) Clo
 		// Inside the bypass window nothing is sent, but what the driver can tell without
 		// traffic is still asked (Connect; a checkout from a DB's idle list has asked already,
 		// in conn.ResetSession).
-		if dl != nil && !driverLive(ctx, e) {
+		if dl != nil && !p.driverLive(ctx, e) {
 			return CloseDriverInvalid
 		}
 		return ""
@@ -534,6 +534,7 @@ func (p *Pool) release(e *entry) {
 func (p *Pool) stow(e *entry, now int64) {
 	e.lastReturned = now
 	e.lastAlive = now
+	p.stampReturn(e)
 	if p.retireExcess(e) { // above MaxConns after SetMaxConns lowered it
 		return
 	}

@@ -230,6 +230,18 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 func (c *conn) execContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	var r driver.Result
 	var err error
+	if c.cacheFirst(query, args) {
+		var ran bool
+		if r, ran, err = c.execCacheFirst(ctx, query, args); ran {
+			c.e.sess.statement(query)
+			if err != nil {
+				c.e.sess.failed()
+				return nil, c.observe(err)
+			}
+			c.e.sess.insertID(r)
+			return r, nil
+		}
+	}
 	if ec, ok := c.e.conn.(driver.ExecerContext); ok {
 		r, err = ec.ExecContext(ctx, query, args)
 		if err == driver.ErrSkip && len(args) > 0 && c.e.stmts.max > 0 {
@@ -273,6 +285,17 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 func (c *conn) queryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	var r driver.Rows
 	var err error
+	if c.cacheFirst(query, args) {
+		var ran bool
+		if r, ran, err = c.queryCacheFirst(ctx, query, args); ran {
+			c.e.sess.statement(query)
+			if err != nil {
+				c.e.sess.failed()
+				return nil, c.observe(err)
+			}
+			return r, nil
+		}
+	}
 	if qc, ok := c.e.conn.(driver.QueryerContext); ok {
 		r, err = qc.QueryContext(ctx, query, args)
 		if err == driver.ErrSkip && len(args) > 0 && c.e.stmts.max > 0 {
@@ -303,6 +326,80 @@ func (c *conn) queryContext(ctx context.Context, query string, args []driver.Nam
 		return r, nil // queryCached's, already wrapped
 	}
 	return c.wrapRows(r, nil, nil), nil
+}
+
+// cacheFirst reports whether the parameterized statement query goes through the statement
+// cache before the driver's direct call: the tracker asks for it (StatementCacheFirst), the
+// cache is on and knows the session's scope, and query ran on the connection before (admit).
+func (c *conn) cacheFirst(query string, args []driver.NamedValue) bool {
+	if len(args) == 0 || c.e.stmts.max <= 0 {
+		return false
+	}
+	cf, ok := c.e.sess.t.(StatementCacheFirst)
+	if !ok || !cf.CacheFirst() {
+		return false
+	}
+	db, known := c.e.sess.t.Scope()
+	return known && c.e.stmts.admit(db, query)
+}
+
+// cachedFirst returns the cached statement for a cacheFirst statement; ok is false when the
+// direct call must run instead: the statement is not cached (the cache stood aside) or its
+// prepare failed with an error that leaves the connection usable, which the direct call then
+// reports as the driver would. A fatal prepare error is returned with ok true.
+func (c *conn) cachedFirst(ctx context.Context, query string) (cs *cachedStmt, ok bool, err error) {
+	cs, ds, err := c.cached(ctx, query)
+	switch {
+	case err != nil && c.p.dialect.Classify(err, ErrorContext{Conn: c.e.conn}).Fatal:
+		return nil, true, err
+	case err != nil:
+		return nil, false, nil
+	case cs == nil:
+		_ = ds.Close()
+		return nil, false, nil
+	}
+	return cs, true, nil
+}
+
+// staleFirst handles the error of a cacheFirst statement's execution: a stale statement is
+// dropped from the cache and reported not run (the direct call runs it); any other error is the
+// statement's.
+func (c *conn) staleFirst(cs *cachedStmt, err error) (ran bool) {
+	stale := c.p.dialect.Classify(err, ErrorContext{Conn: c.e.conn}).StaleStatement
+	if stale {
+		c.e.stmts.drop(cs)
+	}
+	cs.release()
+	return !stale
+}
+
+// execCacheFirst is execContext through the cache for a cacheFirst statement; ran is false
+// when the direct call must run it instead (cachedFirst, staleFirst).
+func (c *conn) execCacheFirst(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, bool, error) {
+	cs, ok, err := c.cachedFirst(ctx, query)
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	r, err := stmtExec(ctx, cs.ds, args)
+	if err != nil {
+		return nil, c.staleFirst(cs, err), err
+	}
+	cs.release()
+	return r, true, nil
+}
+
+// queryCacheFirst is queryContext through the cache for a cacheFirst statement: the statement
+// is held until the rows are closed.
+func (c *conn) queryCacheFirst(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, bool, error) {
+	cs, ok, err := c.cachedFirst(ctx, query)
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	r, err := stmtQuery(ctx, cs.ds, args)
+	if err != nil {
+		return nil, c.staleFirst(cs, err), err
+	}
+	return c.wrapRows(r, cs, cs.ds), true, nil
 }
 
 // execCached runs a parameterized statement through the connection's statement cache, for a
@@ -378,7 +475,7 @@ func (c *conn) ResetSession(ctx context.Context) error {
 			return driver.ErrBadConn
 		}
 	}
-	if !sessionAlive(e) {
+	if !p.sessionAlive(e) {
 		e.evict.Store(true)
 		e.discard = CloseDriverInvalid
 		return driver.ErrBadConn
@@ -415,6 +512,7 @@ func (c *conn) IsValid() bool {
 	}
 	e.lastReturned = now
 	e.lastAlive = now
+	p.stampReturn(e)
 	if p.retireExcess(e) { // above MaxConns after SetMaxConns lowered it; Close then does nothing
 		return false
 	}

@@ -92,6 +92,12 @@ type ErrorClass struct {
 	// StatementLimit reports that the server refused to prepare one more statement on the
 	// connection; the pool then empties the connection's statement cache and prepares again.
 	StatementLimit bool
+	// StaleStatement reports that the server refused to run a statement the connection had
+	// prepared earlier because it no longer fits (PostgreSQL: 0A000 "cached plan must not change
+	// result type" after a table changed, 26000 "prepared statement does not exist"). A statement
+	// the pool ran through its cache for a StatementCacheFirst tracker is then dropped from the
+	// cache and run directly, as the driver would have run it.
+	StaleStatement bool
 	// Reason is a short static description of a fatal error; empty when Fatal is false.
 	Reason string
 }
@@ -142,10 +148,46 @@ type LivenessChecker interface {
 	Alive() bool
 }
 
+// livenessPeekWindow is how recently a connection must have been returned for the pool to hand
+// it out again without asking its LivenessChecker: a borrower was using it successfully that
+// recently, and a dead server's farewell (PostgreSQL's FATAL before it closes a terminated
+// backend) that arrived within that time is as likely to arrive just after the check. Asking
+// costs a system call (~0.4 µs), as much as the rest of a borrow and return together, and a
+// borrower that takes connections back to back would pay it on every cycle. pgx's stdlib checks
+// a connection idle for more than a second; database/sql never does.
+const livenessPeekWindow = time.Millisecond
+
+// StatementCacheFirst is implemented by a SessionTracker whose driver parses every
+// parameterized statement given to ExecContext or QueryContext anew, in a round trip of its own
+// (lib/pq: Parse and Describe of an unnamed statement, then Bind and Execute). While CacheFirst
+// reports true, the pool runs a parameterized statement it has seen before on the connection
+// through its statement cache instead, which parses it once per connection and then binds and
+// executes it in one round trip. A tracker reports false where a cached statement that the
+// server rejects as stale (ErrorClass.StaleStatement) could not simply run again: inside a
+// transaction, where the rejection aborts it.
+type StatementCacheFirst interface {
+	CacheFirst() bool
+}
+
 // sessionAlive is false when e's tracker knows, without traffic, that the connection is dead.
-func sessionAlive(e *entry) bool {
+// A connection returned less than livenessPeekWindow ago is not asked.
+func (p *Pool) sessionAlive(e *entry) bool {
 	l, ok := e.sess.t.(LivenessChecker)
-	return !ok || l.Alive()
+	if !ok {
+		return true
+	}
+	if e.returnedExact != 0 && p.nanotime()-e.returnedExact < int64(livenessPeekWindow) {
+		return true
+	}
+	return l.Alive()
+}
+
+// stampReturn records the exact time of a return for sessionAlive, for a connection whose
+// tracker can tell liveness (reading the exact clock costs ~25 ns; others skip it).
+func (p *Pool) stampReturn(e *entry) {
+	if _, ok := e.sess.t.(LivenessChecker); ok {
+		e.returnedExact = max(p.nanotime(), 1) // 0 means never returned
+	}
 }
 
 // ReleasePlan is what release does with a connection whose session is not clean.

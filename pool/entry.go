@@ -50,6 +50,9 @@ type entry struct {
 	// store mutex hands it on, and others read them under that mutex (the housekeeper) or after
 	// taking the entry from the store.
 	lastAlive int64
+	// returnedExact is the exact time (Pool.nanotime) of the last return, kept only for a
+	// connection whose tracker is a LivenessChecker (sessionAlive); 0: not returned yet.
+	returnedExact int64
 	// borrowedAt is stamped at every acquire (coarse clock); read by the owner and by leak
 	// reports. usageStart is the exact time of the acquire, kept only when Events is set.
 	borrowedAt int64

@@ -27,6 +27,10 @@ type stmtCache struct {
 	max        int
 	m          map[stmtKey]*cachedStmt
 	head, tail *cachedStmt // head: most recently used
+	// seen holds the texts of parameterized statements run once directly, for a
+	// StatementCacheFirst tracker: such a statement is cached from its second run, so that a
+	// statement run once costs no prepare of its own. Bounded: emptied past 4 × max entries.
+	seen map[string]struct{}
 }
 
 // stmtKey is a cached statement's identity: the database it was prepared in and its text.
@@ -74,6 +78,30 @@ func (c *stmtCache) evict(cs *cachedStmt) {
 	cs.evicted = true
 	if cs.refs == 0 {
 		_ = cs.ds.Close()
+	}
+}
+
+// admit reports whether q, a parameterized statement run for a StatementCacheFirst tracker,
+// goes through the cache: it is cached under db already, or this is its second run.
+func (c *stmtCache) admit(db, q string) bool {
+	if _, ok := c.m[stmtKey{db: db, query: q}]; ok {
+		return true
+	}
+	if _, ok := c.seen[q]; ok {
+		delete(c.seen, q)
+		return true
+	}
+	if c.seen == nil || len(c.seen) >= 4*c.max {
+		c.seen = make(map[string]struct{}, c.max)
+	}
+	c.seen[q] = struct{}{}
+	return false
+}
+
+// drop evicts cs, which the server said is stale (ErrorClass.StaleStatement).
+func (c *stmtCache) drop(cs *cachedStmt) {
+	if !cs.evicted {
+		c.evict(cs)
 	}
 }
 

@@ -123,6 +123,21 @@ var pgGens = []struct {
 	}},
 	{6, func(r *rand.Rand) []Step { return qu("SELECT v FROM t WHERE id = $1", int64(r.IntN(5)+1)) }},
 	{4, func(r *rand.Rand) []Step { return ex("INSERT INTO t (v) VALUES ($1)", pick(r, "i1", "i2")) }},
+	// Parameterized statements that fail in each phase: at parse (a syntax error, an unknown
+	// column) and at execution (division by zero, a duplicate key), also on the pool's
+	// cache-first path with lib/pq.
+	{3, func(r *rand.Rand) []Step { return qu("SELECT * FROM t WHERE id = $1", int64(r.IntN(5)+1)) }},
+	{2, func(r *rand.Rand) []Step {
+		switch r.IntN(4) {
+		case 0:
+			return qu("SELEC v FROM t WHERE id = $1", int64(1))
+		case 1:
+			return qu("SELECT nope FROM t WHERE id = $1", int64(1))
+		case 2:
+			return ex("UPDATE t SET v = 'z' WHERE id = 1 / $1::int", int64(r.IntN(2)))
+		}
+		return ex("INSERT INTO t (id, v) VALUES ($1, 'dup')", int64(1))
+	}},
 	{3, func(r *rand.Rand) []Step { return qu("SELECT id, v FROM t ORDER BY id") }},
 	{5, func(r *rand.Rand) []Step {
 		return ex(pick(r, "SET work_mem = '1234kB'", "SET statement_timeout = '9s'", "SET SESSION lock_timeout = 3000",

@@ -1,0 +1,94 @@
+package pool
+
+import (
+	"context"
+	"database/sql/driver"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// liveDialect is MySQL's dialect whose trackers are LivenessCheckers answering dead when told.
+type liveDialect struct {
+	Dialect
+	dead  *atomic.Bool
+	asked *atomic.Int64
+}
+
+type liveTracker struct {
+	SessionTracker
+	d liveDialect
+}
+
+func (t liveTracker) Alive() bool {
+	t.d.asked.Add(1)
+	return !t.d.dead.Swap(false) // dead once: the next dial is alive
+
+}
+
+func (d liveDialect) NewSession(ctx context.Context, dc driver.Conn) (SessionTracker, error) {
+	t, err := d.Dialect.NewSession(ctx, dc)
+	if err != nil {
+		return nil, err
+	}
+	return liveTracker{SessionTracker: t, d: d}, nil
+}
+
+// TestLivenessPeekWindow: a connection returned less than livenessPeekWindow ago is handed out
+// again without asking its LivenessChecker (no system call on back-to-back borrows); one returned
+// longer ago is asked, and a dead one is closed instead of handed out — through Connect and
+// through a DB from OpenDB (conn.ResetSession).
+func TestLivenessPeekWindow(t *testing.T) {
+	for _, via := range []string{"Connect", "OpenDB"} {
+		t.Run(via, func(t *testing.T) {
+			clk := newFakeClock()
+			d := liveDialect{Dialect: MySQL, dead: new(atomic.Bool), asked: new(atomic.Int64)}
+			p, fc := newPool(t, Config{MaxConns: 1, testClock: clk, Dialect: d})
+			ctx := context.Background()
+			db := p.OpenDB()
+			defer db.Close()
+			cycle := func() {
+				t.Helper()
+				if via == "Connect" {
+					c, err := p.Connect(ctx)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := c.Close(); err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
+				c, err := db.Conn(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := c.PingContext(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cycle() // dialled, returned
+			cycle() // back to back
+			asked := d.asked.Load()
+			for range 5 {
+				cycle()
+			}
+			if n := d.asked.Load() - asked; n != 0 {
+				t.Fatalf("back-to-back borrows asked the LivenessChecker %d times; want 0 within %v of the return", n, livenessPeekWindow)
+			}
+			opens := fc.Opens.Load()
+			clk.Advance(livenessPeekWindow + time.Microsecond)
+			d.dead.Store(true)
+			cycle()
+			if d.asked.Load() == asked {
+				t.Fatalf("a borrow %v after the return did not ask the LivenessChecker", livenessPeekWindow)
+			}
+			if fc.Opens.Load() == opens {
+				t.Fatalf("the connection reported dead was handed out: no new dial")
+			}
+		})
+	}
+}
