@@ -230,24 +230,23 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 func (c *conn) execContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	var r driver.Result
 	var err error
+	var ran bool // run through the statement cache first (cacheFirst)
 	if c.cacheFirst(query, args) {
-		var ran bool
-		if r, ran, err = c.execCacheFirst(ctx, query, args); ran {
-			c.e.sess.statement(query)
-			if err != nil {
-				c.e.sess.failed()
-				return nil, c.observe(err)
-			}
-			c.e.sess.insertID(r)
-			return r, nil
-		}
+		r, ran, err = c.execCacheFirst(ctx, query, args)
 	}
-	if ec, ok := c.e.conn.(driver.ExecerContext); ok {
+	ec, isEC := c.e.conn.(driver.ExecerContext)
+	switch {
+	case ran:
+	case isEC:
 		r, err = ec.ExecContext(ctx, query, args)
 		if err == driver.ErrSkip && len(args) > 0 && c.e.stmts.max > 0 {
 			r, err = c.execCached(ctx, query, args)
 		}
-	} else if ex, ok := c.e.conn.(driver.Execer); ok { //nolint:staticcheck
+	default:
+		ex, ok := c.e.conn.(driver.Execer) //nolint:staticcheck
+		if !ok {
+			return nil, driver.ErrSkip
+		}
 		var vals []driver.Value
 		if vals, err = namedValuesToValues(args); err != nil {
 			return nil, err
@@ -256,8 +255,6 @@ func (c *conn) execContext(ctx context.Context, query string, args []driver.Name
 			return nil, err
 		}
 		r, err = ex.Exec(query, vals)
-	} else {
-		return nil, driver.ErrSkip
 	}
 	if err == driver.ErrSkip {
 		// Not run: database/sql prepares it through the proxy, whose execution records it.
@@ -285,23 +282,23 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 func (c *conn) queryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	var r driver.Rows
 	var err error
+	var ran bool // run through the statement cache first (cacheFirst)
 	if c.cacheFirst(query, args) {
-		var ran bool
-		if r, ran, err = c.queryCacheFirst(ctx, query, args); ran {
-			c.e.sess.statement(query)
-			if err != nil {
-				c.e.sess.failed()
-				return nil, c.observe(err)
-			}
-			return r, nil
-		}
+		r, ran, err = c.queryCacheFirst(ctx, query, args)
 	}
-	if qc, ok := c.e.conn.(driver.QueryerContext); ok {
+	qc, isQC := c.e.conn.(driver.QueryerContext)
+	switch {
+	case ran:
+	case isQC:
 		r, err = qc.QueryContext(ctx, query, args)
 		if err == driver.ErrSkip && len(args) > 0 && c.e.stmts.max > 0 {
 			r, err = c.queryCached(ctx, query, args)
 		}
-	} else if q, ok := c.e.conn.(driver.Queryer); ok { //nolint:staticcheck
+	default:
+		q, ok := c.e.conn.(driver.Queryer) //nolint:staticcheck
+		if !ok {
+			return nil, driver.ErrSkip
+		}
 		var vals []driver.Value
 		if vals, err = namedValuesToValues(args); err != nil {
 			return nil, err
@@ -310,8 +307,6 @@ func (c *conn) queryContext(ctx context.Context, query string, args []driver.Nam
 			return nil, err
 		}
 		r, err = q.Query(query, vals)
-	} else {
-		return nil, driver.ErrSkip
 	}
 	if err == driver.ErrSkip {
 		// Not run: database/sql prepares it through the proxy, whose execution records it.
