@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net"
 	"reflect"
+	"runtime"
+	"strings"
 	"syscall"
 	"unsafe"
 
@@ -90,3 +92,43 @@ func sockAlive(rc syscall.RawConn) bool {
 	})
 	return err == nil && alive
 }
+
+// SkipDriverReset implements pool.DriverResetRedundant. It is true for lib/pq's connections,
+// whose ResetSession reports the error that IsValid reported at the return before it (nothing
+// runs on an idle lib/pq connection in between), and for a pgx stdlib connection whose
+// ResetSession does only what the pool does at every hand-out (made by GetConnector or the
+// registered driver with neither OptionResetSession nor OptionShouldPing): it fails a closed
+// connection (the pool asks IsValid at return and Alive at hand-out), fails one left in a
+// transaction (the release plan rolls it back), and pings one idle for more than a second (the
+// pool probes one not known alive within AliveBypassWindow). The pool then does not call it,
+// which saves a read of the wall clock (pgx) or of a mutex (lib/pq) per checkout.
+func (t *tracker) SkipDriverReset() bool { return t.skipReset }
+
+// IsValid implements driver.Validator for a pgx connection whose ResetSession the pool skips:
+// false once pgx closed it or while it is busy (a statement or a cancel still in flight).
+func (t *tracker) IsValid() bool { return t.closed == nil || !t.closed() }
+
+// defaultReset reports whether dc is a pgx stdlib connection with stdlib's own no-op session
+// reset and no ShouldPing function: both are unexported fields of stdlib.Conn, read once per
+// connection by reflection; any other layout (another pgx version) reports false, and the pool
+// then calls pgx's ResetSession as database/sql does.
+func defaultReset(dc driver.Conn) bool {
+	c, ok := dc.(*stdlib.Conn)
+	if !ok || c == nil {
+		return false
+	}
+	v := reflect.ValueOf(c).Elem()
+	rs, sp := v.FieldByName("resetSessionFunc"), v.FieldByName("shouldPing")
+	if !rs.IsValid() || !sp.IsValid() || rs.Kind() != reflect.Func || sp.Kind() != reflect.Func || !sp.IsNil() {
+		return false
+	}
+	if rs.IsNil() {
+		return false
+	}
+	f := runtime.FuncForPC(rs.Pointer())
+	return f != nil && strings.HasPrefix(f.Name(), stdlibPkg+".")
+}
+
+// stdlibPkg is the import path of pgx's database/sql driver, whose own reset functions are
+// no-ops (a user's OptionResetSession function is defined in another package).
+const stdlibPkg = "github.com/jackc/pgx/v5/stdlib"

@@ -65,7 +65,7 @@ func (dialect) Probe(ctx context.Context, dc driver.Conn, timeout time.Duration)
 
 func (dialect) NewSession(ctx context.Context, dc driver.Conn) (pool.SessionTracker, error) {
 	_, isPq := pqStatusField(reflect.TypeOf(dc))
-	return &tracker{txStatus: txStatusFunc(dc), sock: socketOf(dc), closed: closedFunc(dc), cacheFirst: isPq}, nil
+	return &tracker{txStatus: txStatusFunc(dc), sock: socketOf(dc), closed: closedFunc(dc), cacheFirst: isPq, skipReset: isPq || defaultReset(dc)}, nil
 }
 
 // Cancel asks the server to cancel the statement running on dc (PostgreSQL's cancel request,

@@ -48,14 +48,18 @@ type tracker struct {
 	// cacheFirst is set for lib/pq's connections, which parse every parameterized statement
 	// anew (CacheFirst).
 	cacheFirst bool
-	plan       []string
-	buf        strings.Builder
+	// skipReset is set for lib/pq's connections and pgx's with stdlib's default reset
+	// (SkipDriverReset).
+	skipReset bool
+	plan      []string
+	buf       strings.Builder
 }
 
 var (
-	_ pool.SessionTracker      = (*tracker)(nil)
-	_ pool.LivenessChecker     = (*tracker)(nil)
-	_ pool.StatementCacheFirst = (*tracker)(nil)
+	_ pool.SessionTracker       = (*tracker)(nil)
+	_ pool.LivenessChecker      = (*tracker)(nil)
+	_ pool.StatementCacheFirst  = (*tracker)(nil)
+	_ pool.DriverResetRedundant = (*tracker)(nil)
 )
 
 // CacheFirst implements pool.StatementCacheFirst: lib/pq runs a parameterized statement as an

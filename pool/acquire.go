@@ -534,7 +534,6 @@ func (p *Pool) release(e *entry) {
 func (p *Pool) stow(e *entry, now int64) {
 	e.lastReturned = now
 	e.lastAlive = now
-	p.stampReturn(e)
 	if p.retireExcess(e) { // above MaxConns after SetMaxConns lowered it
 		return
 	}

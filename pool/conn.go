@@ -507,7 +507,6 @@ func (c *conn) IsValid() bool {
 	}
 	e.lastReturned = now
 	e.lastAlive = now
-	p.stampReturn(e)
 	if p.retireExcess(e) { // above MaxConns after SetMaxConns lowered it; Close then does nothing
 		return false
 	}

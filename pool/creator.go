@@ -180,6 +180,7 @@ func (p *Pool) dial() (*entry, error) {
 		_ = dc.Close()
 		return nil, fmt.Errorf("recording the session baseline: %w", err)
 	}
+	e.adoptTracker()
 	now := p.nanotime()
 	e.createdAt = now
 	e.expiresAt, e.keepaliveGap = p.lifetime(now)

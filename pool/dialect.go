@@ -148,14 +148,30 @@ type LivenessChecker interface {
 	Alive() bool
 }
 
-// livenessPeekWindow is how recently a connection must have been returned for the pool to hand
-// it out again without asking its LivenessChecker: a borrower was using it successfully that
-// recently, and a dead server's farewell (PostgreSQL's FATAL before it closes a terminated
-// backend) that arrived within that time is as likely to arrive just after the check. Asking
-// costs a system call (~0.4 µs), as much as the rest of a borrow and return together, and a
-// borrower that takes connections back to back would pay it on every cycle. pgx's stdlib checks
-// a connection idle for more than a second; database/sql never does.
+// livenessPeekWindow is how recently a connection must have been handed out before (its
+// previous borrow began, and so its return came later still) for the pool to hand it out again
+// without asking its LivenessChecker: a borrower was using it successfully that recently, and a
+// dead server's farewell (PostgreSQL's FATAL before it closes a terminated backend) that
+// arrived within that time is as likely to arrive just after the check. Asking costs a system
+// call (~0.4 µs), as much as the rest of a borrow and return together, and a borrower that
+// takes connections back to back would pay it on every cycle. The window is measured from the
+// previous hand-out rather than the return so that a cycle reads the exact clock once, not
+// twice. pgx's stdlib checks a connection idle for more than a second; database/sql never does.
 const livenessPeekWindow = time.Millisecond
+
+// DriverResetRedundant is implemented by a SessionTracker whose driver's ResetSession repeats
+// only what the pool does itself at every hand-out: a test that the connection is closed (the
+// tracker's LivenessChecker), a ping after some idle time (the pool's probe after
+// AliveBypassWindow), a refusal of a connection left in a transaction (the release plan's
+// ROLLBACK). While SkipDriverReset reports true, asked once per connection after NewSession, the
+// pool does not call the driver's ResetSession. pgx's stdlib reads the wall clock there on every
+// checkout; it is most of the cost of a borrow that sends nothing. A tracker that implements
+// driver.Validator as well is asked at every return, as the driver's own IsValid would be, when
+// the driver connection implements none (pgx's stdlib), so that a connection the driver closed
+// while it was in use is not parked for the next borrower.
+type DriverResetRedundant interface {
+	SkipDriverReset() bool
+}
 
 // StatementCacheFirst is implemented by a SessionTracker whose driver parses every
 // parameterized statement given to ExecContext or QueryContext anew, in a round trip of its own
@@ -172,21 +188,27 @@ type StatementCacheFirst interface {
 // sessionAlive is false when e's tracker knows, without traffic, that the connection is dead.
 // A connection returned less than livenessPeekWindow ago is not asked.
 func (p *Pool) sessionAlive(e *entry) bool {
-	l, ok := e.sess.t.(LivenessChecker)
-	if !ok {
+	if e.live == nil {
 		return true
 	}
-	if e.returnedExact != 0 && p.nanotime()-e.returnedExact < int64(livenessPeekWindow) {
+	now := max(p.nanotime(), 1)
+	prev := e.handedOutExact
+	e.handedOutExact = now
+	if prev != 0 && now-prev < int64(livenessPeekWindow) {
 		return true
 	}
-	return l.Alive()
+	return e.live.Alive()
 }
 
-// stampReturn records the exact time of a return for sessionAlive, for a connection whose
-// tracker can tell liveness (reading the exact clock costs ~25 ns; others skip it).
-func (p *Pool) stampReturn(e *entry) {
-	if _, ok := e.sess.t.(LivenessChecker); ok {
-		e.returnedExact = max(p.nanotime(), 1) // 0 means never returned
+// adoptTracker records what e's tracker can do, once, after the session was initialised: its
+// LivenessChecker, and whether the driver's ResetSession is left out (DriverResetRedundant).
+func (e *entry) adoptTracker() {
+	e.live, _ = e.sess.t.(LivenessChecker)
+	if r, ok := e.sess.t.(DriverResetRedundant); ok && r.SkipDriverReset() {
+		e.resetter = nil
+		if v, ok := e.sess.t.(driver.Validator); ok && e.validator == nil {
+			e.validator = v
+		}
 	}
 }
 

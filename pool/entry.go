@@ -22,7 +22,8 @@ var stateNames = [...]string{"idle", "inUse", "lent", "reserved", "removed"}
 type entry struct {
 	conn      driver.Conn
 	validator driver.Validator       // conn's, or nil; asserted once, not on every release
-	resetter  driver.SessionResetter // conn's, or nil; asserted once, not on every hand-out
+	resetter  driver.SessionResetter // conn's, or nil (none, or DriverResetRedundant); asserted once, not on every hand-out
+	live      LivenessChecker        // the session tracker's, or nil; asserted once
 	id        uint64
 	host      *hostState // the host the connection reached (HostConnector), or nil
 	// sessionID is the server's id of the session (CONNECTION_ID()), recorded at dial with
@@ -50,9 +51,9 @@ type entry struct {
 	// store mutex hands it on, and others read them under that mutex (the housekeeper) or after
 	// taking the entry from the store.
 	lastAlive int64
-	// returnedExact is the exact time (Pool.nanotime) of the last return, kept only for a
-	// connection whose tracker is a LivenessChecker (sessionAlive); 0: not returned yet.
-	returnedExact int64
+	// handedOutExact is the exact time (Pool.nanotime) of the last hand-out that asked
+	// sessionAlive, kept only for a connection whose tracker is a LivenessChecker; 0: none yet.
+	handedOutExact int64
 	// borrowedAt is stamped at every acquire (coarse clock); read by the owner and by leak
 	// reports. usageStart is the exact time of the acquire, kept only when Events is set.
 	borrowedAt int64

@@ -92,3 +92,57 @@ func TestLivenessPeekWindow(t *testing.T) {
 		})
 	}
 }
+
+// skipDialect is MySQL's dialect whose trackers report that the driver's ResetSession is
+// redundant (DriverResetRedundant) when skip is set.
+type skipDialect struct {
+	Dialect
+	skip bool
+}
+
+type skipTracker struct {
+	SessionTracker
+	skip bool
+}
+
+func (t skipTracker) SkipDriverReset() bool { return t.skip }
+
+func (d skipDialect) NewSession(ctx context.Context, dc driver.Conn) (SessionTracker, error) {
+	t, err := d.Dialect.NewSession(ctx, dc)
+	if err != nil {
+		return nil, err
+	}
+	return skipTracker{SessionTracker: t, skip: d.skip}, nil
+}
+
+// TestDriverResetRedundant: a checkout from a DB's idle list calls the driver's ResetSession
+// unless the tracker says it is redundant. A connection the driver reports bad there (the fake
+// driver's Break) is replaced when the reset runs and handed out again when it is skipped.
+func TestDriverResetRedundant(t *testing.T) {
+	for _, skip := range []bool{false, true} {
+		p, fc := newPool(t, Config{MaxConns: 1, Dialect: skipDialect{Dialect: MySQL, skip: skip}})
+		ctx := context.Background()
+		db := p.OpenDB()
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Close(); err != nil { // parked in db's idle list
+			t.Fatal(err)
+		}
+		fc.Conns()[0].Break()
+		c, err = db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.Close()
+		want := int64(2) // the reset refused the broken connection: a new one was dialled
+		if skip {
+			want = 1
+		}
+		if n := fc.Opens.Load(); n != want {
+			t.Errorf("skip=%v: %d connections dialled; want %d", skip, n, want)
+		}
+		db.Close()
+	}
+}
