@@ -28,7 +28,7 @@
 // DISCARD SEQUENCES, DEALLOCATE name), which keeps the driver's protocol-level prepared
 // statements. A state it cannot follow (sql.Conn.Raw, DO, CALL) gets all of those at once:
 // everything DISCARD ALL resets except DEALLOCATE ALL, which would break pgx's statement
-// cache. LOAD closes the connection. A clean session sends nothing.
+// cache. LOAD, DEALLOCATE ALL and DISCARD ALL close the connection at release. A clean session sends nothing.
 package pgdialect
 
 import (

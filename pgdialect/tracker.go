@@ -331,14 +331,10 @@ func (t *tracker) statement(ts []token) {
 	case "discard":
 		switch word(ts, 1) {
 		case "all":
-			// Everything but the transaction (DISCARD ALL fails inside one) is back at the
-			// start; the driver's own prepared statements are gone too, which is the
-			// borrower's doing.
-			if !t.inTx() {
-				tx, prev := t.st&sTx, t.prev
-				t.Done()
-				t.st, t.prev = tx, prev
-			}
+			// The driver's own prepared statements (pgx's statement cache, the pool's cache)
+			// are gone with the rest, and the driver still names them: the next borrower's
+			// statement would fail with 26000, so the connection is closed at release.
+			t.dropsDriverStatements("DISCARD ALL")
 			return
 		case "temp", "temporary":
 			t.clear(sTemp)
@@ -590,6 +586,15 @@ func (t *tracker) prepare(ts []token) {
 	t.st |= sPrepared
 }
 
+// dropsDriverStatements follows a statement that deallocates every prepared statement of the
+// session, the driver's protocol-level ones included (pgx's stdlib caches them by name, the
+// pool's statement cache holds them): nothing but a new connection makes the driver's view
+// right again, so the connection is closed at release.
+func (t *tracker) dropsDriverStatements(what string) {
+	t.st |= sDiscard
+	t.reason = what + " dropped the driver's prepared statements"
+}
+
 // deallocate follows DEALLOCATE [PREPARE] {name | ALL}.
 func (t *tracker) deallocate(ts []token) {
 	i := 1
@@ -599,13 +604,12 @@ func (t *tracker) deallocate(ts []token) {
 	if i >= len(ts) {
 		return
 	}
+	if ts[i].kind == tWord && ts[i].text == "all" {
+		t.dropsDriverStatements("DEALLOCATE ALL")
+		return
+	}
 	if t.inTx() {
 		return // a DEALLOCATE that fails aborts the transaction; keep the name until it ends
-	}
-	if ts[i].kind == tWord && ts[i].text == "all" {
-		t.prepared = t.prepared[:0]
-		t.st &^= sPrepared
-		return
 	}
 	n := ts[i].text
 	for k, p := range t.prepared {

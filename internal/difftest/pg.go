@@ -169,6 +169,13 @@ var pgGens = []struct {
 	{2, func(r *rand.Rand) []Step {
 		return ex(pick(r, "PREPARE q1 AS SELECT 1", "PREPARE q2 (int) AS SELECT $1", "DEALLOCATE q1", "EXECUTE q1"))
 	}},
+	// DEALLOCATE ALL and DISCARD ALL also drop the driver's own prepared statements (pgx's
+	// statement cache still names them): within the borrow a statement that an earlier borrower
+	// left in that cache then fails with 26000 where a new connection would prepare it
+	// (docs/postgresql.md), so the borrow ends here and the next borrower must not see it.
+	{1, func(r *rand.Rand) []Step {
+		return []Step{{Op: OpExec, SQL: pick(r, "DEALLOCATE ALL", "DISCARD ALL")}, {Op: OpBorrow}}
+	}},
 	{2, func(r *rand.Rand) []Step {
 		return []Step{{Op: OpExec, SQL: "BEGIN"}, {Op: OpExec, SQL: "DECLARE c1 CURSOR WITH HOLD FOR SELECT id FROM t"}, {Op: OpExec, SQL: pick(r, "COMMIT", "ROLLBACK")}}
 	}},
@@ -490,6 +497,18 @@ func (r *PGRunner) Run(p Program) (*Divergence, error) {
 			// connections do too, not session state. Both sides go on without the statement.
 			_ = sides[1].stmts[st.Slot].Close()
 			sides[1].stmts[st.Slot] = nil
+			continue
+		}
+		if st.Op == OpBeginTx && a == "error 25001" && b == "ok" {
+			// The same reuse one step later: BeginTx inside a transaction block that the
+			// borrower opened with a BEGIN of its own sets the isolation level, which
+			// PostgreSQL refuses (25001) once a statement ran in the block; a Prepare that
+			// pgx's stdlib answered from its cache sent none. The sides' transactions now
+			// differ, so the borrow ends on both.
+			_ = sides[1].txn.finish(false)
+			if d, err := borrow(i); d != nil || err != nil {
+				return d, err
+			}
 			continue
 		}
 		if a != b {
