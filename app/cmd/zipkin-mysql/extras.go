@@ -39,6 +39,7 @@ func startRetention(cfg *config, st *openedStorage, log *slog.Logger, reg promet
 	for _, c := range []prometheus.Collector{
 		counter("zipkin_retention_spans_deleted_total", "Spans deleted by -retention.", func(s mysqlstore.RetentionStats) int64 { return s.SpansDeleted }),
 		counter("zipkin_retention_annotations_deleted_total", "Annotation rows deleted by -retention.", func(s mysqlstore.RetentionStats) int64 { return s.AnnotationsDeleted }),
+		counter("zipkin_retention_tag_rows_deleted_total", "zipkin_tags rows deleted by -retention with the spans they index.", func(s mysqlstore.RetentionStats) int64 { return s.TagRowsDeleted }),
 		counter("zipkin_retention_batches_total", "Retention transactions committed.", func(s mysqlstore.RetentionStats) int64 { return s.Batches }),
 		counter("zipkin_retention_retries_total", "Retention transactions run again after a deadlock, lock wait timeout or lost connection.", func(s mysqlstore.RetentionStats) int64 { return s.Retries }),
 		counter("zipkin_retention_errors_total", "Retention batches that failed after their retries.", func(s mysqlstore.RetentionStats) int64 { return s.Errors }),
