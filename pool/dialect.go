@@ -186,7 +186,7 @@ type StatementCacheFirst interface {
 }
 
 // sessionAlive is false when e's tracker knows, without traffic, that the connection is dead.
-// A connection returned less than livenessPeekWindow ago is not asked.
+// A connection handed out less than livenessPeekWindow before is not asked.
 func (p *Pool) sessionAlive(e *entry) bool {
 	if e.live == nil {
 		return true
