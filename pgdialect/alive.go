@@ -119,10 +119,7 @@ func defaultReset(dc driver.Conn) bool {
 	}
 	v := reflect.ValueOf(c).Elem()
 	rs, sp := v.FieldByName("resetSessionFunc"), v.FieldByName("shouldPing")
-	if !rs.IsValid() || !sp.IsValid() || rs.Kind() != reflect.Func || sp.Kind() != reflect.Func || !sp.IsNil() {
-		return false
-	}
-	if rs.IsNil() {
+	if !rs.IsValid() || !sp.IsValid() || rs.Kind() != reflect.Func || sp.Kind() != reflect.Func || rs.IsNil() || !sp.IsNil() {
 		return false
 	}
 	f := runtime.FuncForPC(rs.Pointer())

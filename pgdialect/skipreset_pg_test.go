@@ -26,15 +26,7 @@ func TestSkipDriverReset(t *testing.T) {
 	}
 	tracked := func(t *testing.T, c driver.Connector) pool.DriverResetRedundant {
 		t.Helper()
-		dc, err := c.Connect(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer dc.Close()
-		st, err := pgdialect.Dialect.NewSession(ctx, dc)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, st := newTracker(t, c)
 		r, ok := st.(pool.DriverResetRedundant)
 		if !ok {
 			t.Fatal("the tracker is not a pool.DriverResetRedundant")
@@ -102,17 +94,7 @@ func TestSkipDriverReset(t *testing.T) {
 // TestTrackerIsValidAfterPgxClose: for a pgx connection whose ResetSession the pool skips, the
 // tracker answers the pool's IsValid at return: false once pgx closed the connection.
 func TestTrackerIsValidAfterPgxClose(t *testing.T) {
-	s := pgtest.Shared(t)
-	ctx := context.Background()
-	dc, err := s.PgxConnector(t).Connect(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dc.Close()
-	st, err := pgdialect.Dialect.NewSession(ctx, dc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dc, st := newTracker(t, pgtest.Shared(t).PgxConnector(t))
 	v, ok := st.(driver.Validator)
 	if !ok {
 		t.Fatal("the tracker is not a driver.Validator")
@@ -120,10 +102,27 @@ func TestTrackerIsValidAfterPgxClose(t *testing.T) {
 	if !v.IsValid() {
 		t.Fatal("IsValid false on an open connection")
 	}
-	if err := dc.(*stdlib.Conn).Conn().Close(ctx); err != nil {
+	if err := dc.(*stdlib.Conn).Conn().Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if v.IsValid() {
 		t.Error("IsValid true after pgx closed the connection")
 	}
+}
+
+// newTracker dials a connection through c and returns it with PostgreSQL's tracker for it; the
+// connection is closed when the test ends.
+func newTracker(t *testing.T, c driver.Connector) (driver.Conn, pool.SessionTracker) {
+	t.Helper()
+	ctx := context.Background()
+	dc, err := c.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dc.Close() })
+	st, err := pgdialect.Dialect.NewSession(ctx, dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dc, st
 }

@@ -34,9 +34,9 @@ func (d liveDialect) NewSession(ctx context.Context, dc driver.Conn) (SessionTra
 	return liveTracker{SessionTracker: t, d: d}, nil
 }
 
-// TestLivenessPeekWindow: a connection returned less than livenessPeekWindow ago is handed out
-// again without asking its LivenessChecker (no system call on back-to-back borrows); one returned
-// longer ago is asked, and a dead one is closed instead of handed out — through Connect and
+// TestLivenessPeekWindow: a connection handed out less than livenessPeekWindow before is handed out
+// again without asking its LivenessChecker (no system call on back-to-back borrows); one handed out
+// longer before is asked, and a dead one is closed instead of handed out — through Connect and
 // through a DB from OpenDB (conn.ResetSession).
 func TestLivenessPeekWindow(t *testing.T) {
 	for _, via := range []string{"Connect", "OpenDB"} {
