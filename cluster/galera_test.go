@@ -35,11 +35,14 @@ func TestGalera(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer setup.Close()
+	// No AUTO_INCREMENT key: when a node leaves, Galera gives new sessions
+	// another auto_increment_increment/offset while sessions opened before
+	// keep theirs, so two nodes can hand out the same id and the second
+	// insert fails with a duplicate key (1062), not with a retryable
+	// certification conflict — a server-side effect the pool cannot help.
 	if _, err := setup.ExecContext(ctx, `CREATE TABLE txlog (
-		id BIGINT AUTO_INCREMENT PRIMARY KEY,
-		txid VARCHAR(64) NOT NULL,
-		node VARCHAR(64) NOT NULL,
-		UNIQUE KEY (txid))`); err != nil {
+		txid VARCHAR(64) NOT NULL PRIMARY KEY,
+		node VARCHAR(64) NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
 	setup.Close()
@@ -508,8 +511,10 @@ func galeraKillTwo(ctx context.Context, t *testing.T, g *mysqltest.Galera) {
 	eventually(t, "writes with three nodes", func() bool { return w.successes(true) >= 400 })
 	ops := w.finish()
 
-	if n := b.log.count("sqlpool: all hosts down"); n != 1 {
-		t.Errorf("%d all-hosts-down log lines, want exactly 1", n)
+	// One log line per episode of all hosts down, never repeated while down. Node 2 rejoins
+	// through node 3, the only node left, whose donor turn can be a second short episode.
+	if n, back := b.log.count("sqlpool: all hosts down"), b.log.count("sqlpool: hosts available again"); n < 1 || n != back {
+		t.Errorf("%d all-hosts-down log lines for %d returns, want exactly one per episode", n, back)
 	}
 	// Fast errors: every operation that started while all hosts were down (after the connector
 	// said so, before quorum came back) ended within a second.

@@ -44,6 +44,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/lib/pq"
 
+	"github.com/sqlpool/sqlpool/internal/sqlstate"
 	"github.com/sqlpool/sqlpool/pool"
 	"github.com/sqlpool/sqlpool/validate"
 )
@@ -101,8 +102,7 @@ var pqField struct {
 
 // pqStatusField finds lib/pq's unexported conn.txnStatus (the ReadyForQuery status byte).
 func pqStatusField(t reflect.Type) (int, bool) {
-	if t == nil || t.Kind() != reflect.Pointer || t.Elem().Kind() != reflect.Struct ||
-		t.Elem().PkgPath() != "github.com/lib/pq" || t.Elem().Name() != "conn" {
+	if !isPqType(t) {
 		return 0, false
 	}
 	pqField.once.Do(func() {
@@ -114,24 +114,33 @@ func pqStatusField(t reflect.Type) (int, bool) {
 	return pqField.idx, pqField.ok && pqField.typ == t
 }
 
-// code is one SQLSTATE's meaning.
-type code struct {
-	fatal, gone, transient bool
-	reason                 string
+// CommitOutcomeUnknown implements pool.CommitOutcome for the two drivers' Commit errors that do
+// not tell whether COMMIT reached the server:
+//
+//   - lib/pq returns driver.ErrBadConn when the connection was already bad (nothing sent) and
+//     also when a FATAL answer or EOF came after COMMIT was sent;
+//   - pgx's stdlib commits with the context the transaction began with: when that context ends
+//     while COMMIT is in flight, Commit returns the context's error, which alone reads as
+//     "database/sql did not send COMMIT". A context that had ended before pgx wrote anything
+//     gives an error pgx marks SafeToRetry, and stays as it is.
+func (dialect) CommitOutcomeUnknown(dc driver.Conn, err error) bool {
+	if isPqConn(dc) {
+		return errors.Is(err, driver.ErrBadConn)
+	}
+	if _, ok := dc.(*stdlib.Conn); ok {
+		return (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) && !pgconn.SafeToRetry(err)
+	}
+	return false
 }
 
-var codes = map[string]code{
-	"57P01": {fatal: true, gone: true, reason: "admin shutdown or terminated (57P01)"},
-	"57P02": {fatal: true, gone: true, reason: "crash shutdown (57P02)"},
-	"57P03": {fatal: true, gone: true, reason: "cannot connect now (57P03)"},
-	"57P04": {fatal: true, reason: "database dropped (57P04)"},
-	"57P05": {fatal: true, reason: "idle session timeout (57P05)"},
-	"25P03": {fatal: true, reason: "idle-in-transaction session timeout (25P03)"},
-	"25P04": {fatal: true, reason: "transaction timeout (25P04)"},
-	"53300": {fatal: true, reason: "too many connections (53300)"},
-	"40001": {transient: true},
-	"40P01": {transient: true},
-	"55P03": {transient: true},
+// isPqConn reports whether dc is lib/pq's connection (its type is unexported: matched by package
+// path and name).
+func isPqConn(dc driver.Conn) bool { return isPqType(reflect.TypeOf(dc)) }
+
+// isPqType reports whether t is *pq.conn.
+func isPqType(t reflect.Type) bool {
+	return t != nil && t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct &&
+		t.Elem().PkgPath() == "github.com/lib/pq" && t.Elem().Name() == "conn"
 }
 
 // Classify implements pool.Dialect.
@@ -151,33 +160,18 @@ func classify(err error, readOnlyTx bool) pool.ErrorClass {
 	if err == nil {
 		return pool.ErrorClass{}
 	}
-	var state, severity, msg string
-	var pge *pgconn.PgError
-	var pqe *pq.Error
-	switch {
-	case errors.As(err, &pge):
-		state, severity, msg = pge.Code, pge.Severity, pge.Message
-	case errors.As(err, &pqe):
-		state, severity, msg = string(pqe.Code), pqe.Severity, pqe.Message
-	}
+	state, severity, msg := serverError(err)
 	if state == "26000" || state == "0A000" && strings.HasPrefix(msg, "cached plan must not change result type") {
 		return pool.ErrorClass{StaleStatement: true}
 	}
 	if state != "" {
-		if c, ok := codes[state]; ok {
-			if c.fatal {
-				return pool.ErrorClass{Fatal: true, ServerGone: c.gone, Reason: c.reason}
+		if m, ok := sqlstate.Lookup(state, readOnlyTx); ok {
+			if m.Fatal {
+				return pool.ErrorClass{Fatal: true, ServerGone: m.Gone, Reason: m.Reason}
 			}
-			return pool.ErrorClass{Transient: c.transient}
+			return pool.ErrorClass{Transient: m.Retry}
 		}
-		switch {
-		case state == "25006" && !readOnlyTx:
-			return pool.ErrorClass{Fatal: true, ServerGone: true, Reason: "read-only transaction the borrower did not open (25006): a standby or demoted primary"}
-		case state == "08007":
-			return pool.ErrorClass{Fatal: true, Reason: "transaction resolution unknown (08007)"}
-		case len(state) == 5 && state[:2] == "08":
-			return pool.ErrorClass{Fatal: true, Reason: "connection exception (SQLSTATE class 08)"}
-		case severity == "FATAL" || severity == "PANIC":
+		if severity == "FATAL" || severity == "PANIC" {
 			return pool.ErrorClass{Fatal: true, Reason: "FATAL error from server (" + state + ")"}
 		}
 		return pool.ErrorClass{}
@@ -197,10 +191,25 @@ func classify(err error, readOnlyTx bool) pool.ErrorClass {
 	return pool.ErrorClass{Fatal: v.Fatal, ServerGone: v.ServerGone, Reason: v.Reason}
 }
 
+// serverError returns the SQLSTATE, severity and message of the first server error of either
+// driver in err's chain; all empty when there is none.
+func serverError(err error) (state, severity, msg string) {
+	var pge *pgconn.PgError
+	var pqe *pq.Error
+	switch {
+	case errors.As(err, &pge):
+		return pge.Code, pge.Severity, pge.Message
+	case errors.As(err, &pqe):
+		return string(pqe.Code), pqe.Severity, pqe.Message
+	}
+	return "", "", ""
+}
+
 // AmbiguousCommit reports whether err, returned by COMMIT, leaves the transaction's outcome
 // unknown: the connection failed (or 08007) after COMMIT may have reached the server, so the
-// transaction must not be retried blindly. A transient error (40001, 40P01, 55P03) or any
-// other answer from the server proves it was not committed.
+// transaction must not be retried blindly. A transient error (40001, 40P01, 55P03), a refusal
+// before anything ran (57P03, 53300, 25006) or any other answer from the server proves it was
+// not committed.
 func AmbiguousCommit(err error) bool {
 	if err == nil {
 		return false
@@ -209,10 +218,9 @@ func AmbiguousCommit(err error) bool {
 	if !c.Fatal {
 		return false
 	}
-	var pge *pgconn.PgError
-	var pqe *pq.Error
-	if errors.As(err, &pge) && pge.Code == "57P03" || errors.As(err, &pqe) && pqe.Code == "57P03" {
-		return false // refused at connect: never sent
+	state, _, _ := serverError(err)
+	if m, ok := sqlstate.Lookup(state, false); ok && m.Refused {
+		return false // refused before anything ran
 	}
 	return true
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -177,13 +178,13 @@ func cpuTime() int64 {
 	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
-var spinSink int
+var spinSink atomic.Int64 // spin's result, so that its loop is not optimised away
 
-// spin burns roughly n nanoseconds of CPU without yielding.
+// spin burns roughly n nanoseconds of CPU without yielding; goroutines call it at once.
 func spin(n int) {
 	x := 0
 	for i := 0; i < n/2; i++ {
 		x += i ^ (x >> 3)
 	}
-	spinSink = x
+	spinSink.Store(int64(x))
 }

@@ -564,6 +564,13 @@ func (t *tx) Commit() error {
 	} else {
 		err = t.t.Commit()
 	}
+	if err != nil {
+		if co, ok := t.c.p.dialect.(CommitOutcome); ok {
+			if _, known := err.(*CommitUnknownError); !known && co.CommitOutcomeUnknown(t.c.e.conn, err) {
+				err = &CommitUnknownError{Err: err, Reason: "the driver's error does not tell whether COMMIT reached the server"}
+			}
+		}
+	}
 	t.c.e.sess.commit(err)
 	return t.c.observe(err)
 }

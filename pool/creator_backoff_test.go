@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/sqlpool/sqlpool/internal/fakedb"
 )
 
 // While acquires wait, the creator's backoff after failed dials ends after
@@ -13,8 +15,9 @@ import (
 // acquire gets a connection within a second, although the backoff had
 // grown to its 5 s cap (without the cap: up to 5 s later).
 func TestCreatorBackoffWhileAcquiresWait(t *testing.T) {
-	p, fc := newPool(t, Config{MaxConns: 2, InitializationFailTimeout: -1, AcquireTimeout: 20 * time.Second})
-	fc.SetDialError(errors.New("connection refused"))
+	fc := fakedb.New()
+	fc.SetDialError(errors.New("connection refused")) // before New: its creator dials at once
+	p, _ := newPoolOver(t, fc, Config{MaxConns: 2, InitializationFailTimeout: -1, AcquireTimeout: 20 * time.Second})
 	const down = 3 * time.Second
 	backCh := make(chan time.Time, 1)
 	var dialsDown int64

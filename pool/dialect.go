@@ -51,15 +51,31 @@ type ContextCommitter interface {
 	CommitContext(ctx context.Context, dc driver.Conn, t driver.Tx) error
 }
 
-// CommitUnknownError is the error of a COMMIT whose context ended after the COMMIT was sent
-// and before the server answered (ContextCommitter): the transaction may or may not have been
-// committed. It unwraps to the driver's error, which matches the context's error. Package
-// retry classifies it as an ambiguous commit.
+// CommitOutcome is implemented by a Dialect whose driver can fail a COMMIT with an error that
+// does not tell whether the COMMIT reached the server: lib/pq returns driver.ErrBadConn both when
+// it sent nothing and when the connection was lost after COMMIT was sent (a FATAL answer, EOF),
+// and database/sql and package retry read driver.ErrBadConn as "nothing was sent". The pool
+// wraps an error of Commit for which CommitOutcomeUnknown reports true in a CommitUnknownError.
+// dc is the driver connection the transaction ran on.
+type CommitOutcome interface {
+	CommitOutcomeUnknown(dc driver.Conn, err error) bool
+}
+
+// CommitUnknownError is the error of a COMMIT whose outcome is unknown: the transaction may or
+// may not have been committed. The pool returns it when a COMMIT's context ended after the
+// COMMIT was sent and before the server answered (ContextCommitter; Reason is empty), and when
+// the dialect says the driver's error does not tell (CommitOutcome; Reason says so). It unwraps
+// to the driver's error. Package retry classifies it as an ambiguous commit.
 type CommitUnknownError struct {
 	Err error
+	// Reason says why the outcome is unknown; empty for a COMMIT whose context ended.
+	Reason string
 }
 
 func (e *CommitUnknownError) Error() string {
+	if e.Reason != "" {
+		return "sqlpool: the outcome of COMMIT is unknown (" + e.Reason + "); the transaction may or may not have been committed: " + e.Err.Error()
+	}
 	return "sqlpool: COMMIT was sent but its context ended before the server answered; the transaction may or may not have been committed: " + e.Err.Error()
 }
 

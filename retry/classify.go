@@ -5,10 +5,13 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"reflect"
 	"strconv"
+	"strings"
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/sqlpool/sqlpool/internal/sqlstate"
 	"github.com/sqlpool/sqlpool/validate"
 )
 
@@ -56,12 +59,14 @@ const (
 )
 
 // Classify returns the Class of err, as the package documentation lists:
-// Transient for a deadlock (1213), a lock wait timeout (1205), too many
-// connections (1040, 1203), a read-only server after a failover (1290 with
-// --read-only, 1836, 1792), a Galera node not ready (1047), driver.ErrBadConn
-// and a connection lost outside COMMIT; Ambiguous for 1180 and for anything
-// that matches ErrAmbiguousCommit; Permanent for nil, the caller's context
-// ending, and everything else.
+// Transient for a deadlock (1213; PostgreSQL 40P01), a serialization failure
+// (PostgreSQL 40001), a lock wait timeout (1205; 55P03), too many
+// connections (1040, 1203; 53300), a read-only server after a failover (1290
+// with --read-only, 1836, 1792; 25006), a Galera node not ready (1047),
+// driver.ErrBadConn and a connection lost outside COMMIT; Ambiguous for 1180,
+// 08007, an error whose AmbiguousCommit method reports true
+// (pool.CommitUnknownError) and anything that matches ErrAmbiguousCommit;
+// Permanent for nil, the caller's context ending, and everything else.
 //
 // Classify knows nothing of where err came from. It assumes the unit of work
 // is one that Do or Tx runs: work declared idempotent, or a transaction whose
@@ -78,7 +83,7 @@ func classify(err error, readOnlyTx bool) Class {
 	if err == nil {
 		return Permanent
 	}
-	if errors.Is(err, ErrAmbiguousCommit) {
+	if errors.Is(err, ErrAmbiguousCommit) || ambiguousCommit(err) {
 		return Ambiguous
 	}
 	me, isMySQL := errors.AsType[*mysql.MySQLError](err)
@@ -87,6 +92,18 @@ func classify(err error, readOnlyTx bool) Class {
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return Permanent
+	}
+	if m, ok := pgMeaning(err, readOnlyTx); ok {
+		switch {
+		case m.Unknown:
+			return Ambiguous
+		case m.Retry:
+			return Transient
+		}
+		return Permanent
+	}
+	if safeToRetry(err) {
+		return Transient
 	}
 	if isMySQL && me != nil {
 		switch me.Number {
@@ -140,12 +157,9 @@ func classifyCommit(ctx context.Context, err error, readOnlyTx bool) (error, Cla
 		}
 		return err, Permanent
 	}
-	if a, ok := errors.AsType[interface {
-		error
-		AmbiguousCommit() bool
-	}](err); ok && a.AmbiguousCommit() {
-		// COMMIT was sent and its context ended before the answer (the pool's
-		// pool.CommitUnknownError).
+	if ambiguousCommit(err) {
+		// COMMIT was sent and its context ended before the answer, or the driver's
+		// error does not tell (the pool's pool.CommitUnknownError).
 		return err, Ambiguous
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -160,6 +174,29 @@ func classifyCommit(ctx context.Context, err error, readOnlyTx bool) (error, Cla
 		// Nothing was sent (or, with rejectReadOnly, a read-only server
 		// refused the COMMIT).
 		return err, classifyAttempt(err, readOnlyTx)
+	}
+	if st, ok := errors.AsType[sqlStater](err); ok && !isNil(st) {
+		// A PostgreSQL server's answer to COMMIT.
+		state := st.SQLState()
+		m, known := sqlstate.Lookup(state, readOnlyTx)
+		switch {
+		case known && (m.Unknown || m.Fatal && !m.Refused):
+			// The connection ended (terminated, shut down, class 08, a session
+			// timeout) while COMMIT was in flight, or the server says it does not
+			// know (08007).
+			return err, Ambiguous
+		case known && m.Retry:
+			// 40001 from a serializable transaction's commit-time check, 40P01,
+			// or a refusal: rolled back, not committed.
+			return err, classifyAttempt(err, readOnlyTx)
+		case !known && len(state) == 5 && strings.Contains(" 53 57 58 XX ", " "+state[:2]+" "):
+			// Insufficient resources, operator intervention, a system or internal
+			// error: possibly a FATAL or PANIC after the commit record was written.
+			return err, Ambiguous
+		}
+		// Any other answer (23505 from a deferred constraint, 40002, ...): an ERROR
+		// to COMMIT, and the server rolled the transaction back.
+		return err, Permanent
 	}
 	if me, ok := errors.AsType[*mysql.MySQLError](err); ok && me != nil {
 		switch me.Number {
@@ -181,6 +218,50 @@ func classifyCommit(ctx context.Context, err error, readOnlyTx bool) (error, Cla
 	// mysql.ErrInvalidConn, io.EOF, a network error, or an error this
 	// package does not know: the outcome is unknown.
 	return err, Ambiguous
+}
+
+// sqlStater is a PostgreSQL server error: pgx's *pgconn.PgError and lib/pq's *pq.Error both
+// have this method.
+type sqlStater interface {
+	error
+	SQLState() string
+}
+
+// pgMeaning returns what the first PostgreSQL server error in err's chain means, when its
+// code says anything about the connection or the transaction.
+func pgMeaning(err error, readOnlyTx bool) (sqlstate.Meaning, bool) {
+	st, ok := errors.AsType[sqlStater](err)
+	if !ok || isNil(st) {
+		return sqlstate.Meaning{}, false
+	}
+	return sqlstate.Lookup(st.SQLState(), readOnlyTx)
+}
+
+// safeToRetry reports whether err's chain holds an error that says nothing was sent, through
+// the SafeToRetry method pgx's connection errors have (pgconn.SafeToRetry).
+func safeToRetry(err error) bool {
+	s, ok := errors.AsType[interface {
+		error
+		SafeToRetry() bool
+	}](err)
+	return ok && !isNil(s) && s.SafeToRetry()
+}
+
+// ambiguousCommit reports whether err's chain holds an error whose AmbiguousCommit method
+// reports true (pool.CommitUnknownError).
+func ambiguousCommit(err error) bool {
+	a, ok := errors.AsType[interface {
+		error
+		AmbiguousCommit() bool
+	}](err)
+	return ok && !isNil(a) && a.AmbiguousCommit()
+}
+
+// isNil reports whether e holds a nil pointer (a typed nil in an error chain), whose methods
+// would dereference it.
+func isNil(e error) bool {
+	v := reflect.ValueOf(e)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // txDoneError is sql.ErrTxDone from a Commit after the caller's ctx ended.

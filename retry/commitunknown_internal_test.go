@@ -2,6 +2,7 @@ package retry
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"testing"
@@ -29,5 +30,44 @@ func TestClassifyCommitUnknownOutcome(t *testing.T) {
 	}
 	if _, c := classifyCommit(ctx, context.DeadlineExceeded, false); c != Permanent {
 		t.Errorf("bare context error from Commit: class %v, want Permanent", c)
+	}
+}
+
+// Classify, not only Tx's commit path, sees an unknown-outcome error as Ambiguous, although it
+// wraps driver.ErrBadConn (lib/pq through the pool), which alone is Transient.
+func TestClassifyUnknownOutcomeOutsideTx(t *testing.T) {
+	err := fmt.Errorf("commit: %w", &unknownCommit{err: driver.ErrBadConn})
+	if c := Classify(err); c != Ambiguous {
+		t.Errorf("Classify(unknown outcome wrapping ErrBadConn) = %v, want Ambiguous", c)
+	}
+	if c := Classify(driver.ErrBadConn); c != Transient {
+		t.Errorf("Classify(ErrBadConn) = %v, want Transient", c)
+	}
+}
+
+// nilState and nilUnknown have methods that dereference their receiver, as pgx's and the
+// pool's do, and an Error that does not.
+type nilState struct{ code string }
+
+func (e *nilState) Error() string    { return "an error with a SQLSTATE" }
+func (e *nilState) SQLState() string { return e.code }
+
+type nilUnknown struct{ unknown bool }
+
+func (e *nilUnknown) Error() string         { return "an unknown-outcome error" }
+func (e *nilUnknown) AmbiguousCommit() bool { return e.unknown }
+
+// A typed nil in the chain (a nil *PgError, a nil CommitUnknownError) does not panic and says
+// nothing.
+func TestClassifyTypedNil(t *testing.T) {
+	var st *nilState
+	var uc *nilUnknown
+	for _, err := range []error{fmt.Errorf("a: %w", st), fmt.Errorf("b: %w", uc), errors.Join(st, uc)} {
+		if c := Classify(err); c != Permanent {
+			t.Errorf("Classify(%v) = %v, want Permanent", err, c)
+		}
+		if _, c := classifyCommit(context.Background(), err, false); c != Ambiguous {
+			t.Errorf("classifyCommit(%v) = %v, want Ambiguous (an error it does not know)", err, c)
+		}
 	}
 }

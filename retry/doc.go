@@ -1,6 +1,6 @@
 // Package retry answers "is this worth another try, and when?" for work
-// done against MySQL or MariaDB through database/sql, and runs that work
-// again when it is.
+// done against MySQL, MariaDB or PostgreSQL through database/sql, and runs
+// that work again when it is.
 //
 // database/sql retries only driver.ErrBadConn, a fixed three times, and never
 // inside a transaction. This package adds what it leaves out: [Classify]
@@ -76,6 +76,42 @@
 // pool is classified by the last connection error it wraps: Transient after
 // 1040 or a refused dial, Permanent when every connection was simply busy,
 // and Permanent when the caller's ctx deadline ended it.
+//
+// # PostgreSQL
+//
+// A PostgreSQL server error is read through its SQLState method (pgx's
+// *pgconn.PgError and lib/pq's *pq.Error both have it; this package imports
+// neither driver). Outside COMMIT:
+//
+//   - Transient: 40001 serialization_failure and 40P01 deadlock_detected (the
+//     server rolled the transaction back), 55P03 lock_not_available (Tx rolls
+//     back), a connection that ended — 57P01 (terminated or admin shutdown),
+//     57P02, 57P05, 25P03 (idle-in-transaction timeout), SQLSTATE class 08 —
+//     or was refused — 57P03, 53300 —, and 25006 (a standby or a demoted
+//     primary) unless Tx opened a read-only transaction itself. Outside
+//     COMMIT an error whose SafeToRetry method reports true (pgx's connection
+//     errors) is Transient too: a lost connection rolls an open transaction
+//     back either way.
+//   - Ambiguous: 08007 transaction_resolution_unknown.
+//   - Permanent: every other code (23505, 42601, 57014 query_canceled, 57P04,
+//     25P04, ...).
+//
+// As an answer to COMMIT, 40001, 40P01, 55P03 and the refusals (57P03,
+// 53300, 25006) are Transient (not committed); a connection that ended
+// while COMMIT was in flight (57P01, 57P02, 57P04, 57P05, 25P03, 25P04,
+// class 08), 08007, and the classes a FATAL or PANIC may come with after the
+// commit record was written (53, 57, 58, XX) are Ambiguous; any other code is
+// Permanent (an ERROR answer to COMMIT: the server rolled the transaction
+// back, e.g. 23505 from a deferred constraint). Without a SQLSTATE a failed
+// COMMIT is Ambiguous, even when SafeToRetry reports true: pgx v5.12 reports
+// a connection lost after it wrote COMMIT as "conn closed" with SafeToRetry
+// true, and lib/pq returns driver.ErrBadConn whether or not COMMIT was sent.
+// Through package pool with package pgdialect, lib/pq's driver.ErrBadConn
+// from Commit, and pgx's context error from a COMMIT its context cut short,
+// reach Tx as a pool.CommitUnknownError, so that they are Ambiguous too.
+// Through plain database/sql, lib/pq's driver.ErrBadConn from Commit is read
+// as "nothing was sent", as go-sql-driver/mysql means it, and pgx's context
+// error as "COMMIT was not sent".
 //
 // An error that already went through [Do] or [Tx] (it wraps an [*Error]) is
 // not retried again by an enclosing Do or Tx: nested retry loops would

@@ -146,10 +146,17 @@ func galeraScript() (string, error) {
 	return "", errors.New("cannot find scripts/galera at the module root")
 }
 
-// galeraBasePort returns a base port whose whole range is free on 127.0.0.1 right now.
+// galeraBasePort returns a base port whose whole range is free on 127.0.0.1 right now and
+// lies outside the kernel's ephemeral range. A port inside that range can be taken at any
+// moment as the local end of an outgoing connection (another test's client, or a node's own
+// link to a peer); a joiner whose SST or IST port is taken that way aborts ("SST request
+// callback failed. This is unrecoverable, restart required.") on every restart while that
+// connection lives.
 func galeraBasePort() int {
+	lo, hi := ephemeralPorts()
+	from, to := galeraPortWindow(lo, hi)
 	for {
-		base := 20000 + rand.IntN(400)*100
+		base := from + rand.IntN((to-from)/100+1)*100
 		free := true
 		for i := 1; i < galeraPorts && free; i++ {
 			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(base+i))
@@ -163,6 +170,46 @@ func galeraBasePort() int {
 			return base
 		}
 	}
+}
+
+// ephemeralPorts returns the kernel's range of local ports for outgoing connections
+// (/proc/sys/net/ipv4/ip_local_port_range), or Linux's default 32768–60999 when it cannot
+// be read.
+func ephemeralPorts() (lo, hi int) {
+	lo, hi = 32768, 60999
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return lo, hi
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return lo, hi
+	}
+	l, err1 := strconv.Atoi(f[0])
+	h, err2 := strconv.Atoi(f[1])
+	if err1 != nil || err2 != nil || l > h {
+		return lo, hi
+	}
+	return l, h
+}
+
+// galeraPortWindow returns the lowest and highest base port, a multiple of 100, whose ports
+// base+1 to base+galeraPorts-1 all lie outside the ephemeral range [lo, hi]: from 20000 (or
+// 10000 when the range starts lower) up to just below lo when there are at least ten such
+// bases, else just above hi up to 65500. It returns 20000, 20000 when neither side has room
+// (a kernel configured to use nearly every port for outgoing connections).
+func galeraPortWindow(lo, hi int) (from, to int) {
+	below := (lo - galeraPorts) / 100 * 100 // highest base with base+galeraPorts-1 < lo
+	for _, start := range []int{20000, 10000} {
+		if below >= start+9*100 {
+			return start, below
+		}
+	}
+	above := (hi + 99) / 100 * 100 // lowest base with base+1 > hi
+	if top := (65535 - galeraPorts) / 100 * 100; above+9*100 <= top {
+		return above, top
+	}
+	return 20000, 20000
 }
 
 func (g *Galera) run(timeout time.Duration, args ...string) (string, error) {

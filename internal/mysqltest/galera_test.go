@@ -63,3 +63,31 @@ func TestGalera(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestGaleraPortWindow checks that every base StartGalera can pick keeps the cluster's ports
+// out of the ephemeral range, where an outgoing connection can hold a joiner's SST port.
+func TestGaleraPortWindow(t *testing.T) {
+	for _, c := range []struct {
+		lo, hi, from, to int
+		noRoom           bool
+	}{
+		{32768, 60999, 20000, 32700, false}, // Linux's default
+		{49152, 65535, 20000, 49100, false}, // IANA's
+		{15000, 65000, 10000, 14900, false},
+		{1024, 50000, 50000, 65500, false},
+		{1024, 65535, 20000, 20000, true},
+	} {
+		from, to := galeraPortWindow(c.lo, c.hi)
+		if from != c.from || to != c.to {
+			t.Errorf("galeraPortWindow(%d, %d) = %d, %d; want %d, %d", c.lo, c.hi, from, to, c.from, c.to)
+		}
+		if c.noRoom {
+			continue
+		}
+		for _, base := range []int{from, to} {
+			if first, last := base+1, base+galeraPorts-1; first <= c.hi && last >= c.lo {
+				t.Errorf("range %d-%d: base %d uses ports %d-%d inside it", c.lo, c.hi, base, first, last)
+			}
+		}
+	}
+}

@@ -45,6 +45,11 @@ type Row struct {
 	Deadlocks int64   `json:"deadlocks"`
 	LockWaits int64   `json:"lock_wait_timeouts"`
 	Load1     float64 `json:"load1_at_start"`
+	// Fsync is the spool's group-commit fdatasyncs during the step (spool only).
+	Fsync *FsyncStats `json:"spool_fsync,omitempty"`
+	// Samples202 are the step's 202 latencies in ms (open loop, configs
+	// pool and spool only), for the spool comparison's floor.
+	Samples202 []float64 `json:"samples_202_ms,omitempty"`
 }
 
 // Results is everything one run measured.
@@ -64,7 +69,9 @@ type Results struct {
 	Rows          []Row             `json:"rows"`
 	Ratios        []Ratio           `json:"ratios"`
 	// OTLP compares the OTLP configurations with their JSON twins.
-	OTLP      []OTLPRatio       `json:"otlp_over_json,omitempty"`
+	OTLP []OTLPRatio `json:"otlp_over_json,omitempty"`
+	// Spool compares the spool with the pool.
+	Spool     []SpoolRatio      `json:"spool_over_pool,omitempty"`
 	Retention []*RetentionCheck `json:"retention,omitempty"`
 	Profiles  map[string]string `json:"profiles,omitempty"`
 }
@@ -111,7 +118,7 @@ func runLoad(ctx context.Context, o *options) error {
 			writeResults(o.out, res)
 		}
 	}
-	if o.profile && has("pool") {
+	if o.profile && has(o.profileConfig) {
 		p, err := e.profiles(ctx, res)
 		if err != nil {
 			return err
@@ -167,16 +174,22 @@ func (e *env) measure(ctx context.Context, row *Row, s *serverProc, countAll boo
 			return err
 		}
 	}
-	d0, _ := s.metric("zipkin_mysql_deadlocks_total")
-	l0, _ := s.metric("zipkin_mysql_lock_wait_timeouts_total")
+	m0, _ := s.metrics()
+	d0, _ := parseMetric(m0, "zipkin_mysql_deadlocks_total")
+	l0, _ := parseMetric(m0, "zipkin_mysql_lock_wait_timeouts_total")
+	f0, ferr := parseFsyncBuckets(m0) // the spool's only
 	ws, wd := watchProc(s.pid()), watchProc(e.mdb.pid())
 	t0 := time.Now()
 	serr := step()
 	el := time.Since(t0)
 	row.Server, row.DB = ws.end(), wd.end()
-	d1, _ := s.metric("zipkin_mysql_deadlocks_total")
-	l1, _ := s.metric("zipkin_mysql_lock_wait_timeouts_total")
+	m1, _ := s.metrics()
+	d1, _ := parseMetric(m1, "zipkin_mysql_deadlocks_total")
+	l1, _ := parseMetric(m1, "zipkin_mysql_lock_wait_timeouts_total")
 	row.Deadlocks, row.LockWaits = int64(d1-d0), int64(l1-l0)
+	if f1, err := parseFsyncBuckets(m1); ferr == nil && err == nil {
+		row.Fsync = fsyncDelta(f0, f1)
+	}
 	if countAll {
 		c1, err := e.mdb.countSpans(ctx, s.db)
 		if err != nil {
@@ -402,6 +415,9 @@ func fillOpen(r *Row, sr StepResult) {
 	r.Errors = int64(sr.Errors + sr.OtherHTTP)
 	r.Latency = sr.Latency
 	r.Latency202 = sr.Latency202
+	if c := baseConfig(r.Config); c == "pool" || c == "spool" {
+		r.Samples202 = sr.Samples202
+	}
 	r.Queries, r.QueryErrors = sr.Queries, sr.QueryErr
 	r.LagMs = sr.MaxLagMs
 	if sr.StoredPerSec != 0 {
@@ -523,9 +539,11 @@ func (e *env) retentionCheck(ctx context.Context, res *Results, pair int) (*Rete
 	return rc, rows, nil
 }
 
-// profiles runs the pool at 50 % and 150 % of saturation with the
-// server's pprof endpoint on and saves its mutex and block profiles, plus
-// a `go tool pprof -top` of each.
+// profiles runs -profile-config (the pool by default) at 50 % and 150 % of
+// saturation with the server's pprof endpoint on and saves its mutex and
+// block profiles, plus a `go tool pprof -top` of each, and an execution
+// trace of the step's middle 5 s with the scheduler-latency and
+// syscall profiles derived from it (`go tool trace -pprof`).
 func (e *env) profiles(ctx context.Context, res *Results) (map[string]string, error) {
 	o := e.o
 	port, err := freePort()
@@ -533,11 +551,16 @@ func (e *env) profiles(ctx context.Context, res *Results) (map[string]string, er
 		return nil, err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	s, err := e.startServer(ctx, "pool", "-pprof", addr)
+	cfg := o.profileConfig
+	s, err := e.startServer(ctx, cfg, "-pprof", addr)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { s.stop(); e.server = nil }()
+	prefix := ""
+	if cfg != "pool" {
+		prefix = cfg + "-"
+	}
 	out := map[string]string{}
 	for _, pct := range []float64{50, 150} {
 		rate := res.SaturationRPS * pct / 100
@@ -550,14 +573,24 @@ func (e *env) profiles(ctx context.Context, res *Results) (map[string]string, er
 				name string
 				b    []byte
 			}
-			ch := make(chan res, 2)
+			ch := make(chan res, 3)
 			for _, p := range []string{"mutex", "block"} {
 				go func() {
 					b, _ := httpGet(fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%d", addr, p, sec))
 					ch <- res{p, b}
 				}()
 			}
-			for i := 0; i < 2; i++ {
+			go func() {
+				// The trace covers the middle of the step, after its start-up.
+				tsec := min(5, max(1, sec/2))
+				select {
+				case <-time.After(time.Duration(sec-tsec) * time.Second / 2):
+				case <-ctx.Done():
+				}
+				b, _ := httpGet(fmt.Sprintf("http://%s/debug/pprof/trace?seconds=%d", addr, tsec))
+				ch <- res{"trace", b}
+			}()
+			for i := 0; i < 3; i++ {
 				r := <-ch
 				got[r.name] = r.b
 			}
@@ -569,7 +602,23 @@ func (e *env) profiles(ctx context.Context, res *Results) (map[string]string, er
 		}
 		got := <-done
 		for name, b := range got {
-			file := filepath.Join(o.out, fmt.Sprintf("%s-%.0fpct.pb.gz", name, pct))
+			if name == "trace" {
+				file := filepath.Join(o.out, fmt.Sprintf("%strace-%.0fpct.out", prefix, pct))
+				if err := os.WriteFile(file, b, 0o644); err != nil {
+					return out, err
+				}
+				for _, kind := range []string{"sched", "syscall"} {
+					pf := strings.TrimSuffix(file, ".out") + "-" + kind + ".pb"
+					if b, err := exec.CommandContext(ctx, "go", "tool", "trace", "-pprof="+kind, file).Output(); err == nil {
+						_ = os.WriteFile(pf, b, 0o644)
+						top, _ := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=25", pf).CombinedOutput()
+						_ = os.WriteFile(strings.TrimSuffix(pf, ".pb")+".txt", top, 0o644)
+					}
+				}
+				out[fmt.Sprintf("%strace-%.0fpct", prefix, pct)] = file
+				continue
+			}
+			file := filepath.Join(o.out, fmt.Sprintf("%s%s-%.0fpct.pb.gz", prefix, name, pct))
 			if err := os.WriteFile(file, b, 0o644); err != nil {
 				return out, err
 			}
@@ -591,7 +640,7 @@ func (e *env) profiles(ctx context.Context, res *Results) (map[string]string, er
 				txt = append(txt, '\n')
 			}
 			_ = os.WriteFile(strings.TrimSuffix(file, ".pb.gz")+".txt", txt, 0o644)
-			out[fmt.Sprintf("%s-%.0fpct", name, pct)] = file
+			out[fmt.Sprintf("%s%s-%.0fpct", prefix, name, pct)] = file
 		}
 		s.drain(ctx, 60*time.Second)
 		logf("profiles at %.0f%% saved in %s", pct, o.out)
@@ -615,6 +664,9 @@ func httpGet(url string) ([]byte, error) {
 func writeResults(dir string, res *Results) {
 	res.Ratios = ratios(res.Rows)
 	res.OTLP = otlpRatios(res.Rows)
+	if sr := spoolRatios(res.Rows); sr != nil {
+		res.Spool = sr // kept once the rows are written and cleared between runs
+	}
 	b, _ := json.MarshalIndent(res, "", "  ")
 	_ = os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644)
 	_ = os.WriteFile(filepath.Join(dir, "results.md"), []byte(markdown(res)), 0o644)

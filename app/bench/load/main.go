@@ -37,30 +37,31 @@ import (
 )
 
 type options struct {
-	quick       bool
-	out         string
-	cpusDB      string
-	cpusServer  string
-	cpusLoad    string
-	bufferPool  string
-	runs        int
-	step        time.Duration
-	rates       []float64 // percent of saturation
-	maxConns    int
-	wrkConns    int
-	queryRate   float64 // GETs per second alongside ingest
-	queueSpans  int
-	retention   bool
-	profile     bool
-	queryBench  bool
-	spans       int
-	configs     []string
-	saturation  float64 // requests/s; 0: measure
-	keepServers bool
-	bulkSpans   int    // -querybench-spans: bulk-load this many spans instead of ingesting -spans over HTTP
-	bulkInsert  bool   // the bulk load uses INSERTs instead of LOAD DATA LOCAL INFILE
-	cpusBulk    string // CPUs of mariadbd during the bulk load
-	writeCost   bool   // the bulk query benchmark measures the additions' write cost first
+	quick         bool
+	out           string
+	cpusDB        string
+	cpusServer    string
+	cpusLoad      string
+	bufferPool    string
+	runs          int
+	step          time.Duration
+	rates         []float64 // percent of saturation
+	maxConns      int
+	wrkConns      int
+	queryRate     float64 // GETs per second alongside ingest
+	queueSpans    int
+	retention     bool
+	profile       bool
+	profileConfig string
+	queryBench    bool
+	spans         int
+	configs       []string
+	saturation    float64 // requests/s; 0: measure
+	keepServers   bool
+	bulkSpans     int    // -querybench-spans: bulk-load this many spans instead of ingesting -spans over HTTP
+	bulkInsert    bool   // the bulk load uses INSERTs instead of LOAD DATA LOCAL INFILE
+	cpusBulk      string // CPUs of mariadbd during the bulk load
+	writeCost     bool   // the bulk query benchmark measures the additions' write cost first
 }
 
 func main() {
@@ -96,7 +97,8 @@ func main() {
 	flag.Float64Var(&o.queryRate, "query-rate", 2, "GETs per second of the query mix during open-loop steps (0: none)")
 	flag.IntVar(&o.queueSpans, "queue-spans", 5000, "-queue-spans of every server configuration (its ingest queue bound)")
 	flag.BoolVar(&o.retention, "retention", true, "also measure ingest at 50 % saturation with -retention deleting old data alongside (pool only)")
-	flag.BoolVar(&o.profile, "profile", true, "collect the server's mutex and block profiles at 50 % saturation (pool)")
+	flag.BoolVar(&o.profile, "profile", true, "collect the server's mutex and block profiles and an execution trace at 50 % and 150 % of saturation")
+	flag.StringVar(&o.profileConfig, "profile-config", "pool", "the configuration -profile runs: pool or spool")
 	flag.BoolVar(&o.queryBench, "querybench", false, "instead of the load test: load -spans spans over 24 h through the HTTP API and time the name and trace lookups")
 	flag.IntVar(&o.spans, "spans", 1_000_000, "spans the query benchmark loads")
 	flag.IntVar(&o.bulkSpans, "querybench-spans", 0, "run the query benchmark on `N` spans bulk-loaded straight into the schema (LOAD DATA LOCAL INFILE), timing every GET endpoint with and without the schema additions (0: -querybench's HTTP load of -spans)")
@@ -153,6 +155,9 @@ func main() {
 		o.rates = append(o.rates, v)
 	}
 	o.configs = strings.Split(configs, ",")
+	if o.profileConfig != "pool" && o.profileConfig != "spool" {
+		fatalf("-profile-config: %q is not pool or spool", o.profileConfig)
+	}
 	if o.out == "" {
 		d, err := os.MkdirTemp("", "sqlpool-load.")
 		if err != nil {
@@ -375,18 +380,24 @@ func (s *serverProc) stop() {
 	s.log.Close()
 }
 
-// metric reads one unlabelled sample from /metrics.
-func (s *serverProc) metric(name string) (float64, error) {
+// metrics returns the server's /metrics text.
+func (s *serverProc) metrics() (string, error) {
 	resp, err := http.Get(s.base + "/metrics")
 	if err != nil {
-		return 0, err
+		return "", err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
+	return string(b), err
+}
+
+// metric reads one unlabelled sample from /metrics.
+func (s *serverProc) metric(name string) (float64, error) {
+	text, err := s.metrics()
 	if err != nil {
 		return 0, err
 	}
-	return parseMetric(string(b), name)
+	return parseMetric(text, name)
 }
 
 // parseMetric returns the value of the first sample of name in a

@@ -115,6 +115,8 @@ type StepResult struct {
 	Latency Latency `json:"latency"`
 	// Latency of the 202s only.
 	Latency202 Latency `json:"latency_202"`
+	// Samples202 are the 202s' latencies in ms, in the order answered.
+	Samples202 []float64 `json:"samples_202_ms,omitempty"`
 	// MaxLag is how late the generator dispatched its latest request.
 	MaxLagMs float64 `json:"max_generator_lag_ms"`
 	// StoredPerSec is the step's spans stored in zipkin_spans from its start until its last
@@ -381,6 +383,9 @@ func (o *openLoop) run(ctx context.Context) StepResult {
 	}
 	r.Completed = float64(r.Accepted+r.Rejected+r.OtherHTTP) / elapsed.Seconds()
 	r.Latency = summarize(all)
+	for _, d := range ok {
+		r.Samples202 = append(r.Samples202, float64(d.Microseconds())/1e3)
+	}
 	r.Latency202 = summarize(ok)
 	if len(queries) > 0 {
 		r.Queries = map[string]Latency{}

@@ -197,6 +197,7 @@ func markdown(res *Results) string {
 		}
 		b.WriteString("\n")
 	}
+	b.WriteString(spoolTable(res.Spool))
 	b.WriteString(otlpTables(res.Rows, res.OTLP))
 	if q := queryTable(res.Rows); q != "" {
 		b.WriteString(q)

@@ -127,6 +127,10 @@ func startBrokers(bc brokerConfig, srv *server.Server, log *slog.Logger, reg pro
 			return stop, err
 		}
 		closers = append(closers, c.Close)
+		if err := srv.AddHealthCheck("KafkaCollector", c.Check); err != nil {
+			_ = stop(context.Background())
+			return stop, err
+		}
 		log.Info("kafka collector started", "brokers", strings.Join(cfg.Brokers, ","), "topics", strings.Join(orDefault(cfg.Topics, kafka.DefaultTopic), ","),
 			"group", orString(cfg.GroupID, kafka.DefaultGroupID), "streams", cfg.Streams)
 	}
@@ -144,6 +148,10 @@ func startBrokers(bc brokerConfig, srv *server.Server, log *slog.Logger, reg pro
 			return stop, err
 		}
 		closers = append(closers, c.Close)
+		if err := srv.AddHealthCheck("RabbitMQCollector", c.Check); err != nil {
+			_ = stop(context.Background())
+			return stop, err
+		}
 		log.Info("rabbitmq collector started", "queue", orString(cfg.Queue, rabbitmq.DefaultQueue), "concurrency", cfg.Concurrency,
 			"prefetch", c.Prefetch())
 	}

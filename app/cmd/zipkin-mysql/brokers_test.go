@@ -197,6 +197,7 @@ func brokerE2E(t *testing.T, transport string, env []string, rep reporter.Report
 		}
 		t.Logf("%s: %d spans stored (rows: %d), a sample of 200 read once each, %v after the first was sent",
 			transport, n, countRows(t, db, q), time.Since(t0).Round(time.Second))
+		checkCollectorHealth(t, p.url, transport)
 		p.stop(t)
 		return
 	}
@@ -236,7 +237,26 @@ func brokerE2E(t *testing.T, transport string, env []string, rep reporter.Report
 		t.Errorf("%d spans readable, want %d", len(got), n)
 	}
 	t.Logf("%s: %d spans, all readable once, %v after the first was sent", transport, n, time.Since(t0).Round(time.Second))
+	checkCollectorHealth(t, p.url, transport)
 	p.stop(t)
+}
+
+// checkCollectorHealth checks that /health lists the transport's collector
+// (Zipkin's component names) as UP.
+func checkCollectorHealth(t *testing.T, base, transport string) {
+	t.Helper()
+	name := map[string]string{"kafka": "KafkaCollector", "rabbitmq": "RabbitMQCollector"}[transport]
+	code, b := httpGet(t, base+"/health")
+	var doc struct {
+		Zipkin struct {
+			Details map[string]struct {
+				Status string `json:"status"`
+			} `json:"details"`
+		} `json:"zipkin"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || code != 200 || doc.Zipkin.Details[name].Status != "UP" {
+		t.Errorf("/health: HTTP %d, %s; want %s UP (%v)", code, b, name, err)
+	}
 }
 
 func tail(s string, n int) string {

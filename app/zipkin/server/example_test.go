@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -36,4 +37,26 @@ func ExampleNew() {
 	// Output:
 	// 202
 	// 400 XYZ should be lower-hex encoded with no prefix at $[0].traceId reading List<Span> from json
+}
+
+// A collector beside the HTTP one reports its health in /health under its
+// own name, as Zipkin's KafkaCollector does; one component DOWN makes the
+// whole document DOWN (503).
+func ExampleServer_AddHealthCheck() {
+	srv, err := server.New(server.Config{Storage: storage.Noop{}, StorageName: "NoopStorage"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer srv.Close(context.Background())
+	brokerDown := func(ctx context.Context) error { return errors.New("kafka: no broker answered") }
+	if err := srv.AddHealthCheck("KafkaCollector", brokerDown); err != nil {
+		fmt.Println(err)
+		return
+	}
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/health", nil))
+	fmt.Println(rec.Code, rec.Body.String())
+	// Output:
+	// 503 {"status":"DOWN","zipkin":{"details":{"KafkaCollector":{"error":"kafka: no broker answered","status":"DOWN"},"NoopStorage":{"status":"UP"}},"status":"DOWN"}}
 }

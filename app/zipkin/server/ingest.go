@@ -51,6 +51,9 @@ func (s *Server) Transport(name string) (*Transport, error) {
 			return nil, fmt.Errorf("server: registering metrics of transport %q: %w", name, err)
 		}
 	}
+	s.transportsMu.Lock()
+	s.transports = append(s.transports, name)
+	s.transportsMu.Unlock()
 	return &Transport{s: s, name: name, m: m}, nil
 }
 

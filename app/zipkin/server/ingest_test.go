@@ -2,9 +2,11 @@ package server
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/sqlpool/sqlpool/app/zipkin/codec"
+	"github.com/sqlpool/sqlpool/app/zipkin/storage"
 )
 
 // TestTransportSharesTheQueue: a Transport's Accept goes into the same
@@ -65,5 +67,23 @@ func TestTransportSharesTheQueue(t *testing.T) {
 	}
 	if v := metric(t, hs.URL, collector(NameMessages)); v != 2 {
 		t.Errorf("http messages = %v, want 2 (the transport's are not counted there)", v)
+	}
+}
+
+// The index page lists the collectors registered with Transport, so that
+// GET / shows every way in, not only the HTTP span endpoints.
+func TestIndexListsTransports(t *testing.T) {
+	s, hs, _ := newTestServer(t, storage.Noop{}, Config{})
+	if r := do(t, "GET", hs.URL+"/", nil); r.code != 200 || strings.Contains(r.body, "Other collectors") {
+		t.Fatalf("GET / without transports: %d %q", r.code, r.body)
+	}
+	for _, name := range []string{"otlp-http", "grpc"} {
+		if _, err := s.Transport(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := do(t, "GET", hs.URL+"/", nil)
+	if r.code != 200 || !strings.Contains(r.body, "POST /api/v2/spans") || !strings.Contains(r.body, "Other collectors (the transport label of zipkin_collector_*): otlp-http, grpc\n") {
+		t.Fatalf("GET / with two transports: %d %q", r.code, r.body)
 	}
 }

@@ -38,6 +38,7 @@ const (
 	NameSpoolCorrupt  = "zipkin_spool_corrupt_bytes_total"
 	NameSpoolFsyncs   = "zipkin_spool_fsyncs_total"
 	NameSpoolOldest   = "zipkin_spool_oldest_unstored_seconds"
+	NameSpoolFsyncSec = "zipkin_spool_fsync_seconds"
 )
 
 // collectorMetrics holds the collector's metric handles. Every update is an
@@ -136,5 +137,27 @@ func spoolGauges(sp *spool.Spool) []prometheus.Collector {
 			}
 			return time.Since(st.Oldest).Seconds()
 		}),
+		&fsyncHistogram{sp: sp, desc: prometheus.NewDesc(NameSpoolFsyncSec,
+			"Time of each group commit's fdatasync, in seconds: the disk's part of a 202's wait.", nil, http)},
 	}
+}
+
+// fsyncHistogram exports spool.Stats' fdatasync counts as a histogram.
+type fsyncHistogram struct {
+	sp   *spool.Spool
+	desc *prometheus.Desc
+}
+
+func (h *fsyncHistogram) Describe(ch chan<- *prometheus.Desc) { ch <- h.desc }
+
+func (h *fsyncHistogram) Collect(ch chan<- prometheus.Metric) {
+	st := h.sp.Stats()
+	buckets := make(map[float64]uint64, len(spool.FsyncBounds))
+	var n uint64
+	for i, b := range spool.FsyncBounds {
+		n += uint64(st.FsyncCounts[i])
+		buckets[b.Seconds()] = n
+	}
+	n += uint64(st.FsyncCounts[len(spool.FsyncBounds)])
+	ch <- prometheus.MustNewConstHistogram(h.desc, n, st.FsyncTotal.Seconds(), buckets)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -116,6 +117,40 @@ func TestHealth(t *testing.T) {
 	}
 	if r := get(t, hs.URL+"/info"); r.code != 200 || !strings.Contains(r.body, `"zipkin":{"version"`) {
 		t.Fatalf("/info: %d %s", r.code, r.body)
+	}
+}
+
+// A component added with AddHealthCheck is listed beside the storage; its
+// failure alone turns /health DOWN (503) with its redacted error, and the
+// storage stays UP in the document.
+func TestHealthChecks(t *testing.T) {
+	s, hs, _ := newTestServer(t, &fakeStore{}, Config{StorageName: "MySQLStorage", Redact: []string{"hunter2"}})
+	var mu sync.Mutex
+	var kafkaErr error
+	kafka := func(ctx context.Context) error { mu.Lock(); defer mu.Unlock(); return kafkaErr }
+	if err := s.AddHealthCheck("KafkaCollector", kafka); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AddHealthCheck("RabbitMQCollector", func(ctx context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"KafkaCollector", "MySQLStorage", ""} {
+		if err := s.AddHealthCheck(name, kafka); err == nil {
+			t.Fatalf("AddHealthCheck(%q) accepted a name already reported or empty", name)
+		}
+	}
+	r := get(t, hs.URL+"/health")
+	want := `{"status":"UP","zipkin":{"details":{"KafkaCollector":{"status":"UP"},"MySQLStorage":{"status":"UP"},"RabbitMQCollector":{"status":"UP"}},"status":"UP"}}`
+	if r.code != 200 || r.body != want {
+		t.Fatalf("all up: %d %s", r.code, r.body)
+	}
+	mu.Lock()
+	kafkaErr = errors.New("kafka: no broker answered within 1s (sasl password hunter2)")
+	mu.Unlock()
+	r = get(t, hs.URL+"/health")
+	want = `{"status":"DOWN","zipkin":{"details":{"KafkaCollector":{"error":"kafka: no broker answered within 1s (sasl password ****)","status":"DOWN"},"MySQLStorage":{"status":"UP"},"RabbitMQCollector":{"status":"UP"}},"status":"DOWN"}}`
+	if r.code != 503 || r.body != want {
+		t.Fatalf("kafka down: %d %s", r.code, r.body)
 	}
 }
 

@@ -32,7 +32,9 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -220,6 +222,12 @@ type Server struct {
 
 	spool      *spool.Spool  // nil without Config.SpoolDir
 	replayDone chan struct{} // closed when the replay at start has ended; nil without one
+
+	transportsMu sync.Mutex
+	transports   []string // names given to Transport, in order, for the index page
+
+	checksMu sync.Mutex
+	checks   []healthCheck // AddHealthCheck's, in order
 }
 
 // New checks cfg, starts the writers and returns a Server.
@@ -505,6 +513,12 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 		"GET  /api/v2/services, /spans, /remoteServices, /traces, /trace/{id}, /traceMany,\n"+
 		"     /dependencies, /autocompleteKeys, /autocompleteValues\n"+
 		"GET  /health, /info, /metrics\n")
+	s.transportsMu.Lock()
+	names := slices.Clone(s.transports)
+	s.transportsMu.Unlock()
+	if len(names) > 0 {
+		fmt.Fprintf(w, "\nOther collectors (the transport label of zipkin_collector_*): %s\n", strings.Join(names, ", "))
+	}
 }
 
 // textError writes a text/plain error body, as Zipkin's

@@ -33,6 +33,14 @@ func TestSpoolKeepsWhatTheDrainLeaves(t *testing.T) {
 	if st := s1.spool.Stats(); st.Records != posts || st.Fsyncs == 0 {
 		t.Fatalf("spool after %d POSTs: %+v", posts, st)
 	}
+	// Each group commit's fdatasync is in the histogram, the slowest below +Inf.
+	fsyncs := metric(t, hs.URL, "zipkin_spool_fsyncs_total{transport=\"http\"}")
+	if n := metric(t, hs.URL, "zipkin_spool_fsync_seconds_count{transport=\"http\"}"); n != fsyncs || n == 0 {
+		t.Fatalf("zipkin_spool_fsync_seconds_count = %v for %v group commits", n, fsyncs)
+	}
+	if n := metric(t, hs.URL, "zipkin_spool_fsync_seconds_bucket{transport=\"http\",le=\"+Inf\"}"); n != fsyncs {
+		t.Fatalf("zipkin_spool_fsync_seconds_bucket{le=+Inf} = %v for %v group commits", n, fsyncs)
+	}
 	// v1 and proto3 bodies are replayed in their own format.
 	if r := post(t, hs.URL+"/api/v1/spans", `[{"traceId":"a1","id":"fedcba987","name":"v1","timestamp":10,"annotations":[{"timestamp":10,"value":"sr","endpoint":{"serviceName":"v1svc"}}]}]`); r.code != 202 {
 		t.Fatalf("v1 POST: %d %s", r.code, r.body)

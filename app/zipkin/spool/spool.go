@@ -25,10 +25,12 @@
 // fdatasync, not for that one's first.
 //
 // Groups are answered in order: a group's Appends return nil only when
-// its own fdatasync returned nil and every earlier group was answered nil.
-// A record is therefore on disk when Append returns, whatever happens to
-// the process afterwards (SIGKILL, OOM kill); a power cut can cut only
-// records whose Append had not returned.
+// its own fdatasync, or that of a group written after it, returned nil
+// and every earlier group was answered nil. (The later group's fdatasync
+// covers the whole file: the earlier group's pages too.) A record is
+// therefore on disk when Append returns, whatever happens to the process
+// afterwards (SIGKILL, OOM kill); a power cut can cut only records whose
+// Append had not returned.
 //
 // Each concurrent fdatasync runs on an open file description of its own:
 // the active segment is opened once more (write-only) per sync slot, and a
@@ -107,6 +109,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -190,6 +193,41 @@ type Stats struct {
 	Oldest          time.Time // append time of the oldest record not yet done; zero when none
 	Fsyncs          int64     // group commits (one fdatasync each)
 	Appends         int64     // records appended since Open
+	// FsyncCounts counts the groups' fdatasyncs by how long each took:
+	// FsyncCounts[i] those that took at most FsyncBounds[i] and longer than
+	// FsyncBounds[i-1]; the last element those longer than every bound.
+	// With Options.NoSync there are none.
+	FsyncCounts [len(fsyncBoundsUs) + 1]int64
+	// FsyncTotal is the time of all the fdatasyncs counted in FsyncCounts.
+	FsyncTotal time.Duration
+}
+
+// fsyncBoundsUs are FsyncBounds in microseconds: 1, 1.5, 2, 3, 4, 5 and 7
+// times each power of ten from 0.1 ms to 1 s, then 10 s. The steps are
+// fine enough to read a disk's flush time under load to within a third.
+var fsyncBoundsUs = [...]int64{
+	100, 150, 200, 300, 400, 500, 700,
+	1e3, 1.5e3, 2e3, 3e3, 4e3, 5e3, 7e3,
+	10e3, 15e3, 20e3, 30e3, 40e3, 50e3, 70e3,
+	100e3, 150e3, 200e3, 300e3, 400e3, 500e3, 700e3,
+	1e6, 1.5e6, 2e6, 3e6, 4e6, 5e6, 7e6,
+	10e6,
+}
+
+// FsyncBounds are the upper bounds of the buckets of Stats.FsyncCounts.
+var FsyncBounds = func() []time.Duration {
+	b := make([]time.Duration, len(fsyncBoundsUs))
+	for i, us := range fsyncBoundsUs {
+		b[i] = time.Duration(us) * time.Microsecond
+	}
+	return b
+}()
+
+// countFsync adds an fdatasync that took d to st.
+func (st *Stats) countFsync(d time.Duration) {
+	i, _ := slices.BinarySearch(FsyncBounds, d)
+	st.FsyncCounts[i]++
+	st.FsyncTotal += d
 }
 
 // Spool is an open log. It is safe for concurrent use.
@@ -247,9 +285,13 @@ type group struct {
 	id     uint64
 	seg    *segment
 	reqs   []*appendReq
-	size   int64 // bytes of its records
-	slot   int   // its sync slot
-	synced bool  // its write and fdatasync have returned
+	size   int64         // bytes of its records
+	slot   int           // its sync slot
+	synced bool          // its write and fdatasync have returned
+	took   time.Duration // how long its fdatasync took; zero when none ran
+	// durable: a later group's fdatasync returned nil (see complete), so
+	// it may be answered before its own fdatasync returns.
+	durable bool
 }
 
 type pendingRec struct {
@@ -705,7 +747,7 @@ func (s *Spool) flusher() {
 		// The writer alone writes the active segment and moves its end.
 		_, err := seg.f.WriteAt(buf, off)
 		if err != nil || f == nil {
-			s.complete(g, err)
+			s.complete(g, err, false)
 			allocDue = true
 			continue
 		}
@@ -765,7 +807,7 @@ func (s *Spool) segmentReadyLocked() bool {
 	if s.failErr == nil && seg.end < s.opts.SegmentBytes && !s.wantRotate {
 		return true
 	}
-	if len(s.inflight) > 0 || s.zeroing {
+	if len(s.inflight) > 0 || s.zeroing || s.syncingLocked() {
 		return false
 	}
 	switch {
@@ -789,26 +831,50 @@ func (s *Spool) segmentReadyLocked() bool {
 func (s *Spool) syncGroup(g *group, f *os.File) {
 	defer s.syncWG.Done()
 	var err error
+	t0 := time.Now()
 	if h := s.opts.hooks; h != nil && h.sync != nil {
 		err = h.sync(f, g.id)
 	} else {
 		err = fdatasync(f)
 	}
-	s.complete(g, err)
+	g.took = time.Since(t0)
+	s.complete(g, err, true)
 }
 
-// complete takes the result of group g's write and fdatasync, frees its
-// slot and answers every group now complete, in order.
-func (s *Spool) complete(g *group, err error) {
+// complete takes the result of group g's write and, when synced, its
+// fdatasync; it frees g's slot and answers every group now durable, in
+// order.
+//
+// A group is durable once its own fdatasync or that of a later group of
+// the segment returned nil. A later group was written after it, so that
+// fdatasync, called after that write, flushed or waited for every page of
+// the earlier group too (it covers the whole file, whatever description
+// it is called on) and reported any writeback error of the file since its
+// own description's last fdatasync; an error before that was reported
+// then and failed every group after it. So a group is not kept waiting
+// behind a slower fdatasync of an earlier one.
+func (s *Spool) complete(g *group, err error, synced bool) {
 	s.mu.Lock()
 	s.busy[g.slot] = false
 	g.synced = true
+	if g.took > 0 {
+		s.stats.countFsync(g.took)
+	}
 	if err != nil && s.failErr == nil {
 		s.failErr = fmt.Errorf("spool: write: %w", err)
 	}
-	// Answer the oldest groups whose fdatasyncs have returned: nil only
-	// while no write or fdatasync of the segment has failed.
-	for len(s.inflight) > 0 && s.inflight[0].synced {
+	if synced && err == nil && s.failErr == nil {
+		for _, h := range s.inflight {
+			if h.id > g.id {
+				break
+			}
+			h.durable = true
+		}
+	}
+	// Answer the oldest groups that are durable or whose fdatasyncs
+	// returned: nil only while no write or fdatasync of the segment has
+	// failed.
+	for len(s.inflight) > 0 && (s.inflight[0].synced || s.inflight[0].durable) {
 		h := s.inflight[0]
 		s.inflight[0] = nil
 		s.inflight = s.inflight[1:]
@@ -843,6 +909,18 @@ func (s *Spool) complete(g *group, err error) {
 	if hk := s.opts.hooks; hk != nil && hk.synced != nil {
 		hk.synced(g.id)
 	}
+}
+
+// syncingLocked reports whether a group's write or fdatasync has not
+// returned yet: the group may be answered already (durable), but its
+// fdatasync still runs on the segment's files.
+func (s *Spool) syncingLocked() bool {
+	for _, b := range s.busy {
+		if b {
+			return true
+		}
+	}
+	return false
 }
 
 // poke wakes the writer.
@@ -906,7 +984,7 @@ func (s *Spool) recoverLocked(closing bool) {
 // segment back. The writer's last act.
 func (s *Spool) drain() {
 	s.mu.Lock()
-	for len(s.inflight) > 0 || s.zeroing {
+	for len(s.inflight) > 0 || s.zeroing || s.syncingLocked() {
 		s.mu.Unlock()
 		<-s.wake
 		s.mu.Lock()

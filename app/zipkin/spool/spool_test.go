@@ -84,7 +84,10 @@ func TestAppendReplayTrim(t *testing.T) {
 	}
 	wg.Wait()
 	st := s.Stats()
-	t.Logf("400 appends from 8 goroutines: %d fsyncs, %d bytes, %d segments", st.Fsyncs, st.Bytes, len(s.segs))
+	s.mu.Lock() // the writer may be starting the next segment
+	nsegs := len(s.segs)
+	s.mu.Unlock()
+	t.Logf("400 appends from 8 goroutines: %d fsyncs, %d bytes, %d segments", st.Fsyncs, st.Bytes, nsegs)
 	if st.Appends != 400 || st.Records != 400 || len(seqs) != 400 {
 		t.Fatalf("stats %+v, %d distinct seqs; want 400 records", st, len(seqs))
 	}

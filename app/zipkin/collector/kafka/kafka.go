@@ -30,6 +30,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -51,6 +52,9 @@ const (
 	DefaultFetchMaxBytes  = 8 << 20
 	// DefaultPollRecords is how many records a worker takes per poll.
 	DefaultPollRecords = 500
+	// CheckTimeout bounds Check's wait for a broker, one second as in
+	// Zipkin's KafkaCollector.check.
+	CheckTimeout = time.Second
 )
 
 // NameLag is the consumer-lag gauge: per topic and partition, the
@@ -251,6 +255,24 @@ func (c *Collector) closeClients() {
 	for _, w := range c.workers {
 		w.cl.Close()
 	}
+}
+
+// Check reports whether the cluster answers: a metadata request to one of
+// its brokers must answer within CheckTimeout (or ctx's end, if sooner), as
+// Zipkin's health check asks describeCluster. It reports an error after
+// Close or Kill. The server lists it in /health as "KafkaCollector".
+func (c *Collector) Check(ctx context.Context) error {
+	if c.ctx.Err() != nil {
+		return errors.New("kafka: the collector is closed")
+	}
+	ctx, cancel := context.WithTimeout(ctx, CheckTimeout)
+	defer cancel()
+	// ListBrokers asks the metadata of every topic. BrokerMetadata (no topic) kept answering
+	// on kfake for 30 s after the cluster closed (TestCheck).
+	if _, err := c.admin.ListBrokers(ctx); err != nil {
+		return fmt.Errorf("kafka: no broker of %s answered a metadata request (waited at most %v): %w", strings.Join(c.cfg.Brokers, ","), CheckTimeout, err)
+	}
+	return nil
 }
 
 // Lag returns the group's lag summed over its partitions: end offsets minus

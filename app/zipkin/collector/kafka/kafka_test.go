@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/sqlpool/sqlpool/app/zipkin/collector/internal/collectortest"
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
 	"github.com/sqlpool/sqlpool/app/zipkin/server"
+	"github.com/sqlpool/sqlpool/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -182,5 +184,57 @@ func TestCommitOnlyAfterStored(t *testing.T) {
 	}
 	if got := committed(t, c, 1)[0]; got != n {
 		t.Fatalf("committed offset %d after every record was stored, want %d", got, n)
+	}
+}
+
+// Check answers nil while the cluster is up; once no broker answers it
+// answers an error naming the brokers, each call within about CheckTimeout;
+// after the collector is stopped it answers an error at once.
+func TestCheck(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, DefaultTopic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	brokers := c.ListenAddrs() // not after Close: kfake's admin calls block then
+	srv := collectortest.NewServer(t, collectortest.NewStore(), server.Config{})
+	tr, err := srv.Transport("kafka")
+	if err != nil {
+		t.Fatal(err)
+	}
+	col, err := Start(Config{Brokers: brokers, Transport: tr, Logger: slog.New(slog.DiscardHandler), Options: testOptions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed := false
+	defer func() {
+		if !killed {
+			col.Kill()
+		}
+	}()
+	// The first Check may come before the client has connected (a loaded machine).
+	testutil.Eventually(t, 30*time.Second, "Check to pass with the cluster up", func() bool {
+		return col.Check(context.Background()) == nil
+	})
+	c.Close()
+	// Connections already open may still be answered for a moment.
+	var slowest time.Duration
+	testutil.Eventually(t, 30*time.Second, "Check to fail with the cluster closed", func() bool {
+		start := time.Now()
+		err = col.Check(context.Background())
+		slowest = max(slowest, time.Since(start))
+		return err != nil
+	})
+	t.Logf("Check with the cluster closed: %v (slowest call %v)", err, slowest.Round(time.Millisecond))
+	if !strings.Contains(err.Error(), brokers[0]) {
+		t.Fatalf("Check with the cluster closed: %v; want an error naming %s", err, brokers[0])
+	}
+	if slowest > CheckTimeout+5*time.Second { // generous: a loaded machine
+		t.Fatalf("a Check took %v with the cluster closed; it waits at most CheckTimeout (%v)", slowest, CheckTimeout)
+	}
+	col.Kill()
+	killed = true
+	if err := col.Check(context.Background()); err == nil {
+		t.Fatal("Check after Kill: nil")
 	}
 }

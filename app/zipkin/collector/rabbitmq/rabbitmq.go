@@ -112,8 +112,9 @@ type Collector struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the supervisor
 
-	mu   sync.Mutex
-	conn *amqp.Connection // the current connection, nil between two
+	mu      sync.Mutex
+	conn    *amqp.Connection // the current connection, nil between two
+	lostErr string           // why the last connection ended or the last dial failed, for Check
 
 	inflight sync.WaitGroup // deliveries queued and not yet completed
 }
@@ -165,9 +166,42 @@ func Start(cfg Config) (*Collector, error) {
 		cancel()
 		return nil, err
 	}
+	c.conn = conn // Check answers nil from here on
 	c.wg.Add(1)
 	go c.supervise(conn)
 	return c, nil
+}
+
+// Check reports whether the collector holds an open connection to the
+// broker, as Zipkin's RabbitMQCollector check does; while it is
+// reconnecting the error says why the last connection ended or the last
+// dial failed. It reports an error after Close or Kill, and does no I/O.
+// The server lists it in /health as "RabbitMQCollector".
+func (c *Collector) Check(context.Context) error {
+	if c.ctx.Err() != nil {
+		return errors.New("rabbitmq: the collector is closed")
+	}
+	c.mu.Lock()
+	conn, why := c.conn, c.lostErr
+	c.mu.Unlock()
+	if conn == nil || conn.IsClosed() {
+		if why == "" {
+			why = "connection lost"
+		}
+		return fmt.Errorf("rabbitmq: not connected to %s: %s", c.hosts(), why)
+	}
+	return nil
+}
+
+// hosts returns the brokers' host:port list, without credentials.
+func (c *Collector) hosts() string {
+	hs := make([]string, 0, len(c.urls))
+	for _, raw := range c.urls {
+		if u, err := url.Parse(raw); err == nil {
+			hs = append(hs, u.Host)
+		}
+	}
+	return strings.Join(hs, ",")
 }
 
 // Prefetch returns the prefetch count of each consumer.
@@ -275,6 +309,7 @@ func (c *Collector) supervise(conn *amqp.Connection) {
 			}
 			c.mu.Lock()
 			c.conn = nil
+			c.lostErr = "connection lost: " + errString(err)
 			c.mu.Unlock()
 			_ = conn.Close()
 			conn = nil
@@ -289,6 +324,9 @@ func (c *Collector) supervise(conn *amqp.Connection) {
 		}
 		var err error
 		if conn, err = c.dial(attempt); err != nil {
+			c.mu.Lock()
+			c.lostErr = fmt.Sprintf("reconnecting (attempt %d): %v", attempt, err)
+			c.mu.Unlock()
 			if attempt == 1 || attempt%20 == 0 {
 				c.log.Warn("cannot connect to RabbitMQ; retrying", "attempt", attempt, "err", err.Error())
 			}
@@ -297,6 +335,9 @@ func (c *Collector) supervise(conn *amqp.Connection) {
 			continue
 		}
 		if err := c.declare(conn); err != nil {
+			c.mu.Lock()
+			c.lostErr = fmt.Sprintf("reconnected (attempt %d), but cannot declare the queue: %v", attempt, err)
+			c.mu.Unlock()
 			c.log.Warn("cannot declare the queue; retrying", "err", err.Error())
 			_ = conn.Close()
 			conn = nil

@@ -20,6 +20,7 @@ import (
 	"github.com/sqlpool/sqlpool/app/zipkin/collector/internal/collectortest"
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
 	"github.com/sqlpool/sqlpool/app/zipkin/server"
+	"github.com/sqlpool/sqlpool/internal/mysqltest"
 	"github.com/sqlpool/sqlpool/internal/testutil"
 )
 
@@ -114,6 +115,7 @@ func TestRabbitMQ(t *testing.T) {
 		{"PoisonMessages", testPoisonMessages},
 		{"BackPressure", testBackPressure},
 		{"Config", testConfig},
+		{"Check", testCheck},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Every case starts with an empty queue "zipkin".
@@ -351,4 +353,39 @@ func testConfig(t *testing.T, b *rabbittest.Broker) {
 		t.Errorf("TLS URI without a port: %q", got[0])
 	}
 	_ = srv
+}
+
+// testCheck: Check answers nil while connected; when the connection is
+// cut and the broker cannot be reached, an error that says so and names
+// the broker without its credentials; nil again once the collector has
+// reconnected; and an error after Close.
+func testCheck(t *testing.T, b *rabbittest.Broker) {
+	proxy := mysqltest.NewProxy(t, fmt.Sprintf("127.0.0.1:%d", b.Port))
+	srv := collectortest.NewServer(t, collectortest.NewStore(), server.Config{})
+	col := start(t, b, srv, Config{Addresses: []string{proxy.Addr()}})
+	ctx := context.Background()
+	if err := col.Check(ctx); err != nil {
+		t.Fatalf("Check after Start: %v", err)
+	}
+	proxy.Refuse(true)
+	proxy.ResetAll()
+	var err error
+	testutil.Eventually(t, 30*time.Second, "Check to fail with the broker unreachable", func() bool {
+		err = col.Check(ctx)
+		return err != nil
+	})
+	t.Logf("Check with the broker unreachable: %v", err)
+	if !strings.Contains(err.Error(), "not connected to "+proxy.Addr()) || strings.Contains(err.Error(), "guest") {
+		t.Fatalf("Check with the broker unreachable: %v; want it to name %s, without credentials", err, proxy.Addr())
+	}
+	proxy.Refuse(false)
+	testutil.Eventually(t, 30*time.Second, "Check to pass after the collector reconnected", func() bool {
+		return col.Check(ctx) == nil
+	})
+	if err := col.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := col.Check(ctx); err == nil {
+		t.Fatal("Check after Close: nil")
+	}
 }
