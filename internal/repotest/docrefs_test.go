@@ -303,11 +303,11 @@ func (idx *repoIndex) addExternal(t *testing.T, root string) {
 }
 
 var (
-	testName  = regexp.MustCompile(`^(Test|Benchmark|Fuzz|Example)[A-Z_]\w*$`)
-	fileName  = regexp.MustCompile(`^[\w.-]+\.(go|md|sh|json|ya?ml|sql|proto|html|js|css|tsv|png)$`)
-	pathLike  = regexp.MustCompile(`^[\w.-]+(/[\w.-]+)+/?$`)
-	goRef     = regexp.MustCompile(`^[*&]?([A-Za-z_]\w*)(\.[A-Za-z_]\w*)*(\([^()]*\))?$`)
-	jsFunc    = regexp.MustCompile(`function\s+(\w+)\s*\(`)
+	testName = regexp.MustCompile(`^(Test|Benchmark|Fuzz|Example)[A-Z_]\w*$`)
+	fileName = regexp.MustCompile(`^[\w.-]+\.(go|md|sh|json|ya?ml|sql|proto|html|js|css|tsv|png)$`)
+	pathLike = regexp.MustCompile(`^[\w.-]+(/[\w.-]+)+/?$`)
+	goRef    = regexp.MustCompile(`^[*&]?([A-Za-z_]\w*)(\.[A-Za-z_]\w*)*(\([^()]*\))?$`)
+	jsFunc   = regexp.MustCompile(`function\s+(\w+)\s*\(`)
 )
 
 var builtins = map[string]bool{"len": true, "cap": true, "make": true, "new": true, "close": true,
