@@ -127,4 +127,3 @@ func isEmptyList(body []byte) bool {
 	}
 	return len(bytes.TrimSpace(t[1:len(t)-1])) == 0
 }
-

@@ -78,4 +78,3 @@ func SetRetryAfter(w http.ResponseWriter, res Result) {
 		w.Header().Set("Retry-After", strconv.FormatInt(int64(res.RetryAfter/time.Second), 10))
 	}
 }
-
