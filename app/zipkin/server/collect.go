@@ -32,7 +32,7 @@ func (s *Server) postSpans(ep endpointKind) http.HandlerFunc {
 			spans, format, err := decodeSpansFormat(ep, ct, body)
 			return Decoded{Spans: spans, Format: format}, err
 		}})
-		WriteHTTPError(w, res)
+		writeResult(w, res)
 	}
 }
 
@@ -55,11 +55,11 @@ func HTTPStatus(o Outcome) int {
 	return http.StatusServiceUnavailable
 }
 
-// WriteHTTPError answers res as POST /api/v2/spans does: the status of
+// writeResult answers res as POST /api/v2/spans does: the status of
 // HTTPStatus, with a text/plain body of res.Err, and with Retry-After
 // (whole seconds) for RetryLater. An Accepted result is answered 202 with
 // no body.
-func WriteHTTPError(w http.ResponseWriter, res Result) {
+func writeResult(w http.ResponseWriter, res Result) {
 	if res.Outcome == Accepted {
 		w.WriteHeader(http.StatusAccepted)
 		return

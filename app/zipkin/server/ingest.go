@@ -214,11 +214,11 @@ func (t *Transport) retryAfter() time.Duration {
 // zipkin_collector_* series of the transport):
 //
 //  1. count the message received;
-//  2. Message.Refuse: count it dropped, Refused;
+//  2. Message.Refuse: count it dropped, Refused; an empty Body: Accepted;
 //  3. without Message.Done: refuse at once when the server is closing or
 //     the queue is full (RetryLater, counted rejected);
-//  4. receive the HTTP body (Message.Request), or check Body: empty is
-//     Accepted, above MaxBodyBytes is TooLarge (counted dropped);
+//  4. receive the HTTP body (Message.Request), or check Body: above
+//     MaxBodyBytes is TooLarge (counted dropped);
 //  5. without Message.Done: take a decoding slot shared with every other
 //     transport (Config.MaxConcurrentPosts), waiting up to a second
 //     (RetryLater with ErrBusy, counted rejected);
@@ -244,7 +244,13 @@ func (t *Transport) Ingest(ctx context.Context, m Message) Result {
 		// Brokers count on receipt, as Zipkin's collectors do.
 		t.m.bytes.Add(float64(len(m.Body)))
 		t.m.messageBytes.Set(float64(len(m.Body)))
-	} else {
+	}
+	if m.Request == nil && len(m.Body) == 0 {
+		// Nothing to store: a success even when the queue is full (an
+		// empty ListOfSpans, an empty broker message).
+		return t.accepted(m, Result{})
+	}
+	if !wait {
 		switch {
 		case t.s.closing.Load():
 			return t.retryLater(msgClosing)
@@ -263,14 +269,9 @@ func (t *Transport) Ingest(ctx context.Context, m Message) Result {
 		if code != 0 {
 			return t.bodyError(code, msg)
 		}
-	} else {
-		if len(body) == 0 {
-			return t.accepted(m, Result{})
-		}
-		if int64(len(body)) > t.s.ingest.maxBody {
-			t.m.messagesDropped.Inc()
-			return Result{Outcome: TooLarge, Err: fmt.Errorf("message of %d bytes is larger than the bound of %d (the server's MaxBodyBytes)", len(body), t.s.ingest.maxBody)}
-		}
+	} else if int64(len(body)) > t.s.ingest.maxBody {
+		t.m.messagesDropped.Inc()
+		return Result{Outcome: TooLarge, Err: fmt.Errorf("message of %d bytes is larger than the bound of %d (the server's MaxBodyBytes)", len(body), t.s.ingest.maxBody)}
 	}
 	if !wait {
 		// The decoding slot is taken only now that the whole body has
