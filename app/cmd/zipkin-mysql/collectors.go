@@ -10,8 +10,8 @@ import (
 
 	"google.golang.org/grpc"
 
-	"github.com/sqlpool/sqlpool/app/zipkin/grpccollector"
-	"github.com/sqlpool/sqlpool/app/zipkin/otlp"
+	"github.com/sqlpool/sqlpool/app/zipkin/collector/grpccollector"
+	"github.com/sqlpool/sqlpool/app/zipkin/collector/otlphttp"
 	"github.com/sqlpool/sqlpool/app/zipkin/server"
 )
 
@@ -77,7 +77,7 @@ func startCollectors(cc collectorConfig, srv *server.Server, listen string, log 
 		if err != nil {
 			return nil, err
 		}
-		mux.Handle(otlp.Path, otlp.Handler(tr))
+		mux.Handle(otlphttp.Path, otlphttp.Handler(tr))
 	}
 	c.handler = mux
 	if cc.GRPC {

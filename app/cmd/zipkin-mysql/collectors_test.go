@@ -22,7 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/sqlpool/sqlpool/app/zipkin/grpccollector"
+	"github.com/sqlpool/sqlpool/app/zipkin/collector/grpccollector"
 )
 
 func TestParseCollectorConfig(t *testing.T) {

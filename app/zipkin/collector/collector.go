@@ -65,11 +65,12 @@ func Decode(msg []byte) ([]model.Span, codec.Format, error) {
 type Outcome int
 
 const (
-	// Queued: the spans are in the ingest queue; done will be called (it
-	// may have been already) once they are stored or given up.
+	// Queued: the spans are in the ingest queue (or there were none to
+	// store); done will be called (it may have been already) once they
+	// are stored or given up.
 	Queued Outcome = iota
-	// Skipped: an empty message or a poison message (counted and logged);
-	// done is not called, and the caller acknowledges the message now.
+	// Skipped: a poison message (counted and logged); done is not
+	// called, and the caller acknowledges the message now.
 	Skipped
 	// Stopped: the context ended or the server is closing before the spans
 	// could be queued; done is not called and the message must not be
@@ -86,44 +87,45 @@ type Handler struct {
 	Logger *slog.Logger
 }
 
-// Handle counts a message (zipkin_collector_messages_total and _bytes, on
-// receipt, as Zipkin counts), decodes it and offers its spans to the
-// server's queue, waiting while the queue is full until ctx ends. where
-// names the message in a poison log line, e.g. "zipkin/3@1234" (Kafka) or
-// "delivery tag 17" (RabbitMQ). A message larger than the server's
-// MaxBodyBytes is a poison message. msg must not be modified until done is
-// called (the spans are decoded from it into fresh strings, but the caller
-// should not rely on that).
+// Handle hands one message to the server's one entry point,
+// Transport.Ingest, as a broker message (Message.Done): it is counted on
+// receipt (zipkin_collector_messages_total and _bytes, as Zipkin counts),
+// decoded as Decode does, and its spans offered to the server's queue,
+// waiting while the queue is full until ctx ends. It maps the Result to
+// what the broker is to do:
+//
+//   - Accepted: Queued; done will be called (it may have been already)
+//     once the spans are stored or given up (an empty message, or one
+//     whose spans were all sampled out, is done at once).
+//   - Malformed or TooLarge (larger than the server's MaxBodyBytes, or
+//     more spans than the queue holds): a poison message, logged with
+//     where, Skipped; done is not called.
+//   - Stopped: done is not called and the message must not be
+//     acknowledged.
+//
+// where names the message in a poison log line, e.g. "zipkin/3@1234"
+// (Kafka) or "delivery tag 17" (RabbitMQ). msg must not be modified until
+// done is called.
 func (h *Handler) Handle(ctx context.Context, msg []byte, where string, done func(error)) Outcome {
 	t := h.Transport
-	t.Received()
-	t.Bytes(len(msg))
-	if len(msg) == 0 {
-		return Skipped
-	}
-	if int64(len(msg)) > t.MaxBodyBytes() {
-		h.poison(where, len(msg), fmt.Errorf("message of %d bytes is larger than the bound of %d (the server's MaxBodyBytes)", len(msg), t.MaxBodyBytes()))
-		return Skipped
-	}
-	spans, format, err := Decode(msg)
-	if err != nil {
-		h.poison(where, len(msg), fmt.Errorf("%s: %w", format, err))
-		return Skipped
-	}
-	switch err := t.AcceptWait(ctx, spans, int64(len(msg)), done); {
-	case err == nil:
+	res := t.Ingest(ctx, server.Message{Body: msg, Done: done, Decode: decodeMessage})
+	switch res.Outcome {
+	case server.Accepted:
 		return Queued
-	case errors.Is(err, server.ErrTooManySpans):
-		// Counted by AcceptWait as a dropped message.
-		h.logger().Warn("poison message skipped", "transport", t.Name(), "at", where, "bytes", len(msg), "err", err.Error())
-		return Skipped
+	case server.Stopped:
+		return Stopped
 	}
-	return Stopped
+	h.logger().Warn("poison message skipped", "transport", t.Name(), "at", where, "bytes", len(msg), "err", res.Err.Error())
+	return Skipped
 }
 
-func (h *Handler) poison(where string, n int, err error) {
-	h.Transport.Dropped()
-	h.logger().Warn("poison message skipped", "transport", h.Transport.Name(), "at", where, "bytes", n, "err", err.Error())
+// decodeMessage is Decode as a server.Decoder: an error names the format.
+func decodeMessage(msg []byte) (server.Decoded, error) {
+	spans, format, err := Decode(msg)
+	if err != nil {
+		return server.Decoded{}, fmt.Errorf("%s: %w", format, err)
+	}
+	return server.Decoded{Spans: spans, Format: format}, nil
 }
 
 func (h *Handler) logger() *slog.Logger {

@@ -1,6 +1,7 @@
 // Package otlp maps OpenTelemetry (OTLP) trace data to the Zipkin v2 model
-// and serves OTLP/HTTP (POST /v1/traces, protobuf and JSON encodings) into
-// a server.Transport.
+// (ToSpans) and decodes OTLP export requests (DecodeProto, DecodeJSON).
+// The collectors that receive them are collector/otlphttp (OTLP/HTTP) and
+// collector/grpccollector (OTLP/gRPC).
 //
 // The mapping is the OpenTelemetry specification's Zipkin exporter mapping
 // run in reverse, and where the specification leaves a choice it does what

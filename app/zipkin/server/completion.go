@@ -1,16 +1,11 @@
 package server
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"strconv"
 	"sync/atomic"
-
-	"github.com/sqlpool/sqlpool/app/zipkin/model"
 )
 
-// Errors a completion of Transport.AcceptWait is told.
+// Errors the Message.Done of Transport.Ingest is told.
 var (
 	// ErrGivenUp is a message whose spans the store refused until the
 	// retry deadline (Config.RetryDeadline): they are logged with their
@@ -46,59 +41,3 @@ func (c *completion) part(err error) {
 		c.fn(e)
 	}
 }
-
-// AcceptWait is Accept for a collector that keeps a message in its broker
-// until the spans are stored (Kafka, RabbitMQ): it counts and samples the
-// spans as Accept does, but while the queue is full it waits for room,
-// until ctx ends, instead of refusing, and it reports the outcome to done.
-//
-// When AcceptWait returns nil, done is called exactly once, from a writer
-// goroutine (or from AcceptWait itself when every span was sampled out):
-// with nil once every kept span is stored (or, where the server keeps a
-// durable spool, written to it), with an error wrapping ErrGivenUp when the
-// store refused them until the retry deadline, or ErrAbandoned when the
-// server stopped before they were written. done must not block.
-//
-// When it returns an error, done is never called and nothing was queued:
-// ctx.Err() when ctx ended while the queue was full (nothing is counted as
-// dropped: the message is still the broker's), ErrClosing once Close has
-// begun, and ErrTooManySpans (counted as a dropped message) when the
-// message holds more spans than the queue, which waiting cannot cure.
-func (t *Transport) AcceptWait(ctx context.Context, spans []model.Span, bytes int64, done func(error)) error {
-	if len(spans) == 0 {
-		done(nil)
-		return nil
-	}
-	t.m.spans.Add(float64(len(spans)))
-	t.m.messageSpans.Set(float64(len(spans)))
-	kept := t.s.sampler.filter(spans)
-	if dropped := len(spans) - len(kept); dropped > 0 {
-		t.m.spansDropped.Add(float64(dropped))
-	}
-	if len(kept) == 0 {
-		done(nil)
-		return nil
-	}
-	if len(kept) > t.s.ingest.maxSpans {
-		t.m.messagesDropped.Inc()
-		t.m.spansDropped.Add(float64(len(kept)))
-		return fmt.Errorf("%w: %d spans; this server queues at most %s: send smaller batches",
-			ErrTooManySpans, len(kept), strconv.Itoa(t.s.ingest.maxSpans))
-	}
-	if t.s.closing.Load() {
-		return ErrClosing
-	}
-	// A message larger than the byte bound would never find room; the
-	// bound is at least MaxBodyBytes, so it can only be a caller's error.
-	bytes = min(bytes, t.s.ingest.maxBytes)
-	c := &completion{fn: done}
-	return t.s.q.offerWait(ctx, message{spans: kept, bytes: bytes, done: c, dropped: t.m.spansDropped})
-}
-
-// Room returns how many spans and bytes the queue can take now.
-func (t *Transport) Room() (spans int, bytes int64) {
-	return t.s.ingest.maxSpans - int(t.s.q.spans.Load()), t.s.ingest.maxBytes - t.s.q.bytes.Load()
-}
-
-// MaxQueueSpans is the queue's bound in spans (Config.MaxQueueSpans).
-func (t *Transport) MaxQueueSpans() int { return t.s.ingest.maxSpans }

@@ -11,11 +11,23 @@ import (
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
 )
 
-// TestAcceptWaitCompletes: done is called once, after the store has
+// acceptWait is what AcceptWait was: Ingest of a broker message (with
+// Done) of decoded spans, bytes long; nil when Accepted, else Result.Err.
+func acceptWait(ctx context.Context, tr *Transport, spans []model.Span, bytes int, done func(error)) error {
+	res := tr.Ingest(ctx, Message{Body: make([]byte, bytes), Done: done, Decode: func([]byte) (Decoded, error) {
+		return Decoded{Spans: spans}, nil
+	}})
+	if res.Outcome == Accepted {
+		return nil
+	}
+	return res.Err
+}
+
+// TestIngestWaitCompletes: done is called once, after the store has
 // accepted the spans (never before), also when the message is split across
-// writers; a full queue makes AcceptWait wait (counting nothing as dropped)
+// writers; a full queue makes Ingest with Done wait (counting nothing as dropped)
 // until a write frees room, or until its context ends.
-func TestAcceptWaitCompletes(t *testing.T) {
+func TestIngestWaitCompletes(t *testing.T) {
 	store, release := heldStore()
 	s, hs, _ := newTestServer(t, store, Config{Writers: 3, MaxQueueSpans: 8, BatchSpans: 100})
 	tr, err := s.Transport("kafka")
@@ -24,7 +36,7 @@ func TestAcceptWaitCompletes(t *testing.T) {
 	}
 	spans, _ := codec.DecodeJSONV2([]byte(listJSON(0, 8))) // eight traces: split over the three writers
 	done := make(chan error, 2)
-	if err := tr.AcceptWait(context.Background(), spans, 800, func(err error) { done <- err }); err != nil {
+	if err := acceptWait(context.Background(), tr, spans, 800, func(err error) { done <- err }); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -39,20 +51,20 @@ func TestAcceptWaitCompletes(t *testing.T) {
 	// The queue is full: a second message waits until its context ends.
 	more, _ := codec.DecodeJSONV2([]byte(listJSON(8, 1)))
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	err = tr.AcceptWait(ctx, more, 100, func(error) { t.Error("done of a message that was not queued") })
+	err = acceptWait(ctx, tr, more, 100, func(error) { t.Error("done of a message that was not queued") })
 	cancel()
 	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("AcceptWait into a full queue: %v, want the context's error", err)
+		t.Fatalf("Ingest with Done into a full queue: %v, want the context's error", err)
 	}
 
 	// Now it waits for room, which the first write frees.
 	waited := make(chan error, 1)
 	go func() {
-		waited <- tr.AcceptWait(context.Background(), more, 100, func(err error) { done <- err })
+		waited <- acceptWait(context.Background(), tr, more, 100, func(err error) { done <- err })
 	}()
 	close(release)
 	if err := <-waited; err != nil {
-		t.Fatalf("AcceptWait after room came free: %v", err)
+		t.Fatalf("Ingest with Done after room came free: %v", err)
 	}
 	for range 2 {
 		if err := <-done; err != nil {
@@ -68,9 +80,9 @@ func TestAcceptWaitCompletes(t *testing.T) {
 	}
 }
 
-// TestAcceptWaitGivenUp: a batch the store refuses until the retry deadline
+// TestIngestWaitGivenUp: a batch the store refuses until the retry deadline
 // completes with ErrGivenUp and is counted under the transport, not http.
-func TestAcceptWaitGivenUp(t *testing.T) {
+func TestIngestWaitGivenUp(t *testing.T) {
 	store := &fakeStore{}
 	store.setHook(func(context.Context, []model.Span) error { return errors.New("table is read only") })
 	s, hs, logs := newTestServer(t, store, Config{Writers: 1, RetryDeadline: 50 * time.Millisecond})
@@ -80,7 +92,7 @@ func TestAcceptWaitGivenUp(t *testing.T) {
 	}
 	spans, _ := codec.DecodeJSONV2([]byte(listJSON(0, 2)))
 	done := make(chan error, 1)
-	if err := tr.AcceptWait(context.Background(), spans, 200, func(err error) { done <- err }); err != nil {
+	if err := acceptWait(context.Background(), tr, spans, 200, func(err error) { done <- err }); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; !errors.Is(err, ErrGivenUp) {
@@ -98,9 +110,9 @@ func TestAcceptWaitGivenUp(t *testing.T) {
 	}
 }
 
-// TestAcceptWaitAbandoned: a message still unwritten when Close runs out
+// TestIngestWaitAbandoned: a message still unwritten when Close runs out
 // of time completes with ErrAbandoned, and a waiter is woken by Close.
-func TestAcceptWaitAbandoned(t *testing.T) {
+func TestIngestWaitAbandoned(t *testing.T) {
 	store := &fakeStore{}
 	store.setHook(func(ctx context.Context, _ []model.Span) error { <-ctx.Done(); return ctx.Err() })
 	s, err := New(Config{Storage: store, Writers: 1, MaxQueueSpans: 2, Logger: discardLogger()})
@@ -110,12 +122,12 @@ func TestAcceptWaitAbandoned(t *testing.T) {
 	tr, _ := s.Transport("kafka")
 	spans, _ := codec.DecodeJSONV2([]byte(listJSON(0, 2)))
 	done := make(chan error, 1)
-	if err := tr.AcceptWait(context.Background(), spans, 200, func(err error) { done <- err }); err != nil {
+	if err := acceptWait(context.Background(), tr, spans, 200, func(err error) { done <- err }); err != nil {
 		t.Fatal(err)
 	}
 	waiting := make(chan error, 1)
 	more, _ := codec.DecodeJSONV2([]byte(listJSON(2, 1)))
-	go func() { waiting <- tr.AcceptWait(context.Background(), more, 100, func(error) {}) }()
+	go func() { waiting <- acceptWait(context.Background(), tr, more, 100, func(error) {}) }()
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if err := s.Close(ctx); err == nil {
@@ -125,6 +137,6 @@ func TestAcceptWaitAbandoned(t *testing.T) {
 		t.Fatalf("done(%v), want ErrAbandoned", err)
 	}
 	if err := <-waiting; !errors.Is(err, ErrClosing) {
-		t.Fatalf("a waiting AcceptWait after Close: %v, want ErrClosing", err)
+		t.Fatalf("a waiting Ingest with Done after Close: %v, want ErrClosing", err)
 	}
 }

@@ -1,15 +1,26 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sqlpool/sqlpool/app/zipkin/codec"
 	"github.com/sqlpool/sqlpool/app/zipkin/storage"
 )
 
-// TestTransportSharesTheQueue: a Transport's Accept goes into the same
+// ingestJSON ingests a JSON v2 list through tr as a collector of whole
+// messages (gRPC) would.
+func ingestJSON(tr *Transport, body string) Result {
+	return tr.Ingest(context.Background(), Message{Body: []byte(body), Decode: func(b []byte) (Decoded, error) {
+		spans, err := codec.DecodeJSONV2(b)
+		return Decoded{Spans: spans}, err
+	}})
+}
+
+// TestTransportSharesTheQueue: a Transport's Ingest goes into the same
 // bounded queue as POST /api/v2/spans (it is refused when that queue is
 // full, and its spans are stored by the same writers), and counts under its
 // own transport label.
@@ -29,28 +40,20 @@ func TestTransportSharesTheQueue(t *testing.T) {
 	if r := post(t, hs.URL+"/api/v2/spans", listJSON(0, 3)); r.code != 202 {
 		t.Fatalf("POST: %d %s", r.code, r.body)
 	}
-	spans, err := codec.DecodeJSONV2([]byte(listJSON(3, 3)))
-	if err != nil {
-		t.Fatal(err)
+	if r := ingestJSON(tr, listJSON(10, 7)); r.Outcome != TooLarge || !errors.Is(r.Err, ErrTooManySpans) {
+		t.Fatalf("Ingest of more spans than the queue holds: %v %v", r.Outcome, r.Err)
 	}
-	tr.Received()
-	if err := tr.Accept(spans, 100); err != nil {
-		t.Fatalf("Accept with room: %v", err)
+	if r := ingestJSON(tr, listJSON(20, 4)); r.Outcome != RetryLater || !errors.Is(r.Err, ErrQueueFull) || r.RetryAfter != time.Second {
+		t.Fatalf("Ingest of more spans than there is room for: %v %v %v, want RetryLater ErrQueueFull 1s", r.Outcome, r.Err, r.RetryAfter)
 	}
-	more, _ := codec.DecodeJSONV2([]byte(listJSON(6, 1)))
-	tr.Received()
-	if err := tr.Accept(more, 10); !errors.Is(err, ErrQueueFull) {
-		t.Fatalf("Accept into a full queue: %v, want ErrQueueFull", err)
+	if r := ingestJSON(tr, listJSON(3, 3)); r.Outcome != Accepted || r.Err != nil || r.Spans != 3 {
+		t.Fatalf("Ingest with room: %v %v", r.Outcome, r.Err)
 	}
-	if err := tr.Unavailable(); !errors.Is(err, ErrQueueFull) {
-		t.Fatalf("Unavailable with a full queue: %v", err)
+	if r := ingestJSON(tr, listJSON(6, 1)); r.Outcome != RetryLater || !errors.Is(r.Err, ErrQueueFull) {
+		t.Fatalf("Ingest into a full queue: %v %v, want RetryLater ErrQueueFull", r.Outcome, r.Err)
 	}
 	if r := post(t, hs.URL+"/api/v2/spans", listJSON(7, 1)); r.code != 503 {
 		t.Fatalf("POST after the transport filled the queue: %d, want 503", r.code)
-	}
-	seven, _ := codec.DecodeJSONV2([]byte(listJSON(10, 7)))
-	if err := tr.Accept(seven, 10); !errors.Is(err, ErrTooManySpans) {
-		t.Fatalf("Accept of more spans than the queue holds: %v", err)
 	}
 	close(release)
 	waitDrained(t, hs.URL)
@@ -58,8 +61,11 @@ func TestTransportSharesTheQueue(t *testing.T) {
 		t.Fatalf("stored %d spans, want 6 (3 by POST, 3 by the transport)", n)
 	}
 	lbl := func(name string) string { return name + `{transport="otlp-http"}` }
+	// Four messages: 7 spans too many (dropped), 4 with no room for them
+	// (rejected, their spans dropped), 3 queued, and one refused before
+	// decoding because the queue was full (rejected, its span not decoded).
 	for name, want := range map[string]float64{
-		NameMessages: 2, NameSpans: 11, NameMessagesRejected: 2, NameSpansDropped: 8, NameMessagesDropped: 1,
+		NameMessages: 4, NameSpans: 14, NameMessagesRejected: 2, NameSpansDropped: 11, NameMessagesDropped: 1,
 	} {
 		if v := metric(t, hs.URL, lbl(name)); v != want {
 			t.Errorf("%s = %v, want %v", lbl(name), v, want)

@@ -205,6 +205,7 @@ type Server struct {
 	store  storage.Storage
 	log    *slog.Logger
 	m      *collectorMetrics
+	http   *Transport // the span endpoints' entry point (transport="http")
 	q      *ingestQueue
 	posts  chan struct{} // semaphore of POSTs being decoded
 	// receiving is the body bytes reserved by POSTs being received or
@@ -298,6 +299,7 @@ func New(cfg Config) (*Server, error) {
 		posts:   make(chan struct{}, in.maxPosts),
 		sampler: newSampler(cfg.SampleRate),
 	}
+	s.http = &Transport{s: s, name: "http", m: s.m}
 	reg := cfg.Registerer
 	if reg == nil {
 		r := prometheus.NewRegistry()
@@ -379,21 +381,18 @@ func (s *Server) replay(recs []spool.Record) {
 	defer close(s.replayDone)
 	var spans int
 	for i, r := range recs {
-		if len(r.Payload) < 2 {
+		rec, err := parseSpoolRecord(r.Payload)
+		if err != nil {
 			s.spool.Done(r.Seq)
 			continue
 		}
-		ep, ct := endpointKind(r.Payload[0]), ""
-		if r.Payload[1] == 1 {
-			ct = "application/x-protobuf"
-		}
-		body := r.Payload[2:]
-		decoded, err := decodeSpans(ep, ct, body)
+		decoded, err := rec.decode()
 		if err != nil {
 			s.log.Error("spool: a replayed request does not decode; skipped", "seq", r.Seq, "err", err)
 			s.spool.Done(r.Seq)
 			continue
 		}
+		body := rec.body
 		kept := s.sampler.filter(decoded)
 		if len(kept) == 0 {
 			s.spool.Done(r.Seq)

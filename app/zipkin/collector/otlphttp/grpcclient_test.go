@@ -1,4 +1,4 @@
-package otlp_test
+package otlphttp_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/sqlpool/sqlpool/app/zipkin/grpccollector"
+	"github.com/sqlpool/sqlpool/app/zipkin/collector/grpccollector"
 	"github.com/sqlpool/sqlpool/app/zipkin/server"
 )
 

@@ -1,4 +1,4 @@
-package otlp_test
+package otlphttp_test
 
 import (
 	"context"
@@ -23,10 +23,10 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sqlpool/sqlpool/app/embedded"
-	"github.com/sqlpool/sqlpool/app/zipkin/grpccollector"
+	"github.com/sqlpool/sqlpool/app/zipkin/collector/grpccollector"
+	"github.com/sqlpool/sqlpool/app/zipkin/collector/otlphttp"
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
 	"github.com/sqlpool/sqlpool/app/zipkin/mysqlstore"
-	"github.com/sqlpool/sqlpool/app/zipkin/otlp"
 	"github.com/sqlpool/sqlpool/app/zipkin/server"
 	"github.com/sqlpool/sqlpool/app/zipkin/storage"
 	"github.com/sqlpool/sqlpool/internal/mysqltest"
@@ -143,7 +143,7 @@ func newEnv(t *testing.T, cfg server.Config) *env {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", e.srv.Handler())
-	mux.Handle(otlp.Path, otlp.Handler(trHTTP))
+	mux.Handle(otlphttp.Path, otlphttp.Handler(trHTTP))
 	zg := grpccollector.NewServer(nil, trZipkin)
 	hs := httptest.NewUnstartedServer(grpccollector.Handler(zg, mux))
 	hs.Config.Protocols = new(http.Protocols)

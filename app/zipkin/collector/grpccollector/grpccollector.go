@@ -1,5 +1,6 @@
 // Package grpccollector serves the two gRPC span collectors into
-// server.Transport entry points: OTLP/gRPC
+// server.Transport entry points (every request through Transport.Ingest,
+// whose Result this package maps to a gRPC status): OTLP/gRPC
 // (opentelemetry.proto.collector.trace.v1.TraceService/Export) and
 // Zipkin's own zipkin.proto3.SpanService/Report.
 //
@@ -9,17 +10,18 @@
 // INTERNAL), and Zipkin's proto3 list is read by the same decoder, with the
 // same validation, as POST /api/v2/spans.
 //
-// Status codes: OK (with partial_success for OTLP spans rejected for
-// invalid IDs); INVALID_ARGUMENT for a message that does not decode;
-// RESOURCE_EXHAUSTED (no RetryInfo: not retried) for a message larger than
-// the body bound or with more spans than the queue holds; UNAVAILABLE with
-// a google.rpc.RetryInfo of Config.RetryAfter when the queue is full, the
-// decoding slots are taken or the server is stopping.
+// Status codes, by Outcome of the Result: Accepted is OK (with
+// partial_success for OTLP spans rejected for invalid IDs); Refused and
+// Malformed are INVALID_ARGUMENT (a message that does not decode);
+// TooLarge is RESOURCE_EXHAUSTED (no RetryInfo: not retried) for a message
+// larger than the body bound or with more spans than the queue holds;
+// RetryLater is UNAVAILABLE with a google.rpc.RetryInfo of Result.RetryAfter
+// (Config.RetryAfter) when the queue is full, the decoding slots are taken
+// or the server is stopping.
 package grpccollector
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -35,7 +37,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sqlpool/sqlpool/app/zipkin/codec"
-	"github.com/sqlpool/sqlpool/app/zipkin/model"
 	"github.com/sqlpool/sqlpool/app/zipkin/otlp"
 	"github.com/sqlpool/sqlpool/app/zipkin/server"
 )
@@ -118,7 +119,9 @@ func (rawCodec) Unmarshal(data []byte, v any) error {
 
 var _ encoding.Codec = rawCodec{}
 
-type handlerFunc func(ctx context.Context, tr *server.Transport, body []byte) ([]byte, error)
+// handlerFunc serves one request of a method: it ingests body through
+// tr and returns the response message or a status error.
+type handlerFunc func(ctx context.Context, tr *server.Transport, body []byte, refuse error) ([]byte, error)
 
 func serviceDesc(service, method, file string, h handlerFunc) *grpc.ServiceDesc {
 	return &grpc.ServiceDesc{
@@ -128,13 +131,9 @@ func serviceDesc(service, method, file string, h handlerFunc) *grpc.ServiceDesc 
 			MethodName: method,
 			Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 				tr := srv.(*server.Transport)
-				tr.Received()
 				var in rawMessage
-				if err := dec(&in); err != nil {
-					tr.Dropped()
-					return nil, status.Error(codes.InvalidArgument, err.Error())
-				}
-				out, err := h(ctx, tr, in.b)
+				refuse := dec(&in) // a message gRPC cannot read: INVALID_ARGUMENT, counted by Ingest
+				out, err := h(ctx, tr, in.b, refuse)
 				if err != nil {
 					return nil, err
 				}
@@ -145,83 +144,48 @@ func serviceDesc(service, method, file string, h handlerFunc) *grpc.ServiceDesc 
 	}
 }
 
-// admit refuses early when the queue is full or the slots are taken; the
-// caller must call tr.Release when ok.
-func admit(ctx context.Context, tr *server.Transport) error {
-	if err := tr.Unavailable(); err != nil {
-		return retryLater(tr, err)
-	}
-	if !tr.Acquire(ctx) {
-		return retryLater(tr, errors.New("too many export requests are being decoded"))
-	}
-	return nil
-}
-
-func exportOTLP(ctx context.Context, tr *server.Transport, body []byte) ([]byte, error) {
-	if err := admit(ctx, tr); err != nil {
+func exportOTLP(ctx context.Context, tr *server.Transport, body []byte, refuse error) ([]byte, error) {
+	res := tr.Ingest(ctx, server.Message{Body: body, Refuse: refuse, Decode: func(body []byte) (server.Decoded, error) {
+		req, err := otlp.DecodeProto(body)
+		if err != nil {
+			return server.Decoded{}, err
+		}
+		res := otlp.ToSpans(req.GetResourceSpans())
+		return server.Decoded{Spans: res.Spans, Rejected: res.Rejected, RejectedMessage: res.Message}, nil
+	}})
+	if err := statusOf(res); err != nil {
 		return nil, err
 	}
-	defer tr.Release()
-	tr.Bytes(len(body))
-	req, err := otlp.DecodeProto(body)
-	if err != nil {
-		tr.Dropped()
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	res := otlp.ToSpans(req.GetResourceSpans())
-	if err := accept(tr, res.Spans, len(body)); err != nil {
-		return nil, err
-	}
-	tr.SpansDropped(int(res.Rejected))
 	resp := &coltracepb.ExportTraceServiceResponse{}
 	if res.Rejected > 0 {
-		resp.PartialSuccess = &coltracepb.ExportTracePartialSuccess{RejectedSpans: res.Rejected, ErrorMessage: res.Message}
+		resp.PartialSuccess = &coltracepb.ExportTracePartialSuccess{RejectedSpans: res.Rejected, ErrorMessage: res.RejectedMessage}
 	}
 	return proto.Marshal(resp)
 }
 
-func reportZipkin(ctx context.Context, tr *server.Transport, body []byte) ([]byte, error) {
-	if len(body) == 0 { // an empty ListOfSpans: success, as Zipkin
-		return nil, nil
-	}
-	if err := admit(ctx, tr); err != nil {
-		return nil, err
-	}
-	defer tr.Release()
-	tr.Bytes(len(body))
-	spans, err := codec.DecodeProto3(body)
-	if err != nil {
-		tr.Dropped()
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	if err := accept(tr, spans, len(body)); err != nil {
-		return nil, err
-	}
-	return nil, nil // ReportResponse has no fields
+func reportZipkin(ctx context.Context, tr *server.Transport, body []byte, refuse error) ([]byte, error) {
+	// An empty ListOfSpans is Accepted by Ingest: success, as Zipkin.
+	res := tr.Ingest(ctx, server.Message{Body: body, Refuse: refuse, Decode: func(body []byte) (server.Decoded, error) {
+		spans, err := codec.DecodeProto3(body)
+		return server.Decoded{Spans: spans, Format: codec.Proto3}, err
+	}})
+	return nil, statusOf(res) // ReportResponse has no fields
 }
 
-func accept(tr *server.Transport, spans []model.Span, n int) error {
-	err := tr.Accept(spans, int64(n))
-	switch {
-	case err == nil:
+// statusOf maps a Result to a gRPC status error; nil for Accepted.
+func statusOf(res server.Result) error {
+	switch res.Outcome {
+	case server.Accepted:
 		return nil
-	case errors.Is(err, server.ErrTooManySpans):
-		return status.Error(codes.ResourceExhausted, err.Error())
+	case server.Refused, server.Malformed:
+		return status.Error(codes.InvalidArgument, res.Err.Error())
+	case server.TooLarge:
+		return status.Error(codes.ResourceExhausted, res.Err.Error())
 	}
-	return retryLater(tr, err)
-}
-
-// retryLater is UNAVAILABLE with RetryInfo: OTLP clients retry it after
-// the delay.
-func retryLater(tr *server.Transport, err error) error {
-	msg := "the span queue is full; retry later"
-	switch {
-	case errors.Is(err, server.ErrClosing):
-		msg = "the server is shutting down; send the spans to another instance or retry later"
-	case !errors.Is(err, server.ErrQueueFull):
-		msg = err.Error() + "; retry later"
-	}
-	st, derr := status.New(codes.Unavailable, msg).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(tr.RetryAfter())})
+	// RetryLater (Timeout and Stopped are not outcomes of a gRPC message):
+	// UNAVAILABLE with RetryInfo, which OTLP clients retry after the delay.
+	msg := res.Err.Error()
+	st, derr := status.New(codes.Unavailable, msg).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(res.RetryAfter)})
 	if derr != nil {
 		return status.Error(codes.Unavailable, msg)
 	}

@@ -1,4 +1,4 @@
-package otlp_test
+package otlphttp_test
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 
-	"github.com/sqlpool/sqlpool/app/zipkin/grpccollector"
+	"github.com/sqlpool/sqlpool/app/zipkin/collector/grpccollector"
 	"github.com/sqlpool/sqlpool/app/zipkin/server"
 )
 

@@ -1,4 +1,4 @@
-package otlp_test
+package otlphttp_test
 
 import (
 	"context"
