@@ -150,7 +150,7 @@ func (c *stmtCache) unlink(cs *cachedStmt) {
 // ER_MAX_PREPARED_STMT_COUNT_REACHED, after emptying the cache (freeing the server's count).
 func (c *conn) cached(ctx context.Context, q string) (cs *cachedStmt, ds driver.Stmt, err error) {
 	cache := &c.e.stmts
-	db, known := c.e.sess.t.Scope()
+	db, known := c.e.sess.Scope()
 	if !known {
 		ds, err = prepareDriver(ctx, c.e.conn, q)
 		return nil, ds, err
