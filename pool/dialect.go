@@ -42,14 +42,10 @@ type Dialect interface {
 	// non-nil result means dc must not be handed out).
 	Probe(ctx context.Context, dc driver.Conn, timeout time.Duration) error
 
-	// Commit commits t, a transaction begun on dc with ctx, and returns what t.Commit would;
-	// a dialect with nothing to add returns t.Commit(). A dialect whose driver commits
-	// without watching a context (database/sql's driver.Tx.Commit takes none) may commit
-	// through dc with ctx instead, so that a COMMIT waiting on a server that stopped
-	// answering ends at the caller's deadline; it must leave t committed, or report an
-	// error, as t.Commit would. When the outcome is unknown (ctx ended after COMMIT was
-	// sent, or the driver's error does not tell whether COMMIT reached the server) it
-	// returns a *CommitUnknownError that wraps the driver's error.
+	// Commit commits t, begun on dc with ctx; a dialect with nothing to add returns
+	// t.Commit(). It may commit through dc with ctx instead (driver.Tx.Commit takes no
+	// context), leaving t as t.Commit would. When the outcome is unknown (ctx ended after
+	// COMMIT was sent, or the driver's error does not tell) it returns a *CommitUnknownError.
 	Commit(ctx context.Context, dc driver.Conn, t driver.Tx) error
 }
 
@@ -144,46 +140,31 @@ type SessionTracker interface {
 	// database), for the pool's statement cache key; known is false while it cannot be told,
 	// and the pool then does not cache.
 	Scope() (scope string, known bool)
-	// Caps says what the tracker can do besides following the session; the pool asks it
-	// once, right after NewSession. A tracker that can do none of it returns the zero value.
+	// Caps is asked once, right after NewSession; see SessionCaps.
 	Caps() SessionCaps
 }
 
 // SessionCaps is what a SessionTracker can do besides following the session. The zero value
-// asks for nothing: the pool does not peek at the connection's liveness, calls the driver's
-// ResetSession at every hand-out, and runs statements as the driver runs them.
+// asks for nothing: no liveness peek, the driver's ResetSession at every hand-out, statements
+// run as the driver runs them.
 type SessionCaps struct {
-	// Alive, when not nil, tells without sending anything that the server closed the
-	// connection (a non-blocking read of the socket finds EOF or an unsolicited message,
-	// such as PostgreSQL's FATAL after pg_terminate_backend): it reports false when the
-	// connection is known dead, and must not block. The pool asks it at every hand-out (but
-	// not within livenessPeekWindow, 1 ms, of the previous one), after the driver's own
-	// ResetSession, and closes a connection reported dead instead of handing it out. nil:
-	// never asked.
+	// Alive, when not nil, reports without blocking or sending anything whether the server
+	// still holds the connection (a socket peek finds no EOF nor unsolicited message, such as
+	// PostgreSQL's FATAL after pg_terminate_backend). The pool asks it at hand-out, unless it
+	// handed the connection out within the last millisecond, and closes a dead one.
 	Alive func() bool
-
-	// SkipDriverReset reports that the driver's ResetSession repeats only what the pool does
-	// itself at every hand-out: a test that the connection is closed (Alive), a ping after
-	// some idle time (the pool's probe after AliveBypassWindow), a refusal of a connection
-	// left in a transaction (the release plan's ROLLBACK). The pool then does not call the
-	// driver's ResetSession (pgx's stdlib reads the wall clock there on every checkout; it is
-	// most of the cost of a borrow that sends nothing). false: it is called.
+	// SkipDriverReset reports that the driver's ResetSession only repeats the pool's own
+	// hand-out checks (Alive, the probe after AliveBypassWindow, the release plan's ROLLBACK):
+	// the pool then does not call it (pgx's stdlib reads the wall clock there per checkout).
 	SkipDriverReset bool
-
-	// IsValid, when not nil and SkipDriverReset is true, is asked at every return, as the
-	// driver's own driver.Validator would be, when the driver connection implements none
-	// (pgx's stdlib), so that a connection the driver closed while it was in use is not
-	// parked for the next borrower. nil: not asked.
+	// IsValid, when not nil and SkipDriverReset is set, stands in for the driver's
+	// driver.Validator at every return when the driver connection has none (pgx's stdlib).
 	IsValid func() bool
-
 	// CacheFirst, when not nil, is asked before each parameterized ExecContext or
-	// QueryContext, for a driver that parses every such statement anew in a round trip of its
-	// own (lib/pq: Parse and Describe of an unnamed statement, then Bind and Execute). While it
-	// reports true, the pool runs a parameterized statement it has seen before on the
-	// connection through its statement cache instead, which parses it once per connection and
-	// then binds and executes it in one round trip. It reports false where a cached statement
-	// that the server rejects as stale (ErrorClass.StaleStatement) could not simply run again:
-	// inside a transaction, where the rejection aborts it. nil: never.
+	// QueryContext; while it reports true, a statement already seen on the connection runs
+	// through the statement cache (one round trip) instead of the driver's direct call, for a
+	// driver that parses each anew (lib/pq). It must report false where a statement the server
+	// rejects as stale (ErrorClass.StaleStatement) cannot simply run again: in a transaction.
 	CacheFirst func() bool
 }
 
