@@ -18,7 +18,7 @@ import (
 // USE or SET came after (the server fixes those into a statement when it prepares it). With
 // the statement cache on, that server statement may be one the cache already held for the same
 // database and text, prepared under the same baseline sql_mode and character set
-// (txstate.Tracker.Resolution).
+// (SessionTracker.Scope).
 type stmt struct {
 	c      *conn
 	ds     driver.Stmt
