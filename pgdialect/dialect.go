@@ -29,6 +29,12 @@
 // statements. A state it cannot follow (sql.Conn.Raw, DO, CALL) gets all of those at once:
 // everything DISCARD ALL resets except DEALLOCATE ALL, which would break pgx's statement
 // cache. LOAD, DEALLOCATE ALL and DISCARD ALL close the connection at release. A clean session sends nothing.
+//
+// Server-side cancel (pool.ServerCancel, on with pool.Config.ServerCancelTimeout's default): a
+// connection closed after its statement's context ended has that statement cancelled with
+// pg_cancel_backend(pid) on a side connection, and stays counted against MaxConns until its
+// backend leaves pg_stat_activity. The PID comes from the connection's BackendKeyData (no round
+// trip); a connection of another driver is not cancelled.
 package pgdialect
 
 import (

@@ -151,8 +151,8 @@ type Config struct {
 	// ServerCancelTimeout turns on server-side cancel and bounds how long a connection stays
 	// counted against MaxConns after its statement was cancelled. When a statement fails
 	// because its context ended, go-sql-driver/mysql has already closed the socket and the
-	// server goes on running the statement; the pool then sends KILL QUERY for the connection's
-	// session over a side connection of its own and keeps counting the connection (in
+	// server goes on running the statement; the pool then has the dialect stop it (ServerCancel:
+	// KILL QUERY on MySQL, pg_cancel_backend on PostgreSQL) over a side connection of its own and keeps counting the connection (in
 	// Stats.Total, Active and Cancelling) until the server no longer lists the session, or
 	// until ServerCancelTimeout has passed. The caller is not delayed. See ServerCancel. Zero
 	// value: ValidationTimeout (5 s by default). Negative: off (the statement runs on after a
