@@ -52,7 +52,7 @@ type entry struct {
 	// taking the entry from the store.
 	lastAlive int64
 	// handedOutExact is the exact time (Pool.nanotime) of the last hand-out that asked
-	// sessionAlive, kept only for a connection whose tracker is a LivenessChecker; 0: none yet.
+	// sessionAlive, kept only for a connection whose tracker has SessionCaps.Alive; 0: none yet.
 	handedOutExact int64
 	// borrowedAt is stamped at every acquire (coarse clock); read by the owner and by leak
 	// reports. usageStart is the exact time of the acquire, kept only when Events is set.
