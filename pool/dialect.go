@@ -10,19 +10,14 @@ import (
 	"time"
 )
 
-// Dialect is one database product's knowledge that the pool needs, so that the pool itself
-// imports no driver and knows no vendor: what an error means for the connection that returned
-// it, how to follow and undo the session state a borrower leaves behind, how to ask a
-// connection whether it is alive, and how to commit. The pool calls a Dialect from many
-// goroutines at once; a SessionTracker it returns is used by one goroutine at a time.
-//
-// MySQL/MariaDB's dialect is in package github.com/sqlpool/sqlpool/mysqldialect and
-// PostgreSQL's in github.com/sqlpool/sqlpool/pgdialect; each registers itself
-// ([RegisterDialect]) for its drivers' connectors when it is imported.
-//
-// A dialect that can stop a running statement on the server implements [ServerCancel] as
-// well. To change a dialect's answers (such as which errors are fatal), set Config.Dialect to
-// a type that embeds it and overrides the method.
+// Dialect is one database product's knowledge that the pool needs, so that the pool imports no
+// driver and knows no vendor: what an error means for its connection, how to follow and undo
+// the session state a borrower leaves behind, whether a connection is alive, how to commit. It
+// is called from many goroutines at once; a SessionTracker it returns, from one at a time.
+// Packages mysqldialect and pgdialect hold MySQL's and PostgreSQL's and register them
+// ([RegisterDialect]) when imported. A dialect that can stop a running statement on the server
+// implements [ServerCancel] as well. To change a dialect's answers (such as which errors are
+// fatal), set Config.Dialect to a type that embeds it and overrides the method.
 type Dialect interface {
 	// Name is a short lower-case name for logs and errors, such as "mysql" or "postgres".
 	Name() string
@@ -96,11 +91,9 @@ type ErrorClass struct {
 	// StatementLimit reports that the server refused to prepare one more statement on the
 	// connection; the pool then empties the connection's statement cache and prepares again.
 	StatementLimit bool
-	// StaleStatement reports that the server refused to run a statement the connection had
-	// prepared earlier because it no longer fits (PostgreSQL: 0A000 "cached plan must not change
-	// result type" after a table changed, 26000 "prepared statement does not exist"). A statement
-	// the pool ran through its cache first (SessionCaps.CacheFirst) is then dropped from the
-	// cache and run directly, as the driver would have run it.
+	// StaleStatement reports that the server refused a statement the connection prepared
+	// earlier as no longer fitting (PostgreSQL: 0A000 after a table changed, 26000). One the
+	// pool ran through its cache first (SessionCaps.CacheFirst) is then dropped and run directly.
 	StaleStatement bool
 	// Reason is a short static description of a fatal error; empty when Fatal is false.
 	Reason string
@@ -233,10 +226,9 @@ var dialectRegistry struct {
 
 // RegisterDialect makes d the dialect New chooses, when Config.Dialect is nil, for a connector
 // whose type, or whose Driver()'s type, is defined in one of pkgPaths (such as
-// "github.com/lib/pq"). The empty path registers d for every connector that no other path
-// matches (mysqldialect does, as MySQL's rules were the pool's default before it had a package
-// of its own). A later registration for the same path replaces the earlier one. Packages that
-// provide a dialect call it from init.
+// "github.com/lib/pq"); the empty path, for every connector no other path matches
+// (mysqldialect's). A later registration for a path replaces the earlier one. Dialect packages
+// call it from init.
 func RegisterDialect(d Dialect, pkgPaths ...string) {
 	dialectRegistry.mu.Lock()
 	defer dialectRegistry.mu.Unlock()
