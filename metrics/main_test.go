@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sqlpool/sqlpool/internal/leakcheck"
+	_ "github.com/sqlpool/sqlpool/mysqldialect" // MySQL's pool.Dialect, registered on import
 
 	"github.com/sqlpool/sqlpool/internal/fakedb"
 	"github.com/sqlpool/sqlpool/internal/testhook"

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
-// Alive implements pool.LivenessChecker: a non-blocking peek at the socket of an idle
+// Alive is the tracker's pool.SessionCaps.Alive: a non-blocking peek at the socket of an idle
 // connection. EOF, an error, or any byte waiting (PostgreSQL sends nothing to an idle session
 // unasked but a FATAL error before it closes, such as 57P01 from pg_terminate_backend or a
 // shutdown) means the connection is dead. No byte is sent; the peek consumes nothing. A
@@ -93,7 +93,7 @@ func sockAlive(rc syscall.RawConn) bool {
 	return err == nil && alive
 }
 
-// SkipDriverReset implements pool.DriverResetRedundant. It is true for lib/pq's connections,
+// SkipDriverReset is the tracker's pool.SessionCaps.SkipDriverReset. It is true for lib/pq's connections,
 // whose ResetSession reports the error that IsValid reported at the return before it (nothing
 // runs on an idle lib/pq connection in between), and for a pgx stdlib connection whose
 // ResetSession does only what the pool does at every hand-out (made by GetConnector or the
@@ -104,7 +104,7 @@ func sockAlive(rc syscall.RawConn) bool {
 // which saves a read of the wall clock (pgx) or of a mutex (lib/pq) per checkout.
 func (t *tracker) SkipDriverReset() bool { return t.skipReset }
 
-// IsValid implements driver.Validator for a pgx connection whose ResetSession the pool skips:
+// IsValid is the tracker's pool.SessionCaps.IsValid, for a pgx connection whose ResetSession the pool skips:
 // false once pgx closed it or while it is busy (a statement or a cancel still in flight).
 func (t *tracker) IsValid() bool { return t.closed == nil || !t.closed() }
 

@@ -122,7 +122,7 @@ func TestStatementCacheBytes(t *testing.T) {
 			t.Errorf("%s: the pool sends more for a parameterized query than plain database/sql: %v", d.name, got)
 		}
 		// lib/pq parses a parameterized query anew each time; the pool's cache binds and
-		// executes a repeated one (pool.StatementCacheFirst).
+		// executes a repeated one (pool.SessionCaps.CacheFirst).
 		if d.name == "pq" && got["pool/param-query"] >= got["plain/param-query"] {
 			t.Errorf("pq: a repeated parameterized query through the pool's cache sends no less than plain database/sql: %v", got)
 		}

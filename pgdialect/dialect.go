@@ -29,6 +29,12 @@
 // statements. A state it cannot follow (sql.Conn.Raw, DO, CALL) gets all of those at once:
 // everything DISCARD ALL resets except DEALLOCATE ALL, which would break pgx's statement
 // cache. LOAD, DEALLOCATE ALL and DISCARD ALL close the connection at release. A clean session sends nothing.
+//
+// Server-side cancel (pool.ServerCancel, on with pool.Config.ServerCancelTimeout's default): a
+// connection closed after its statement's context ended has that statement cancelled with
+// pg_cancel_backend(pid) on a side connection, and stays counted against MaxConns until its
+// backend leaves pg_stat_activity. The PID comes from the connection's BackendKeyData (no round
+// trip); a connection of another driver is not cancelled.
 package pgdialect
 
 import (
@@ -69,16 +75,6 @@ func (dialect) NewSession(ctx context.Context, dc driver.Conn) (pool.SessionTrac
 	return &tracker{txStatus: txStatusFunc(dc), sock: socketOf(dc), closed: closedFunc(dc), cacheFirst: isPq, skipReset: isPq || defaultReset(dc)}, nil
 }
 
-// Cancel asks the server to cancel the statement running on dc (PostgreSQL's cancel request,
-// on a connection of its own), for pgx's connections; it returns errors.ErrUnsupported for
-// others. The pool's server-side cancel calls it.
-func (dialect) Cancel(ctx context.Context, dc driver.Conn) error {
-	if c, ok := dc.(*stdlib.Conn); ok {
-		return c.Conn().PgConn().CancelRequest(ctx)
-	}
-	return errors.ErrUnsupported
-}
-
 // txStatusFunc returns a reader of dc's protocol transaction status, or nil.
 func txStatusFunc(dc driver.Conn) func() byte {
 	switch c := dc.(type) {
@@ -114,8 +110,18 @@ func pqStatusField(t reflect.Type) (int, bool) {
 	return pqField.idx, pqField.ok && pqField.typ == t
 }
 
-// CommitOutcomeUnknown implements pool.CommitOutcome for the two drivers' Commit errors that do
-// not tell whether COMMIT reached the server:
+// Commit commits t, and wraps in a *pool.CommitUnknownError the two drivers' Commit errors
+// that do not tell whether COMMIT reached the server (commitOutcomeUnknown).
+func (dialect) Commit(_ context.Context, dc driver.Conn, t driver.Tx) error {
+	err := t.Commit()
+	if err != nil && commitOutcomeUnknown(dc, err) {
+		err = &pool.CommitUnknownError{Err: err, Reason: "the driver's error does not tell whether COMMIT reached the server"}
+	}
+	return err
+}
+
+// commitOutcomeUnknown reports the two drivers' Commit errors that do not tell whether COMMIT
+// reached the server:
 //
 //   - lib/pq returns driver.ErrBadConn when the connection was already bad (nothing sent) and
 //     also when a FATAL answer or EOF came after COMMIT was sent;
@@ -123,7 +129,7 @@ func pqStatusField(t reflect.Type) (int, bool) {
 //     while COMMIT is in flight, Commit returns the context's error, which alone reads as
 //     "database/sql did not send COMMIT". A context that had ended before pgx wrote anything
 //     gives an error pgx marks SafeToRetry, and stays as it is.
-func (dialect) CommitOutcomeUnknown(dc driver.Conn, err error) bool {
+func commitOutcomeUnknown(dc driver.Conn, err error) bool {
 	if isPqConn(dc) {
 		return errors.Is(err, driver.ErrBadConn)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/sqlpool/sqlpool/internal/leakcheck"
 	"github.com/sqlpool/sqlpool/internal/pgtest"
+	_ "github.com/sqlpool/sqlpool/mysqldialect" // MySQL's pool.Dialect, registered on import
 )
 
 // TestMain stops the shared server after the tests and fails the binary if goroutines leak.

@@ -24,19 +24,15 @@ func TestSkipDriverReset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tracked := func(t *testing.T, c driver.Connector) pool.DriverResetRedundant {
+	tracked := func(t *testing.T, c driver.Connector) pool.SessionCaps {
 		t.Helper()
 		_, st := newTracker(t, c)
-		r, ok := st.(pool.DriverResetRedundant)
-		if !ok {
-			t.Fatal("the tracker is not a pool.DriverResetRedundant")
-		}
-		return r
+		return st.Caps()
 	}
-	if tr := tracked(t, stdlib.GetConnector(*cfg)); !tr.SkipDriverReset() {
+	if tr := tracked(t, stdlib.GetConnector(*cfg)); !tr.SkipDriverReset {
 		t.Error("pgx with stdlib's default reset: SkipDriverReset false; want true")
 	}
-	if tr := tracked(t, s.PqConnector(t)); !tr.SkipDriverReset() {
+	if tr := tracked(t, s.PqConnector(t)); !tr.SkipDriverReset {
 		t.Error("lib/pq: SkipDriverReset false; want true")
 	}
 	drv, ok := stdlib.GetDefaultDriver().(driver.DriverContext)
@@ -47,7 +43,7 @@ func TestSkipDriverReset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tr := tracked(t, dsnConn); !tr.SkipDriverReset() {
+	if tr := tracked(t, dsnConn); !tr.SkipDriverReset {
 		t.Error("pgx from its registered driver: SkipDriverReset false; want true")
 	}
 
@@ -66,7 +62,7 @@ func TestSkipDriverReset(t *testing.T) {
 		n    *atomic.Int64
 	}{{"OptionResetSession", withReset, &resets}, {"OptionShouldPing", withPing, &pings}} {
 		t.Run(c.name, func(t *testing.T) {
-			if tr := tracked(t, c.conn); tr.SkipDriverReset() {
+			if tr := tracked(t, c.conn); tr.SkipDriverReset {
 				t.Fatalf("pgx with %s: SkipDriverReset true; want false", c.name)
 			}
 			p := newPool(t, c.conn, pool.Config{MaxConns: 1})

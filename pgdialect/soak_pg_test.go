@@ -83,8 +83,8 @@ func errKind(err error) string {
 // TestRetryCommitAnswerLost: the connection is cut right after the COMMIT message has been
 // forwarded to the server, which commits, and before its answer comes back. retry.Tx must report
 // an ambiguous commit and not run the transaction again, with both drivers: lib/pq turns the
-// lost connection into driver.ErrBadConn, which alone reads "nothing was sent" (the pool wraps
-// it, pool.CommitOutcome); a second attempt would fail with 23505 on the row the first one
+// lost connection into driver.ErrBadConn, which alone reads "nothing was sent" (pgdialect's Commit wraps
+// it in a pool.CommitUnknownError); a second attempt would fail with 23505 on the row the first one
 // committed, and its caller would be told the transaction failed.
 func TestRetryCommitAnswerLost(t *testing.T) {
 	s := pgtest.Shared(t)

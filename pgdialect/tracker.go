@@ -55,14 +55,19 @@ type tracker struct {
 	buf       strings.Builder
 }
 
-var (
-	_ pool.SessionTracker       = (*tracker)(nil)
-	_ pool.LivenessChecker      = (*tracker)(nil)
-	_ pool.StatementCacheFirst  = (*tracker)(nil)
-	_ pool.DriverResetRedundant = (*tracker)(nil)
-)
+var _ pool.SessionTracker = (*tracker)(nil)
 
-// CacheFirst implements pool.StatementCacheFirst: lib/pq runs a parameterized statement as an
+// Caps reports the tracker's Alive, SkipDriverReset and IsValid, and CacheFirst for lib/pq's
+// connections.
+func (t *tracker) Caps() pool.SessionCaps {
+	c := pool.SessionCaps{Alive: t.Alive, SkipDriverReset: t.skipReset, IsValid: t.IsValid}
+	if t.cacheFirst {
+		c.CacheFirst = t.CacheFirst
+	}
+	return c
+}
+
+// CacheFirst is the tracker's pool.SessionCaps.CacheFirst: lib/pq runs a parameterized statement as an
 // unnamed one, parsed and described in a round trip of its own before it is bound and executed,
 // so outside a transaction (protocol status 'I', no transaction begun) the pool's statement
 // cache runs a repeated one in one round trip instead. pgx keeps its own statement cache.

@@ -573,7 +573,7 @@ func (p *Pool) clean(e *entry, now int64) CloseReason {
 			return reason
 		}
 	}
-	if !e.sess.clean() {
+	if !e.sess.Clean() {
 		p.releasePlans.Add(1)
 		if err := p.runPlanObserved(e); err != nil {
 			p.cfg.Logger.Info("sqlpool: connection discarded on release", "pool", p.cfg.Name, "conn", e.id, "reason", err)

@@ -5,15 +5,9 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"io"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/sqlpool/sqlpool/txstate"
-	"github.com/sqlpool/sqlpool/validate"
 )
 
 // Server-side cancel.
@@ -46,72 +40,21 @@ import (
 // before the driver sent anything) is kept, and its mark is harmless: it matters only when the
 // connection is closed, and then costs one KILL of a session that is already ending.
 
-// ServerCancel is what the pool needs from a database to stop a statement on the server: the
-// vendor-specific part of server-side cancel. MySQLCancel is the implementation for MySQL and
-// MariaDB, used by default. Every method runs on the pool's cancel goroutine, one call at a
-// time; side is a connection of the pool's own to the same server as the cancelled one.
+// ServerCancel is implemented by a Dialect that can stop a statement on the server: the
+// vendor-specific part of server-side cancel (mysqldialect's Dialect implements it with KILL
+// QUERY). Cancel and Running run on the pool's cancel goroutine, one call at a time; side is
+// a connection of the pool's own to the same server as the cancelled one.
 type ServerCancel interface {
-	// SessionIDColumn is an SQL expression for the server's id of the current session, which
-	// the pool appends as one more column to its dial-time baseline query (so that learning the
-	// id costs no round trip): "CONNECTION_ID()" on MySQL, "pg_backend_pid()" on PostgreSQL.
-	// The column must read as an integer.
-	SessionIDColumn() string
+	// NewCancellableSession is Dialect.NewSession for a pool with server-side cancel on: it
+	// also returns the server's id of the session, learnt at dial time (ideally in the same
+	// round trip as the baseline). id 0 means it cannot be told: the connection is then not
+	// cancelled on the server.
+	NewCancellableSession(ctx context.Context, dc driver.Conn) (t SessionTracker, id int64, err error)
 	// Cancel asks the server to stop the statement running in session id.
 	Cancel(ctx context.Context, side driver.Conn, id int64) error
 	// Running returns those of ids whose sessions still exist on the server (a server thread
 	// or backend still works for them).
 	Running(ctx context.Context, side driver.Conn, ids []int64) (map[int64]bool, error)
-}
-
-// MySQLCancel is the ServerCancel of MySQL and MariaDB: the session id is CONNECTION_ID(), a
-// statement is stopped with KILL QUERY <id> (any user may kill its own threads; other users'
-// need the CONNECTION_ADMIN or SUPER privilege), and a session has ended when its thread is no
-// longer in information_schema.PROCESSLIST (a user sees its own threads there without the
-// PROCESS privilege). KILL QUERY returns as soon as the kill flag is set, not when the thread
-// stops, hence the processlist poll.
-type MySQLCancel struct{}
-
-var _ ServerCancel = MySQLCancel{}
-
-// SessionIDColumn returns "CONNECTION_ID()".
-func (MySQLCancel) SessionIDColumn() string { return "CONNECTION_ID()" }
-
-// Cancel runs KILL QUERY id on side.
-func (MySQLCancel) Cancel(ctx context.Context, side driver.Conn, id int64) error {
-	return execDriver(ctx, side, "KILL QUERY "+strconv.FormatInt(id, 10))
-}
-
-// Running selects ids from information_schema.PROCESSLIST on side.
-func (MySQLCancel) Running(ctx context.Context, side driver.Conn, ids []int64) (map[int64]bool, error) {
-	var q strings.Builder
-	q.WriteString("SELECT ID FROM information_schema.PROCESSLIST WHERE ID IN (")
-	for i, id := range ids {
-		if i > 0 {
-			q.WriteByte(',')
-		}
-		q.WriteString(strconv.FormatInt(id, 10))
-	}
-	q.WriteByte(')')
-	rows, err := queryDriver(ctx, side, q.String())
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	running := make(map[int64]bool, len(ids))
-	dest := make([]driver.Value, 1)
-	for {
-		if err := rows.Next(dest); err != nil {
-			if err == io.EOF {
-				return running, nil
-			}
-			return nil, err
-		}
-		id, err := int64Value(dest[0])
-		if err != nil {
-			return nil, fmt.Errorf("PROCESSLIST.ID: %w", err)
-		}
-		running[id] = true
-	}
 }
 
 // HostDialer is implemented by a HostConnector that can open a connection to a host it names
@@ -182,107 +125,21 @@ type cancelJob struct {
 	deadline time.Time
 }
 
-// serverCancelOf returns d's server-side cancel: MySQLCancel for the MySQL dialect, d itself
-// when it implements ServerCancel, nil when it has none.
-func serverCancelOf(d Dialect) ServerCancel {
-	if _, ok := d.(mysqlDialect); ok {
-		return MySQLCancel{}
-	}
-	sc, _ := d.(ServerCancel)
-	return sc
-}
-
-// initSession records e's session baseline and, with server-side cancel on, the session id in
-// the same round trip: the baseline query with ServerCancel.SessionIDColumn appended. A server
-// (or stub) that rejects the longer query, or answers it with another number of columns, gets
-// the plain baseline query next, and its connections are not cancelled on the server.
+// initSession starts e's session tracker and, with server-side cancel on, records the session
+// id (ServerCancel.NewCancellableSession).
 func (p *Pool) initSession(ctx context.Context, e *entry, dc driver.Conn) error {
+	var t SessionTracker
+	var err error
 	if p.cancel == nil {
-		return e.sess.init(ctx, p.dialect, dc)
+		t, err = p.dialect.NewSession(ctx, dc)
+	} else {
+		t, e.sessionID, err = p.cancel.impl.NewCancellableSession(ctx, dc)
 	}
-	if _, ok := p.dialect.(mysqlDialect); !ok {
-		// Another dialect's baseline is its own: the session id takes a query of its own.
-		if err := e.sess.init(ctx, p.dialect, dc); err != nil {
-			return err
-		}
-		if id, ok := querySessionID(ctx, dc, p.cancel.impl.SessionIDColumn()); ok {
-			e.sessionID = id
-		}
-		return nil
-	}
-	b, id, ok, err := baselineWithID(ctx, dc, p.cancel.impl.SessionIDColumn())
 	if err != nil {
 		return err
 	}
-	if !ok {
-		return e.sess.init(ctx, p.dialect, dc)
-	}
-	s := &mysqlSession{}
-	s.t.Reset(b)
-	e.sess.t = s
-	e.sessionID = id
+	e.sess = orNop(t)
 	return nil
-}
-
-// querySessionID runs SELECT col on dc; ok is false when it fails or its answer is not a
-// positive integer (the connection is then not cancelled on the server).
-func querySessionID(ctx context.Context, dc driver.Conn, col string) (int64, bool) {
-	rows, err := queryDriver(ctx, dc, "SELECT "+col)
-	if err != nil {
-		return 0, false
-	}
-	defer rows.Close()
-	dest := make([]driver.Value, len(rows.Columns()))
-	if len(dest) != 1 || rows.Next(dest) != nil {
-		return 0, false
-	}
-	id, err := int64Value(dest[0])
-	return id, err == nil && id > 0
-}
-
-// baselineWithID runs txstate.BaselineQuery with col appended. ok is false when the server
-// rejected it with an ordinary error or its row is not as expected; err is a fatal error.
-func baselineWithID(ctx context.Context, dc driver.Conn, col string) (b txstate.Baseline, id int64, ok bool, err error) {
-	rows, err := queryDriver(ctx, dc, txstate.BaselineQuery+", "+col)
-	if err != nil {
-		if v := validate.Check(err, validate.Session{}); v.Fatal || ctx.Err() != nil {
-			return b, 0, false, err
-		}
-		return b, 0, false, nil
-	}
-	defer rows.Close()
-	n := len(rows.Columns())
-	if n != txstate.BaselineColumns+1 {
-		return b, 0, false, nil
-	}
-	dest := make([]driver.Value, n)
-	if err := rows.Next(dest); err != nil {
-		if v := validate.Check(err, validate.Session{}); err != io.EOF && (v.Fatal || ctx.Err() != nil) {
-			return b, 0, false, err
-		}
-		return b, 0, false, nil
-	}
-	if b, err = txstate.BaselineFromRow(dest[:n-1]); err != nil {
-		return b, 0, false, nil
-	}
-	if id, err = int64Value(dest[n-1]); err != nil || id <= 0 {
-		return b, 0, false, nil
-	}
-	return b, id, true, nil
-}
-
-func int64Value(v driver.Value) (int64, error) {
-	switch v := v.(type) {
-	case int64:
-		return v, nil
-	case uint64:
-		return int64(v), nil
-	case []byte:
-		return strconv.ParseInt(string(v), 10, 64)
-	case string:
-		return strconv.ParseInt(v, 10, 64)
-	}
-	return 0, fmt.Errorf("unexpected %T", v)
 }
 
 // noteInterrupted marks e when err says its call's context ended: the statement may still be

@@ -9,12 +9,16 @@ import (
 	"github.com/sqlpool/sqlpool/internal/fakedb"
 )
 
-// outcomeDialect is MySQL's dialect plus a CommitOutcome that calls driver.ErrBadConn from
+// outcomeDialect is MySQL's dialect whose Commit calls driver.ErrBadConn from the driver's
 // Commit unknown, as pgdialect does for lib/pq.
 type outcomeDialect struct{ Dialect }
 
-func (outcomeDialect) CommitOutcomeUnknown(_ driver.Conn, err error) bool {
-	return errors.Is(err, driver.ErrBadConn)
+func (d outcomeDialect) Commit(ctx context.Context, dc driver.Conn, t driver.Tx) error {
+	err := d.Dialect.Commit(ctx, dc, t)
+	if errors.Is(err, driver.ErrBadConn) {
+		err = &CommitUnknownError{Err: err, Reason: "the driver's error does not tell whether COMMIT reached the server"}
+	}
+	return err
 }
 
 // A COMMIT error the dialect calls unknown reaches the caller as a CommitUnknownError that
@@ -27,9 +31,9 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 		err     error
 		unknown bool
 	}{
-		{"dialect says unknown", outcomeDialect{MySQL}, driver.ErrBadConn, true},
-		{"another error", outcomeDialect{MySQL}, errors.New("23505 at commit"), false},
-		{"no CommitOutcome", MySQL, driver.ErrBadConn, false},
+		{"dialect says unknown", outcomeDialect{mysqlDialect(t)}, driver.ErrBadConn, true},
+		{"another error", outcomeDialect{mysqlDialect(t)}, errors.New("23505 at commit"), false},
+		{"MySQL's Commit", mysqlDialect(t), driver.ErrBadConn, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fc := fakedb.New()

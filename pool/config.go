@@ -151,8 +151,8 @@ type Config struct {
 	// ServerCancelTimeout turns on server-side cancel and bounds how long a connection stays
 	// counted against MaxConns after its statement was cancelled. When a statement fails
 	// because its context ended, go-sql-driver/mysql has already closed the socket and the
-	// server goes on running the statement; the pool then sends KILL QUERY for the connection's
-	// session over a side connection of its own and keeps counting the connection (in
+	// server goes on running the statement; the pool then has the dialect stop it (ServerCancel:
+	// KILL QUERY on MySQL, pg_cancel_backend on PostgreSQL) over a side connection of its own and keeps counting the connection (in
 	// Stats.Total, Active and Cancelling) until the server no longer lists the session, or
 	// until ServerCancelTimeout has passed. The caller is not delayed. See ServerCancel. Zero
 	// value: ValidationTimeout (5 s by default). Negative: off (the statement runs on after a
@@ -168,16 +168,14 @@ type Config struct {
 	Hooks Hooks
 
 	// Dialect is the database's knowledge the pool uses: error classification, session
-	// tracking and release plans, liveness. Zero value: chosen from the connector, MySQL for
-	// go-sql-driver's and any connector no dialect is registered for (see Dialect and
-	// RegisterDialect); New fails for pgx's stdlib or lib/pq connector when no PostgreSQL
-	// dialect is registered.
+	// tracking and release plans, liveness, commit. Zero value: the dialect registered for the
+	// connector's package (RegisterDialect; importing mysqldialect or pgdialect registers
+	// theirs), else the one registered for every other connector (mysqldialect's); New fails
+	// when there is none, and for go-sql-driver's, pgx's stdlib or lib/pq connector whose
+	// dialect package is not imported. To add to or veto a dialect's decision that an error is
+	// fatal, set a type that embeds the dialect (such as mysqldialect.Dialect) and overrides
+	// Classify.
 	Dialect Dialect
-
-	// FatalError adds to or vetoes the pool's own decision (Dialect.Classify) that an error
-	// means the connection must be discarded. It returns decided=false to keep the pool's
-	// decision. Zero value: none.
-	FatalError func(err error) (fatal, decided bool)
 
 	// Events receives the pool's events (acquires, releases, creations, closes, probes,
 	// release plans), for metrics; see package metrics. Zero value: none, and the pool then

@@ -51,7 +51,7 @@ var (
 // The pool cannot see what is done with it, so the session state becomes unknown and the
 // connection gets a full reset (or is discarded) when it is returned.
 func (c *conn) Unwrap() driver.Conn {
-	c.e.sess.unknown()
+	c.e.sess.Unknown()
 	return c.e.conn
 }
 
@@ -203,18 +203,12 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 			}
 		}
 	}
-	c.e.sess.begin(opts)
+	c.e.sess.Begin(opts)
 	if err != nil {
-		c.e.sess.failed()
+		c.e.sess.Failed()
 		return nil, c.observe(err)
 	}
-	tt := &tx{c: c, t: t}
-	if ctx.Done() != nil {
-		if cc, ok := c.p.dialect.(ContextCommitter); ok {
-			tt.ctx, tt.cc = ctx, cc
-		}
-	}
-	return tt, nil
+	return &tx{c: c, t: t, ctx: ctx}, nil
 }
 
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
@@ -260,12 +254,12 @@ func (c *conn) execContext(ctx context.Context, query string, args []driver.Name
 		// Not run: database/sql prepares it through the proxy, whose execution records it.
 		return nil, err
 	}
-	c.e.sess.statement(query) // recorded after the call, so a statement that never ran is not
+	c.e.sess.Statement(query) // recorded after the call, so a statement that never ran is not
 	if err != nil {
-		c.e.sess.failed()
+		c.e.sess.Failed()
 		return nil, c.observe(err)
 	}
-	c.e.sess.insertID(r)
+	c.e.sess.Result(r)
 	return r, nil
 }
 
@@ -312,9 +306,9 @@ func (c *conn) queryContext(ctx context.Context, query string, args []driver.Nam
 		// Not run: database/sql prepares it through the proxy, whose execution records it.
 		return nil, err
 	}
-	c.e.sess.statement(query) // recorded after the call, so a statement that never ran is not
+	c.e.sess.Statement(query) // recorded after the call, so a statement that never ran is not
 	if err != nil {
-		c.e.sess.failed()
+		c.e.sess.Failed()
 		return nil, c.observe(err)
 	}
 	if _, ok := r.(*rows); ok {
@@ -324,17 +318,16 @@ func (c *conn) queryContext(ctx context.Context, query string, args []driver.Nam
 }
 
 // cacheFirst reports whether the parameterized statement query goes through the statement
-// cache before the driver's direct call: the tracker asks for it (StatementCacheFirst), the
+// cache before the driver's direct call: the tracker asks for it (SessionCaps.CacheFirst), the
 // cache is on and knows the session's scope, and query ran on the connection before (admit).
 func (c *conn) cacheFirst(query string, args []driver.NamedValue) bool {
 	if len(args) == 0 || c.e.stmts.max <= 0 {
 		return false
 	}
-	cf, ok := c.e.sess.t.(StatementCacheFirst)
-	if !ok || !cf.CacheFirst() {
+	if cf := c.e.cacheFirst; cf == nil || !cf() {
 		return false
 	}
-	db, known := c.e.sess.t.Scope()
+	db, known := c.e.sess.Scope()
 	return known && c.e.stmts.admit(db, query)
 }
 
@@ -549,34 +542,26 @@ func namedValuesToValues(named []driver.NamedValue) ([]driver.Value, error) {
 type tx struct {
 	c *conn
 	t driver.Tx
-	// ctx and cc are set when the transaction began with a context that can end and the
-	// dialect commits with one (ContextCommitter).
+	// ctx is the context the transaction began with, for Dialect.Commit.
 	ctx context.Context
-	cc  ContextCommitter
 }
 
 func (t *tx) Commit() error {
-	var err error
-	if t.cc != nil {
-		if err = t.cc.CommitContext(t.ctx, t.c.e.conn, t.t); err != nil && t.ctx.Err() != nil {
-			err = &CommitUnknownError{Err: err}
-		}
-	} else {
-		err = t.t.Commit()
-	}
+	err := t.c.p.dialect.Commit(t.ctx, t.c.e.conn, t.t)
+	s := t.c.e.sess
+	s.Commit()
 	if err != nil {
-		if co, ok := t.c.p.dialect.(CommitOutcome); ok {
-			if _, known := err.(*CommitUnknownError); !known && co.CommitOutcomeUnknown(t.c.e.conn, err) {
-				err = &CommitUnknownError{Err: err, Reason: "the driver's error does not tell whether COMMIT reached the server"}
-			}
-		}
+		s.Failed()
 	}
-	t.c.e.sess.commit(err)
 	return t.c.observe(err)
 }
 
 func (t *tx) Rollback() error {
 	err := t.t.Rollback()
-	t.c.e.sess.rollback(err)
+	s := t.c.e.sess
+	s.Rollback()
+	if err != nil {
+		s.Failed()
+	}
 	return t.c.observe(err)
 }

@@ -208,11 +208,6 @@ func (p *Pool) observe(e *entry, err error) {
 }
 
 func (p *Pool) classify(e *entry, err error) (fatal bool, reason string, gone bool) {
-	if f := p.cfg.FatalError; f != nil {
-		if fatal, decided := f(err); decided {
-			return fatal, "fatal by Config.FatalError", false
-		}
-	}
-	c := p.dialect.Classify(err, ErrorContext{ReadOnlyTx: e.sess.readOnlyTx(), Conn: e.conn})
+	c := p.dialect.Classify(err, ErrorContext{ReadOnlyTx: e.sess != nil && e.sess.ReadOnlyTx(), Conn: e.conn})
 	return c.Fatal, c.Reason, c.ServerGone
 }

@@ -10,18 +10,14 @@ import (
 	"time"
 )
 
-// Dialect is one database product's knowledge that the pool needs, so that the pool itself
-// imports no driver: what an error means for the connection that returned it, how to follow
-// and undo the session state a borrower leaves behind, and how to ask a connection whether it
-// is alive. The pool calls a Dialect from many goroutines at once; a SessionTracker it returns
-// is used by one goroutine at a time.
-//
-// MySQL/MariaDB's dialect is built in ([MySQL]); PostgreSQL's is in package
-// github.com/sqlpool/sqlpool/pgdialect, which registers itself ([RegisterDialect]) for the
-// connectors of pgx's stdlib and lib/pq when it is imported.
-//
-// A dialect that can cancel a running statement on the server may implement the pool's
-// server-side cancel interface as well; the pool asserts it on the Dialect.
+// Dialect is one database product's knowledge that the pool needs, so that the pool imports no
+// driver and knows no vendor: what an error means for its connection, how to follow and undo
+// the session state a borrower leaves behind, whether a connection is alive, how to commit. It
+// is called from many goroutines at once; a SessionTracker it returns, from one at a time.
+// Packages mysqldialect and pgdialect hold MySQL's and PostgreSQL's and register them
+// ([RegisterDialect]) when imported. A dialect that can stop a running statement on the server
+// implements [ServerCancel] as well. To change a dialect's answers (such as which errors are
+// fatal), set Config.Dialect to a type that embeds it and overrides the method.
 type Dialect interface {
 	// Name is a short lower-case name for logs and errors, such as "mysql" or "postgres".
 	Name() string
@@ -32,40 +28,27 @@ type Dialect interface {
 
 	// NewSession returns the tracker of a freshly dialled connection, after
 	// Config.ConnectionInit ran. It may run queries on dc (a baseline); a non-nil error fails
-	// the connection, which the pool then closes.
+	// the connection, which the pool then closes. A dialect that follows no session state
+	// returns a nil tracker: release then sends nothing.
 	NewSession(ctx context.Context, dc driver.Conn) (SessionTracker, error)
 
 	// Probe checks that dc is alive within timeout and returns nil when it answered; see
 	// validate.Probe for the contract every dialect keeps (ctx's error when ctx ended, a
 	// non-nil result means dc must not be handed out).
 	Probe(ctx context.Context, dc driver.Conn, timeout time.Duration) error
-}
 
-// ContextCommitter is implemented by a Dialect whose driver commits without watching a
-// context (database/sql's driver.Tx.Commit takes none). For a transaction begun with a context
-// that can end, the pool then commits through CommitContext with that context, so that a
-// COMMIT waiting on a server that stopped answering ends at the caller's deadline instead of
-// when the server answers; the commit's outcome is then unknown (retry.ErrAmbiguousCommit).
-// CommitContext must leave t committed, or report an error, as t.Commit would.
-type ContextCommitter interface {
-	CommitContext(ctx context.Context, dc driver.Conn, t driver.Tx) error
-}
-
-// CommitOutcome is implemented by a Dialect whose driver can fail a COMMIT with an error that
-// does not tell whether the COMMIT reached the server: lib/pq returns driver.ErrBadConn both when
-// it sent nothing and when the connection was lost after COMMIT was sent (a FATAL answer, EOF),
-// and database/sql and package retry read driver.ErrBadConn as "nothing was sent". The pool
-// wraps an error of Commit for which CommitOutcomeUnknown reports true in a CommitUnknownError.
-// dc is the driver connection the transaction ran on.
-type CommitOutcome interface {
-	CommitOutcomeUnknown(dc driver.Conn, err error) bool
+	// Commit commits t, begun on dc with ctx; a dialect with nothing to add returns
+	// t.Commit(). It may commit through dc with ctx instead (driver.Tx.Commit takes no
+	// context), leaving t as t.Commit would. When the outcome is unknown (ctx ended after
+	// COMMIT was sent, or the driver's error does not tell) it returns a *CommitUnknownError.
+	Commit(ctx context.Context, dc driver.Conn, t driver.Tx) error
 }
 
 // CommitUnknownError is the error of a COMMIT whose outcome is unknown: the transaction may or
-// may not have been committed. The pool returns it when a COMMIT's context ended after the
-// COMMIT was sent and before the server answered (ContextCommitter; Reason is empty), and when
-// the dialect says the driver's error does not tell (CommitOutcome; Reason says so). It unwraps
-// to the driver's error. Package retry classifies it as an ambiguous commit.
+// may not have been committed. A Dialect's Commit returns it when a COMMIT's context ended
+// after the COMMIT was sent and before the server answered (Reason is empty), and when the
+// driver's error does not tell (Reason says so). It unwraps to the driver's error. Package
+// retry classifies it as an ambiguous commit.
 type CommitUnknownError struct {
 	Err error
 	// Reason says why the outcome is unknown; empty for a COMMIT whose context ended.
@@ -108,11 +91,9 @@ type ErrorClass struct {
 	// StatementLimit reports that the server refused to prepare one more statement on the
 	// connection; the pool then empties the connection's statement cache and prepares again.
 	StatementLimit bool
-	// StaleStatement reports that the server refused to run a statement the connection had
-	// prepared earlier because it no longer fits (PostgreSQL: 0A000 "cached plan must not change
-	// result type" after a table changed, 26000 "prepared statement does not exist"). A statement
-	// the pool ran through its cache for a StatementCacheFirst tracker is then dropped from the
-	// cache and run directly, as the driver would have run it.
+	// StaleStatement reports that the server refused a statement the connection prepared
+	// earlier as no longer fitting (PostgreSQL: 0A000 after a table changed, 26000). One the
+	// pool ran through its cache first (SessionCaps.CacheFirst) is then dropped and run directly.
 	StaleStatement bool
 	// Reason is a short static description of a fatal error; empty when Fatal is false.
 	Reason string
@@ -152,21 +133,37 @@ type SessionTracker interface {
 	// database), for the pool's statement cache key; known is false while it cannot be told,
 	// and the pool then does not cache.
 	Scope() (scope string, known bool)
+	// Caps is asked once, right after NewSession; see SessionCaps.
+	Caps() SessionCaps
 }
 
-// LivenessChecker is implemented by a SessionTracker that can tell, without sending anything,
-// that the server closed its connection (a non-blocking read of the socket finds EOF or an
-// unsolicited message, such as PostgreSQL's FATAL after pg_terminate_backend). The pool asks
-// it at every hand-out, after the driver's own ResetSession, and closes a connection it
-// reports dead instead of handing it out.
-type LivenessChecker interface {
-	// Alive reports false when the connection is known dead; it must not block.
-	Alive() bool
+// SessionCaps is what a SessionTracker can do besides following the session. The zero value
+// asks for nothing: no liveness peek, the driver's ResetSession at every hand-out, statements
+// run as the driver runs them.
+type SessionCaps struct {
+	// Alive, when not nil, reports without blocking or sending anything whether the server
+	// still holds the connection (a socket peek finds no EOF nor unsolicited message, such as
+	// PostgreSQL's FATAL after pg_terminate_backend). The pool asks it at hand-out, unless it
+	// handed the connection out within the last millisecond, and closes a dead one.
+	Alive func() bool
+	// SkipDriverReset reports that the driver's ResetSession only repeats the pool's own
+	// hand-out checks (Alive, the probe after AliveBypassWindow, the release plan's ROLLBACK):
+	// the pool then does not call it (pgx's stdlib reads the wall clock there per checkout).
+	SkipDriverReset bool
+	// IsValid, when not nil and SkipDriverReset is set, stands in for the driver's
+	// driver.Validator at every return when the driver connection has none (pgx's stdlib).
+	IsValid func() bool
+	// CacheFirst, when not nil, is asked before each parameterized ExecContext or
+	// QueryContext; while it reports true, a statement already seen on the connection runs
+	// through the statement cache (one round trip) instead of the driver's direct call, for a
+	// driver that parses each anew (lib/pq). It must report false where a statement the server
+	// rejects as stale (ErrorClass.StaleStatement) cannot simply run again: in a transaction.
+	CacheFirst func() bool
 }
 
 // livenessPeekWindow is how recently a connection must have been handed out before (its
 // previous borrow began, and so its return came later still) for the pool to hand it out again
-// without asking its LivenessChecker: a borrower was using it successfully that recently, and a
+// without asking its tracker's SessionCaps.Alive: a borrower was using it successfully that recently, and a
 // dead server's farewell (PostgreSQL's FATAL before it closes a terminated backend) that
 // arrived within that time is as likely to arrive just after the check. Asking costs a system
 // call (~0.4 µs), as much as the rest of a borrow and return together, and a borrower that
@@ -174,32 +171,6 @@ type LivenessChecker interface {
 // previous hand-out rather than the return so that a cycle reads the exact clock once, not
 // twice. pgx's stdlib checks a connection idle for more than a second; database/sql never does.
 const livenessPeekWindow = time.Millisecond
-
-// DriverResetRedundant is implemented by a SessionTracker whose driver's ResetSession repeats
-// only what the pool does itself at every hand-out: a test that the connection is closed (the
-// tracker's LivenessChecker), a ping after some idle time (the pool's probe after
-// AliveBypassWindow), a refusal of a connection left in a transaction (the release plan's
-// ROLLBACK). While SkipDriverReset reports true, asked once per connection after NewSession, the
-// pool does not call the driver's ResetSession. pgx's stdlib reads the wall clock there on every
-// checkout; it is most of the cost of a borrow that sends nothing. A tracker that implements
-// driver.Validator as well is asked at every return, as the driver's own IsValid would be, when
-// the driver connection implements none (pgx's stdlib), so that a connection the driver closed
-// while it was in use is not parked for the next borrower.
-type DriverResetRedundant interface {
-	SkipDriverReset() bool
-}
-
-// StatementCacheFirst is implemented by a SessionTracker whose driver parses every
-// parameterized statement given to ExecContext or QueryContext anew, in a round trip of its own
-// (lib/pq: Parse and Describe of an unnamed statement, then Bind and Execute). While CacheFirst
-// reports true, the pool runs a parameterized statement it has seen before on the connection
-// through its statement cache instead, which parses it once per connection and then binds and
-// executes it in one round trip. A tracker reports false where a cached statement that the
-// server rejects as stale (ErrorClass.StaleStatement) could not simply run again: inside a
-// transaction, where the rejection aborts it.
-type StatementCacheFirst interface {
-	CacheFirst() bool
-}
 
 // sessionAlive is false when e's tracker knows, without traffic, that the connection is dead.
 // A connection handed out less than livenessPeekWindow before is not asked.
@@ -213,20 +184,27 @@ func (p *Pool) sessionAlive(e *entry) bool {
 	if prev != 0 && now-prev < int64(livenessPeekWindow) {
 		return true
 	}
-	return e.live.Alive()
+	return e.live()
 }
 
-// adoptTracker records what e's tracker can do, once, after the session was initialised: its
-// LivenessChecker, and whether the driver's ResetSession is left out (DriverResetRedundant).
+// adoptTracker records what e's tracker can do (SessionCaps), once, after the session was
+// initialised.
 func (e *entry) adoptTracker() {
-	e.live, _ = e.sess.t.(LivenessChecker)
-	if r, ok := e.sess.t.(DriverResetRedundant); ok && r.SkipDriverReset() {
+	caps := e.sess.Caps()
+	e.live = caps.Alive
+	e.cacheFirst = caps.CacheFirst
+	if caps.SkipDriverReset {
 		e.resetter = nil
-		if v, ok := e.sess.t.(driver.Validator); ok && e.validator == nil {
-			e.validator = v
+		if caps.IsValid != nil && e.validator == nil {
+			e.validator = validatorFunc(caps.IsValid)
 		}
 	}
 }
+
+// validatorFunc is a SessionCaps.IsValid as a driver.Validator.
+type validatorFunc func() bool
+
+func (f validatorFunc) IsValid() bool { return f() }
 
 // ReleasePlan is what release does with a connection whose session is not clean.
 type ReleasePlan struct {
@@ -239,7 +217,8 @@ type ReleasePlan struct {
 	Reason string
 }
 
-// dialectRegistry maps a connector's or driver's package path to the dialect registered for it.
+// dialectRegistry maps a connector's or driver's package path to the dialect registered for it;
+// "" maps to the dialect of every other connector.
 var dialectRegistry struct {
 	mu sync.RWMutex
 	m  map[string]Dialect
@@ -247,8 +226,9 @@ var dialectRegistry struct {
 
 // RegisterDialect makes d the dialect New chooses, when Config.Dialect is nil, for a connector
 // whose type, or whose Driver()'s type, is defined in one of pkgPaths (such as
-// "github.com/lib/pq"). A later registration for the same path replaces the earlier one.
-// Packages that provide a dialect call it from init.
+// "github.com/lib/pq"); the empty path, for every connector no other path matches
+// (mysqldialect's). A later registration for a path replaces the earlier one. Dialect packages
+// call it from init.
 func RegisterDialect(d Dialect, pkgPaths ...string) {
 	dialectRegistry.mu.Lock()
 	defer dialectRegistry.mu.Unlock()
@@ -260,13 +240,19 @@ func RegisterDialect(d Dialect, pkgPaths ...string) {
 	}
 }
 
-// postgresPkgs are the PostgreSQL drivers' packages New recognises even when no dialect was
-// registered for them, to fail with an error that says what to import.
-var postgresPkgs = []string{"github.com/jackc/pgx/v5/stdlib", "github.com/jackc/pgx/v4/stdlib", "github.com/lib/pq"}
+// knownDrivers are the drivers' packages New recognises even when no dialect was registered
+// for them, to fail with an error that says what to import instead of applying another
+// database's rules; the value is the dialect package to import.
+var knownDrivers = map[string]string{
+	"github.com/go-sql-driver/mysql": "mysqldialect",
+	"github.com/jackc/pgx/v5/stdlib": "pgdialect",
+	"github.com/jackc/pgx/v4/stdlib": "pgdialect",
+	"github.com/lib/pq":              "pgdialect",
+}
 
 // chooseDialect returns cfg when set, else the dialect registered for c's package or its
-// driver's, else MySQL (the reference: any connector the pool does not recognise, such as
-// go-sql-driver's or a test driver's, keeps MySQL's rules).
+// driver's, else the one registered for every other connector (the empty path) unless c is a
+// driver's whose dialect is not registered, else an error that says what to import.
 func chooseDialect(c driver.Connector, cfg Dialect) (Dialect, error) {
 	if cfg != nil {
 		return cfg, nil
@@ -276,22 +262,27 @@ func chooseDialect(c driver.Connector, cfg Dialect) (Dialect, error) {
 		paths = append(paths, pkgPath(d))
 	}
 	dialectRegistry.mu.RLock()
+	defer dialectRegistry.mu.RUnlock()
 	for _, p := range paths {
+		if p == "" {
+			continue
+		}
 		if d, ok := dialectRegistry.m[p]; ok {
-			dialectRegistry.mu.RUnlock()
 			return d, nil
 		}
 	}
-	dialectRegistry.mu.RUnlock()
 	for _, p := range paths {
-		for _, pg := range postgresPkgs {
-			if p == pg {
-				return nil, fmt.Errorf("sqlpool: New: the connector is PostgreSQL's (%s) and no PostgreSQL dialect is registered; "+
-					"import github.com/sqlpool/sqlpool/pgdialect (it registers itself) or set Config.Dialect", p)
-			}
+		if pkg, ok := knownDrivers[p]; ok {
+			return nil, fmt.Errorf("sqlpool: New: the connector is %s's and no dialect is registered for it; "+
+				"import github.com/sqlpool/sqlpool/%s (it registers itself) or set Config.Dialect", p, pkg)
 		}
 	}
-	return MySQL, nil
+	if d, ok := dialectRegistry.m[""]; ok {
+		return d, nil
+	}
+	return nil, fmt.Errorf("sqlpool: New: no dialect is registered for the connector (%T); import "+
+		"github.com/sqlpool/sqlpool/mysqldialect (MySQL/MariaDB; it also serves connectors no other dialect "+
+		"is registered for) or github.com/sqlpool/sqlpool/pgdialect (PostgreSQL), or set Config.Dialect", c)
 }
 
 // safeDriver returns c.Driver(), or nil when it panics (some connectors return nothing useful

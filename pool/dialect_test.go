@@ -20,10 +20,11 @@ func TestChooseDialectMySQLByDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, err := chooseDialect(c, nil); err != nil || d != MySQL {
+	mysqlD := mysqlDialect(t)
+	if d, err := chooseDialect(c, nil); err != nil || d != mysqlD {
 		t.Fatalf("chooseDialect(go-sql-driver) = %v, %v; want MySQL", d, err)
 	}
-	if d, err := chooseDialect(stubConnector{}, nil); err != nil || d != MySQL {
+	if d, err := chooseDialect(stubConnector{}, nil); err != nil || d != mysqlD {
 		t.Fatalf("chooseDialect(unknown connector) = %v, %v; want MySQL", d, err)
 	}
 }
@@ -87,3 +88,36 @@ func (stubDialect) NewSession(context.Context, driver.Conn) (SessionTracker, err
 	return nil, driver.ErrBadConn
 }
 func (stubDialect) Probe(context.Context, driver.Conn, time.Duration) error { return nil }
+func (stubDialect) Commit(_ context.Context, _ driver.Conn, t driver.Tx) error {
+	return t.Commit()
+}
+
+// TestChooseDialectMySQLUnregistered: without mysqldialect registered, New refuses
+// go-sql-driver's connector, and any connector no dialect is registered for, with an error
+// naming mysqldialect, instead of running without MySQL's session tracking.
+func TestChooseDialectMySQLUnregistered(t *testing.T) {
+	dialectRegistry.mu.Lock()
+	saved := dialectRegistry.m
+	dialectRegistry.m = nil
+	dialectRegistry.mu.Unlock()
+	t.Cleanup(func() {
+		dialectRegistry.mu.Lock()
+		dialectRegistry.m = saved
+		dialectRegistry.mu.Unlock()
+	})
+	cfg := mysql.NewConfig()
+	cfg.Addr = "127.0.0.1:1"
+	mc, err := mysql.NewConnector(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]driver.Connector{"go-sql-driver": mc, "unknown": stubConnector{}} {
+		_, err := chooseDialect(c, nil)
+		if err == nil || !strings.Contains(err.Error(), "mysqldialect") {
+			t.Errorf("%s: chooseDialect = %v; want an error naming mysqldialect", name, err)
+		}
+		if _, err := New(c, Config{InitializationFailTimeout: -1}); err == nil {
+			t.Errorf("%s: New succeeded without a MySQL dialect", name)
+		}
+	}
+}

@@ -22,8 +22,8 @@ var stateNames = [...]string{"idle", "inUse", "lent", "reserved", "removed"}
 type entry struct {
 	conn      driver.Conn
 	validator driver.Validator       // conn's, or nil; asserted once, not on every release
-	resetter  driver.SessionResetter // conn's, or nil (none, or DriverResetRedundant); asserted once, not on every hand-out
-	live      LivenessChecker        // the session tracker's, or nil; asserted once
+	resetter  driver.SessionResetter // conn's, or nil (none, or SessionCaps.SkipDriverReset); asserted once, not on every hand-out
+	live      func() bool            // the session tracker's SessionCaps.Alive, or nil; asked once
 	id        uint64
 	host      *hostState // the host the connection reached (HostConnector), or nil
 	// sessionID is the server's id of the session (CONNECTION_ID()), recorded at dial with
@@ -52,7 +52,7 @@ type entry struct {
 	// taking the entry from the store.
 	lastAlive int64
 	// handedOutExact is the exact time (Pool.nanotime) of the last hand-out that asked
-	// sessionAlive, kept only for a connection whose tracker is a LivenessChecker; 0: none yet.
+	// sessionAlive, kept only for a connection whose tracker has SessionCaps.Alive; 0: none yet.
 	handedOutExact int64
 	// borrowedAt is stamped at every acquire (coarse clock); read by the owner and by leak
 	// reports. usageStart is the exact time of the acquire, kept only when Events is set.
@@ -66,8 +66,10 @@ type entry struct {
 
 	// Owned by the goroutine that holds the connection.
 	stmts stmtCache
-	sess  session
-	fatal error // first fatal error seen while in use
+	sess  SessionTracker // the Dialect's; nil only before the session is initialised
+	// cacheFirst is the tracker's SessionCaps.CacheFirst, or nil.
+	cacheFirst func() bool
+	fatal      error // first fatal error seen while in use
 	// discard is why IsValid refused the connection; the Close that database/sql sends next
 	// closes it with this reason.
 	discard CloseReason

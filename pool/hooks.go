@@ -220,13 +220,13 @@ func (p *Pool) callHook(ctx context.Context, name string, limit time.Duration, c
 
 // runAfterConnect runs Hooks.AfterConnect on a new entry, before its baseline is recorded.
 func (p *Pool) runAfterConnect(ctx context.Context, e *entry) error {
-	e.sess = session{t: nopSession{}}
+	e.sess = nopTracker{}
 	c := &conn{p: p, e: e}
 	err := p.callHook(ctx, HookAfterConnect, p.hookLimit(), c, func(ctx context.Context, h HookConn) error {
 		return p.cfg.Hooks.AfterConnect(ctx, h)
 	})
 	// What the tracker saw is the baseline's to record: start it afresh.
-	e.sess = session{}
+	e.sess = nil
 	e.fatal = nil
 	return err
 }

@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-// liveDialect is MySQL's dialect whose trackers are LivenessCheckers answering dead when told.
+// liveDialect is MySQL's dialect whose trackers report an Alive (SessionCaps) answering dead when
+// told.
 type liveDialect struct {
 	Dialect
 	dead  *atomic.Bool
@@ -26,6 +27,12 @@ func (t liveTracker) Alive() bool {
 
 }
 
+func (t liveTracker) Caps() SessionCaps {
+	c := t.SessionTracker.Caps()
+	c.Alive = t.Alive
+	return c
+}
+
 func (d liveDialect) NewSession(ctx context.Context, dc driver.Conn) (SessionTracker, error) {
 	t, err := d.Dialect.NewSession(ctx, dc)
 	if err != nil {
@@ -35,14 +42,14 @@ func (d liveDialect) NewSession(ctx context.Context, dc driver.Conn) (SessionTra
 }
 
 // TestLivenessPeekWindow: a connection handed out less than livenessPeekWindow before is handed out
-// again without asking its LivenessChecker (no system call on back-to-back borrows); one handed out
+// again without asking its tracker's Alive (no system call on back-to-back borrows); one handed out
 // longer before is asked, and a dead one is closed instead of handed out — through Connect and
 // through a DB from OpenDB (conn.ResetSession).
 func TestLivenessPeekWindow(t *testing.T) {
 	for _, via := range []string{"Connect", "OpenDB"} {
 		t.Run(via, func(t *testing.T) {
 			clk := newFakeClock()
-			d := liveDialect{Dialect: MySQL, dead: new(atomic.Bool), asked: new(atomic.Int64)}
+			d := liveDialect{Dialect: mysqlDialect(t), dead: new(atomic.Bool), asked: new(atomic.Int64)}
 			p, fc := newPool(t, Config{MaxConns: 1, testClock: clk, Dialect: d})
 			ctx := context.Background()
 			db := p.OpenDB()
@@ -77,14 +84,14 @@ func TestLivenessPeekWindow(t *testing.T) {
 				cycle()
 			}
 			if n := d.asked.Load() - asked; n != 0 {
-				t.Fatalf("back-to-back borrows asked the LivenessChecker %d times; want 0 within %v of the return", n, livenessPeekWindow)
+				t.Fatalf("back-to-back borrows asked the tracker's Alive %d times; want 0 within %v of the return", n, livenessPeekWindow)
 			}
 			opens := fc.Opens.Load()
 			clk.Advance(livenessPeekWindow + time.Microsecond)
 			d.dead.Store(true)
 			cycle()
 			if d.asked.Load() == asked {
-				t.Fatalf("a borrow %v after the return did not ask the LivenessChecker", livenessPeekWindow)
+				t.Fatalf("a borrow %v after the return did not ask the tracker's Alive", livenessPeekWindow)
 			}
 			if fc.Opens.Load() == opens {
 				t.Fatalf("the connection reported dead was handed out: no new dial")
@@ -94,7 +101,7 @@ func TestLivenessPeekWindow(t *testing.T) {
 }
 
 // skipDialect is MySQL's dialect whose trackers report that the driver's ResetSession is
-// redundant (DriverResetRedundant) when skip is set.
+// redundant (SessionCaps.SkipDriverReset) when skip is set.
 type skipDialect struct {
 	Dialect
 	skip bool
@@ -105,7 +112,11 @@ type skipTracker struct {
 	skip bool
 }
 
-func (t skipTracker) SkipDriverReset() bool { return t.skip }
+func (t skipTracker) Caps() SessionCaps {
+	c := t.SessionTracker.Caps()
+	c.SkipDriverReset = t.skip
+	return c
+}
 
 func (d skipDialect) NewSession(ctx context.Context, dc driver.Conn) (SessionTracker, error) {
 	t, err := d.Dialect.NewSession(ctx, dc)
@@ -120,7 +131,7 @@ func (d skipDialect) NewSession(ctx context.Context, dc driver.Conn) (SessionTra
 // driver's Break) is replaced when the reset runs and handed out again when it is skipped.
 func TestDriverResetRedundant(t *testing.T) {
 	for _, skip := range []bool{false, true} {
-		p, fc := newPool(t, Config{MaxConns: 1, Dialect: skipDialect{Dialect: MySQL, skip: skip}})
+		p, fc := newPool(t, Config{MaxConns: 1, Dialect: skipDialect{Dialect: mysqlDialect(t), skip: skip}})
 		ctx := context.Background()
 		db := p.OpenDB()
 		c, err := db.Conn(ctx)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sqlpool/sqlpool/internal/mysqltest"
 	"github.com/sqlpool/sqlpool/internal/testutil"
+	_ "github.com/sqlpool/sqlpool/mysqldialect" // MySQL's dialect, for these tests and the internal ones (mysqlDialect)
 	"github.com/sqlpool/sqlpool/pool"
 )
 

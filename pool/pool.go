@@ -195,7 +195,7 @@ func New(c driver.Connector, cfg Config) (*Pool, error) {
 	p.store.nanotime = p.nanotime
 	p.refreshClock()
 	p.dialCtx, p.dialStop = context.WithCancel(context.Background())
-	if sc := serverCancelOf(p.dialect); rc.ServerCancelTimeout > 0 && sc != nil {
+	if sc, ok := p.dialect.(ServerCancel); rc.ServerCancelTimeout > 0 && ok {
 		p.cancel = &canceller{impl: sc}
 	}
 

@@ -444,17 +444,26 @@ func TestNonFatalErrorKeepsConnection(t *testing.T) {
 	}
 }
 
-func TestFatalErrorHookVetoes(t *testing.T) {
-	p, _ := newPool(t, Config{MaxConns: 1, FatalError: func(err error) (bool, bool) {
-		return false, errors.Is(err, driver.ErrBadConn)
-	}})
+// vetoDialect is MySQL's dialect with driver.ErrBadConn classified not fatal: how a program
+// vetoes (or adds to) a dialect's decision that an error is fatal.
+type vetoDialect struct{ Dialect }
+
+func (d vetoDialect) Classify(err error, s ErrorContext) ErrorClass {
+	if errors.Is(err, driver.ErrBadConn) {
+		return ErrorClass{}
+	}
+	return d.Dialect.Classify(err, s)
+}
+
+func TestClassifyOverrideVetoes(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 1, Dialect: vetoDialect{mysqlDialect(t)}})
 	c := mustConnect(t, p)
 	first := c.e.conn.(*fakedb.Conn)
 	first.FailNext(driver.ErrBadConn)
 	_, _ = c.ExecContext(context.Background(), "SELECT 1", nil)
 	_ = c.Close()
 	if first.Closed() {
-		t.Fatal("FatalError vetoed the eviction, but the connection was closed")
+		t.Fatal("Classify vetoed the eviction, but the connection was closed")
 	}
 }
 

@@ -6,23 +6,13 @@ import (
 	"fmt"
 )
 
-// session is the per-connection view of what the borrower left behind: the Dialect's
-// SessionTracker, fed by the proxy, started when the connection was dialled.
-type session struct {
-	t SessionTracker
-}
-
-// init starts the tracker of a freshly dialled connection.
-func (s *session) init(ctx context.Context, d Dialect, dc driver.Conn) error {
-	t, err := d.NewSession(ctx, dc)
-	if err != nil {
-		return err
-	}
+// orNop returns t, or a tracker that follows nothing when t is nil (a dialect without session
+// tracking).
+func orNop(t SessionTracker) SessionTracker {
 	if t == nil {
-		return fmt.Errorf("the %s dialect returned no session tracker", d.Name())
+		return nopTracker{}
 	}
-	s.t = t
-	return nil
+	return t
 }
 
 // queryDriver runs a query without arguments on a driver connection.
@@ -64,48 +54,15 @@ func prepareDriver(ctx context.Context, dc driver.Conn, q string) (driver.Stmt, 
 	return ds, nil
 }
 
-func (s *session) begin(opts driver.TxOptions) { s.t.Begin(opts) }
-
-func (s *session) commit(err error) {
-	s.t.Commit()
-	if err != nil {
-		s.t.Failed()
-	}
-}
-
-func (s *session) rollback(err error) {
-	s.t.Rollback()
-	if err != nil {
-		s.t.Failed()
-	}
-}
-
-func (s *session) statement(query string) { s.t.Statement(query) }
-
-// insertID tells the tracker the result of a successful Exec (MySQL reads its last insert id:
-// zero means the statement generated no AUTO_INCREMENT value, so LAST_INSERT_ID() needs no
-// reset for it).
-func (s *session) insertID(r driver.Result) { s.t.Result(r) }
-
-// failed is told that the last call recorded (statement, begin, commit or rollback) returned an
-// error: what it would have ended may still be in place.
-func (s *session) failed() { s.t.Failed() }
-
-func (s *session) unknown()    { s.t.Unknown() }
-func (s *session) clean() bool { return s.t.Clean() }
-
-// readOnlyTx is false before the tracker started (an error while dialling).
-func (s *session) readOnlyTx() bool { return s.t != nil && s.t.ReadOnlyTx() }
-
 // runPlan executes the tracker's release plan within ValidationTimeout.
 func (p *Pool) runPlan(e *entry) error {
-	plan := e.sess.t.Plan()
+	plan := e.sess.Plan()
 	switch {
 	case plan.Discard:
 		p.releaseLocks(e)
 		return fmt.Errorf("session cannot be reset: %s", plan.Reason)
 	case len(plan.Statements) == 0:
-		e.sess.t.Done()
+		e.sess.Done()
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(p.dialCtx, p.cfg.ValidationTimeout)
@@ -123,7 +80,7 @@ func (p *Pool) runPlan(e *entry) error {
 	if ev != nil {
 		ev.ReleasePlanRun(p.cfg.Name, rollback, len(plan.Statements), true)
 	}
-	e.sess.t.Done()
+	e.sess.Done()
 	return nil
 }
 
@@ -134,10 +91,10 @@ func (p *Pool) runPlan(e *entry) error {
 // connection, could still find them held. Errors are ignored: the connection is closed next
 // either way.
 func (p *Pool) releaseLocks(e *entry) {
-	if e.fatal != nil || e.sess.t == nil {
+	if e.fatal != nil || e.sess == nil {
 		return
 	}
-	stmts := e.sess.t.BeforeClose()
+	stmts := e.sess.BeforeClose()
 	if len(stmts) == 0 {
 		return
 	}
@@ -165,21 +122,23 @@ func execDriver(ctx context.Context, dc driver.Conn, q string) error {
 	return err
 }
 
-// nopSession is the tracker of a connection whose baseline is not recorded yet (while
+// nopTracker is the tracker of a connection whose dialect follows no session state (its
+// NewSession returned nil), and of one whose baseline is not recorded yet (while
 // Hooks.AfterConnect runs): it follows nothing, and the tracker the dialect starts afterwards
 // takes the session as the hook left it for its baseline.
-type nopSession struct{}
+type nopTracker struct{}
 
-func (nopSession) Begin(driver.TxOptions) {}
-func (nopSession) Commit()                {}
-func (nopSession) Rollback()              {}
-func (nopSession) Statement(string)       {}
-func (nopSession) Result(driver.Result)   {}
-func (nopSession) Failed()                {}
-func (nopSession) Unknown()               {}
-func (nopSession) Clean() bool            { return true }
-func (nopSession) ReadOnlyTx() bool       { return false }
-func (nopSession) Plan() ReleasePlan      { return ReleasePlan{} }
-func (nopSession) Done()                  {}
-func (nopSession) BeforeClose() []string  { return nil }
-func (nopSession) Scope() (string, bool)  { return "", false }
+func (nopTracker) Begin(driver.TxOptions) {}
+func (nopTracker) Commit()                {}
+func (nopTracker) Rollback()              {}
+func (nopTracker) Statement(string)       {}
+func (nopTracker) Result(driver.Result)   {}
+func (nopTracker) Failed()                {}
+func (nopTracker) Unknown()               {}
+func (nopTracker) Clean() bool            { return true }
+func (nopTracker) ReadOnlyTx() bool       { return false }
+func (nopTracker) Plan() ReleasePlan      { return ReleasePlan{} }
+func (nopTracker) Done()                  {}
+func (nopTracker) BeforeClose() []string  { return nil }
+func (nopTracker) Scope() (string, bool)  { return "", false }
+func (nopTracker) Caps() SessionCaps      { return SessionCaps{} }

@@ -18,7 +18,7 @@ import (
 // USE or SET came after (the server fixes those into a statement when it prepares it). With
 // the statement cache on, that server statement may be one the cache already held for the same
 // database and text, prepared under the same baseline sql_mode and character set
-// (txstate.Tracker.Resolution).
+// (SessionTracker.Scope).
 type stmt struct {
 	c      *conn
 	ds     driver.Stmt
@@ -90,7 +90,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 		return err
 	})
 	if err == nil {
-		s.c.e.sess.insertID(r)
+		s.c.e.sess.Result(r)
 	}
 	return r, err
 }
@@ -114,7 +114,7 @@ func (s *stmt) run(ctx context.Context, do func() error) error {
 		return driver.ErrBadConn
 	}
 	p := s.c.p
-	s.c.e.sess.statement(s.query)
+	s.c.e.sess.Statement(s.query)
 	ev, start := p.cfg.Events, int64(0)
 	if ev != nil {
 		start = p.nanotime()
@@ -124,7 +124,7 @@ func (s *stmt) run(ctx context.Context, do func() error) error {
 		p.noteStatement(ev, ctx, s.query, start, err)
 	}
 	if err != nil {
-		s.c.e.sess.failed()
+		s.c.e.sess.Failed()
 		return s.c.observe(err)
 	}
 	return nil

@@ -13,7 +13,7 @@ import (
 //
 // The server resolves unqualified names when it prepares a statement, so a statement is shared
 // only under the database it was prepared in: the key is (database, query), with the database
-// the session tracker follows from USE (txstate.Tracker.Resolution). While the tracker cannot
+// the session tracker follows from USE (SessionTracker.Scope; MySQL's tracker reads txstate.Tracker.Resolution). While the tracker cannot
 // tell how the server would prepare a statement (the database or the session state unknown:
 // after a failed USE, DROP DATABASE, a SET of sql_mode or NAMES, Raw), statements are prepared
 // uncached and closed after use. A statement handed out (stmt) keeps the server statement it
@@ -28,7 +28,7 @@ type stmtCache struct {
 	m          map[stmtKey]*cachedStmt
 	head, tail *cachedStmt // head: most recently used
 	// seen holds the texts of parameterized statements run once directly, for a
-	// StatementCacheFirst tracker: such a statement is cached from its second run, so that a
+	// tracker with SessionCaps.CacheFirst: such a statement is cached from its second run, so that a
 	// statement run once costs no prepare of its own. Bounded: emptied past 4 × max entries.
 	seen map[string]struct{}
 }
@@ -43,10 +43,6 @@ type cachedStmt struct {
 	evicted    bool
 	prev, next *cachedStmt
 }
-
-// erMaxPreparedStmtCount is ER_MAX_PREPARED_STMT_COUNT_REACHED: the server's
-// max_prepared_stmt_count is used up.
-const erMaxPreparedStmtCount = 1461
 
 func (c *stmtCache) get(k stmtKey) *cachedStmt {
 	cs := c.m[k]
@@ -81,7 +77,7 @@ func (c *stmtCache) evict(cs *cachedStmt) {
 	}
 }
 
-// admit reports whether q, a parameterized statement run for a StatementCacheFirst tracker,
+// admit reports whether q, a parameterized statement run for a tracker with SessionCaps.CacheFirst,
 // goes through the cache: it is cached under db already, or this is its second run.
 func (c *stmtCache) admit(db, q string) bool {
 	if _, ok := c.m[stmtKey{db: db, query: q}]; ok {
@@ -146,11 +142,11 @@ func (c *stmtCache) unlink(cs *cachedStmt) {
 
 // cached returns the cached statement for q in the session's current database with one more
 // reference, preparing it on a miss. When the tracker cannot tell how the server would prepare
-// q (Resolution not known), it prepares q without caching and returns cs == nil; so it does on
+// q (Scope not known), it prepares q without caching and returns cs == nil; so it does on
 // ER_MAX_PREPARED_STMT_COUNT_REACHED, after emptying the cache (freeing the server's count).
 func (c *conn) cached(ctx context.Context, q string) (cs *cachedStmt, ds driver.Stmt, err error) {
 	cache := &c.e.stmts
-	db, known := c.e.sess.t.Scope()
+	db, known := c.e.sess.Scope()
 	if !known {
 		ds, err = prepareDriver(ctx, c.e.conn, q)
 		return nil, ds, err

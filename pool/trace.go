@@ -57,7 +57,7 @@ func (p *Pool) runPlanObserved(e *entry) error {
 	if !ok {
 		return p.runPlan(e)
 	}
-	plan := e.sess.t.Plan()
+	plan := e.sess.Plan()
 	n, rollback := 0, false
 	if !plan.Discard {
 		n = len(plan.Statements)

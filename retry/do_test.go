@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/sqlpool/sqlpool/internal/leakcheck"
+	_ "github.com/sqlpool/sqlpool/mysqldialect" // MySQL's pool.Dialect, registered on import
 
 	"github.com/sqlpool/sqlpool/retry"
 )

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"time"
 
+	_ "github.com/sqlpool/sqlpool/mysqldialect" // MySQL's pool.Dialect, registered on import
 	"github.com/sqlpool/sqlpool/pool"
 )
 

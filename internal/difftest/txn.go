@@ -8,7 +8,7 @@ import (
 // openTx is the transaction a borrow has open, begun (by both sides alike) with a context that
 // can end but does not while the program runs: database/sql rolls a transaction back when its
 // context ends, so it is not the step's; and the pool commits a transaction begun with such a
-// context through ExecContext with it (pool.ContextCommitter), which the fuzzer thus compares.
+// context through ExecContext with it (mysqldialect's Dialect.Commit), which the fuzzer thus compares.
 type openTx struct {
 	tx  *sql.Tx
 	end context.CancelFunc

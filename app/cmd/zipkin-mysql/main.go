@@ -47,6 +47,7 @@ import (
 	"github.com/sqlpool/sqlpool/app/zipkin/ui"
 	"github.com/sqlpool/sqlpool/cluster"
 	"github.com/sqlpool/sqlpool/metrics"
+	_ "github.com/sqlpool/sqlpool/mysqldialect" // MySQL's pool.Dialect, registered on import
 	"github.com/sqlpool/sqlpool/otelpool"
 	"github.com/sqlpool/sqlpool/pool"
 )

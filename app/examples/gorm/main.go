@@ -21,6 +21,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/sqlpool/sqlpool/app/embedded"
+	_ "github.com/sqlpool/sqlpool/mysqldialect" // MySQL's pool.Dialect, registered on import
 	"github.com/sqlpool/sqlpool/pool"
 )
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/DATA-DOG/go-sqlmock"
 
+	_ "github.com/sqlpool/sqlpool/mysqldialect" // MySQL's pool.Dialect, registered on import
 	"github.com/sqlpool/sqlpool/pool"
 	"github.com/sqlpool/sqlpool/txstate"
 )

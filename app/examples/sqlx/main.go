@@ -19,6 +19,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/sqlpool/sqlpool/app/embedded"
+	_ "github.com/sqlpool/sqlpool/mysqldialect" // MySQL's pool.Dialect, registered on import
 	"github.com/sqlpool/sqlpool/pool"
 )
 

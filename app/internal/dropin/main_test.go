@@ -14,6 +14,7 @@ import (
 
 	"github.com/sqlpool/sqlpool/internal/mysqltest"
 	"github.com/sqlpool/sqlpool/internal/testutil"
+	_ "github.com/sqlpool/sqlpool/mysqldialect" // MySQL's pool.Dialect, registered on import
 	"github.com/sqlpool/sqlpool/pool"
 )
 

@@ -33,6 +33,7 @@ import (
 
 	"github.com/sqlpool/sqlpool/app/embedded"
 	"github.com/sqlpool/sqlpool/internal/mysqltest"
+	_ "github.com/sqlpool/sqlpool/mysqldialect" // MySQL's pool.Dialect, registered on import
 	"github.com/sqlpool/sqlpool/pool"
 )
 

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sqlpool/sqlpool/internal/mysqltest"
+	_ "github.com/sqlpool/sqlpool/mysqldialect" // MySQL's pool.Dialect, registered on import
 )
 
 func TestMain(m *testing.M) {
