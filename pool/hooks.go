@@ -20,12 +20,13 @@ import (
 // creator replaces it. A hook must return when its ctx ends: the pool runs it on the calling
 // goroutine and does not abandon it.
 type Hooks struct {
-	// AfterConnect runs once on every new physical connection, after ConnectionInit and
-	// before the session baseline is recorded: what it sets is part of the baseline, kept for
-	// the connection's life and restored by release plans. A failure is a failed dial: the
-	// creator logs it, records it as Stats.LastError and backs off before the next dial, and a
-	// failure in New's first connection fails New. Its ctx also ends at ConnectTimeout. Zero
-	// value: none.
+	// AfterConnect runs once on every new physical connection, before the session baseline
+	// is recorded: what it sets is part of the baseline, kept for the connection's life and
+	// restored by release plans. pool.Unwrap(c.Conn()) gives the driver's own connection. A
+	// failure is a failed dial: the creator logs it, records it as Stats.LastError and backs
+	// off before the next dial, and a failure in New's first connection fails New at once,
+	// without retrying for InitializationFailTimeout. Its ctx also ends at ConnectTimeout.
+	// Zero value: none.
 	AfterConnect func(ctx context.Context, c HookConn) error
 
 	// BeforeAcquire runs before every hand-out of a connection to a borrower: an acquire
