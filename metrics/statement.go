@@ -181,7 +181,7 @@ func (t *stmtTable) errorCounter(s *stmtSeries, c errClass) prometheus.Counter {
 	return ctr
 }
 
-// StatementDone implements pool.Events: it observes d in sqlpool_statement_seconds and counts
+// StatementDone is pool.Trace.StatementDone: it observes d in sqlpool_statement_seconds and counts
 // an error in sqlpool_statement_errors_total, under the statement's bounded name (see
 // stmtname.With and docs/metrics.md). The SQL text is parsed, never used as a label.
 func (m *Metrics) StatementDone(ctx context.Context, name, query string, d time.Duration, err error) {
