@@ -190,7 +190,7 @@ func New(opts Options) (*Metrics, error) {
 	}
 	m.descAcquire = desc(NameAcquireSeconds, "Time borrowers waited for a connection, successful and timed-out acquires, in seconds.", "pool")
 	m.descUsage = desc(NameUsageSeconds, "Time connections were held by a borrower, from acquire to release, in seconds.", "pool")
-	m.descCreation = desc(NameCreationSeconds, "Time to open a physical connection (dial, ConnectionInit, session baseline), in seconds.", "pool")
+	m.descCreation = desc(NameCreationSeconds, "Time to open a physical connection (dial, AfterConnect hook, session baseline), in seconds.", "pool")
 	m.descStmt = desc(NameStatementSeconds, "Time statements took until the driver answered (for a query: the first result), in seconds, by bounded statement name.", "pool", "statement")
 	m.timeouts = counter(NameTimeouts, "Acquires that reached their deadline (AcquireTimeout or the caller's ctx deadline).", "pool")
 	m.closed = counter(NameClosed, "Physical connections closed by the pool, by reason.", "pool", "reason")
