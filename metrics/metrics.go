@@ -115,6 +115,8 @@ type Metrics struct {
 	constLabels prometheus.Labels // Options.ConstLabels, for the per-host collector (hosts.go)
 	hostsMu     sync.Mutex
 	hosts       *hostCollector // RegisterHosts; nil until the first
+
+	trace pool.Trace // newTrace
 }
 
 var errBuckets = errors.New("metrics: histogram buckets must be finite, non-negative and increasing")
@@ -122,19 +124,35 @@ var errBuckets = errors.New("metrics: histogram buckets must be finite, non-nega
 var _ prometheus.Collector = (*Metrics)(nil)
 
 // Trace returns the pool.Trace that feeds m: put it in pool.Config.Trace (of every pool m
-// serves). Its functions are m's event methods (Acquired, Released, ...). Give it to
+// serves). Its functions do what m's event methods (Acquired, Released, ...) do. Give it to
 // otelpool.Options.Next to report to both Prometheus and OpenTelemetry.
 func (m *Metrics) Trace() *pool.Trace {
-	return &pool.Trace{
-		Acquired:              m.Acquired,
-		AcquireTimedOut:       m.AcquireTimedOut,
-		Released:              m.Released,
+	t := m.trace
+	return &t
+}
+
+// newTrace returns m's pool.Trace. The events of every borrow and statement are closures
+// holding the code that records them (their methods call these), the rest method values:
+// the pool calls the code of each hot event directly, without a method value's extra call.
+func (m *Metrics) newTrace() pool.Trace {
+	return pool.Trace{
+		Acquired: func(name string, wait time.Duration) {
+			pm := m.poolFor(name)
+			pm.acquire.observe(wait)
+			pm.acquireMax.record(wait)
+		},
+		AcquireTimedOut: m.AcquireTimedOut,
+		Released: func(name string, usage time.Duration) {
+			pm := m.poolFor(name)
+			pm.usage.observe(usage)
+			pm.usageMax.record(usage)
+		},
 		Created:               m.Created,
 		Closed:                m.Closed,
 		Validated:             m.Validated,
 		ReleasePlanRun:        m.ReleasePlanRun,
 		LeakedStatementClosed: m.LeakedStatementClosed,
-		StatementDone:         m.StatementDone,
+		StatementDone:         m.statementDone(),
 		ServerCancelled:       m.ServerCancelled,
 	}
 }
@@ -228,6 +246,7 @@ func New(opts Options) (*Metrics, error) {
 	if err := m.registry.Register(m); err != nil {
 		return nil, err
 	}
+	m.trace = m.newTrace()
 	return m, nil
 }
 
@@ -432,11 +451,7 @@ func (m *Metrics) Unregister(name string) {
 }
 
 // Acquired is pool.Trace.Acquired.
-func (m *Metrics) Acquired(name string, wait time.Duration) {
-	pm := m.poolFor(name)
-	pm.acquire.observe(wait)
-	pm.acquireMax.record(wait)
-}
+func (m *Metrics) Acquired(name string, wait time.Duration) { m.trace.Acquired(name, wait) }
 
 // AcquireTimedOut is pool.Trace.AcquireTimedOut. As in HikariCP, the wait of a timed-out acquire is
 // also observed in the acquire histogram.
@@ -448,11 +463,7 @@ func (m *Metrics) AcquireTimedOut(name string, wait time.Duration) {
 }
 
 // Released is pool.Trace.Released.
-func (m *Metrics) Released(name string, usage time.Duration) {
-	pm := m.poolFor(name)
-	pm.usage.observe(usage)
-	pm.usageMax.record(usage)
-}
+func (m *Metrics) Released(name string, usage time.Duration) { m.trace.Released(name, usage) }
 
 // Created is pool.Trace.Created.
 func (m *Metrics) Created(name string, dial time.Duration) {

@@ -173,10 +173,9 @@ type Config struct {
 	// decision. Zero value: none.
 	FatalError func(err error) (fatal, decided bool)
 
-	// Trace receives the pool's events (acquires, releases, creations, closes, probes,
-	// release plans, statements), for metrics and tracing; see Trace, package metrics and
-	// package otelpool. New copies *Trace: later changes to it have no effect. Zero value:
-	// none, and the pool then reads no clock for durations on the hot path.
+	// Trace receives the pool's events, for metrics and tracing (see Trace, and packages
+	// metrics and otelpool); New copies it. Zero value: none, and the pool then reads no
+	// clock for durations on the hot path.
 	Trace *Trace
 
 	// Logger receives the pool's structured log lines. Zero value: slog.Default().

@@ -15,4 +15,6 @@ const (
 	CloseDriverInvalid    CloseReason = "driver_invalid"    // the driver's Validator (release) or SessionResetter (acquire) said so
 	CloseResetFailed      CloseReason = "reset_failed"      // the release plan failed or could not reset the session
 	ClosePoolClosed       CloseReason = "pool_closed"       // Close
+	CloseHookRejected     CloseReason = "hook_rejected"     // BeforeAcquire rejected it, or AfterRelease vetoed its reuse
+	CloseHookFailed       CloseReason = "hook_failed"       // a hook returned an error, panicked or timed out on it
 )

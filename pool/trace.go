@@ -6,45 +6,40 @@ import (
 	"time"
 )
 
-// Trace is the pool's one observability hook: functions the pool calls as things happen, for
-// metrics (package metrics), tracing (package otelpool) or logs. Set only the fields you need:
-// a nil field is skipped, and a pool whose Config.Trace is nil pays one nil check per event and
-// reads no clock for durations. Each function is called on the goroutine where the event
-// happens, every acquire and release included, so it must be safe for concurrent use, must not
-// block, and should neither allocate nor take a lock shared by borrowers. Its pool argument is
-// Config.Name.
+// Trace receives the pool's events, for metrics (package metrics), tracing (package otelpool)
+// or logs. Every field is optional: the pool skips a nil one, and a pool without a Trace pays
+// one nil check per event and reads no clock for durations. The functions run on the goroutine
+// where the event happens, every acquire and release included, so they must be safe for
+// concurrent use, must not block, and should not allocate or take a lock borrowers share.
+// Their pool argument is Config.Name.
 type Trace struct {
 	// Acquired: a connection was handed out (Connect, or a checkout from a DB's idle list)
-	// after waiting wait (0 when an idle one was handed out without a probe).
+	// after waiting wait (0 for an idle one handed out without a probe).
 	Acquired func(pool string, wait time.Duration)
 	// AcquireTimedOut: an acquire reached its deadline after waiting wait.
 	AcquireTimedOut func(pool string, wait time.Duration)
-	// AcquireEnded: an acquire that had to wait or probe (Connect's slow path) ended, waited
-	// after it first had to, having run probes liveness probes; err is its error or nil. ctx
-	// is the acquire's, for a span under the caller's.
+	// AcquireEnded: an acquire that had to wait or probe ended, waited after it first had to,
+	// having run probes probes; err is its error or nil, ctx the acquire's (for a span).
 	AcquireEnded func(ctx context.Context, pool string, waited time.Duration, probes int, err error)
 	// Released: a connection came back after being used for usage.
 	Released func(pool string, usage time.Duration)
-	// Created: a physical connection was opened in dial (AfterConnect and the session
-	// baseline included).
+	// Created: a physical connection was opened, in dial (AfterConnect and baseline included).
 	Created func(pool string, dial time.Duration)
 	// Closed: a physical connection was closed.
 	Closed func(pool string, reason CloseReason)
-	// Validated: an acquire probed, under its ctx and in took, a connection idle longer than
-	// AliveBypassWindow; alive is the outcome.
+	// Validated: an acquire probed a connection idle longer than AliveBypassWindow, under its
+	// ctx, in took; alive is the outcome.
 	Validated func(ctx context.Context, pool string, took time.Duration, alive bool)
-	// ReleasePlanRun: a release ran statements to clean the session; rollback says whether a
-	// ROLLBACK was the first, statements how many ran, ok whether they all succeeded.
+	// ReleasePlanRun: a release ran statements statements to clean the session (rollback: a
+	// ROLLBACK first); ok says whether they all succeeded.
 	ReleasePlanRun func(pool string, rollback bool, statements int, ok bool)
-	// ReleasePlanEnded: a release ran a plan of statements (rollback: a ROLLBACK first) in
-	// took, or found the session could not be reset (statements 0, err not nil); err is why
-	// the connection was then closed, or nil.
+	// ReleasePlanEnded: a release ran a plan of statements in took, or found the session could
+	// not be reset (statements 0); err is why the connection was then closed, or nil.
 	ReleasePlanEnded func(pool string, took time.Duration, statements int, rollback bool, err error)
 	// LeakedStatementClosed: a statement the borrower left open was closed on release.
 	LeakedStatementClosed func(pool string)
-	// StatementDone: an Exec or Query ran on a pooled connection and took d until the driver
-	// answered (for a query, its first result); err is its error or nil. ctx is the caller's.
-	// query is the SQL text: never use it as a metric label as it is.
+	// StatementDone: an Exec or Query took d until the driver answered (a query: its first
+	// result); err is its error or nil, ctx the caller's. query is SQL text, never a label.
 	StatementDone func(ctx context.Context, pool, query string, d time.Duration, err error)
 	// ServerCancelled: a server-side cancel ended with outcome, d after its connection closed.
 	ServerCancelled func(pool string, outcome CancelOutcome, d time.Duration)
@@ -58,16 +53,19 @@ func (t *Trace) forStatements() *Trace {
 	return t
 }
 
+// forPlans returns t when it counts release plans (ReleasePlanRun), else nil.
+func (t *Trace) forPlans() *Trace {
+	if t == nil || t.ReleasePlanRun == nil {
+		return nil
+	}
+	return t
+}
+
 // noteAcquired reports an acquire: the wait is 0 unless the acquire had to wait or probe (dl
 // armed), so the fast path reads the exact clock once, for the usage timer.
 func (p *Pool) noteAcquired(t *Trace, e *entry, dl *deadline) {
-	if t.Acquired == nil && t.Released == nil {
-		return
-	}
 	now := p.nanotime()
-	if t.Released != nil {
-		e.usageStart = max(now, 1) // 0 means "not timed"
-	}
+	e.usageStart = max(now, 1) // 0 means "not timed"
 	if t.Acquired != nil {
 		var wait time.Duration
 		if dl != nil && dl.start != 0 {
@@ -80,7 +78,9 @@ func (p *Pool) noteAcquired(t *Trace, e *entry, dl *deadline) {
 // noteReleased reports the usage time of a connection coming back.
 func (p *Pool) noteReleased(t *Trace, e *entry) {
 	if e.usageStart != 0 {
-		t.Released(p.cfg.Name, time.Duration(p.nanotime()-e.usageStart))
+		if t.Released != nil {
+			t.Released(p.cfg.Name, time.Duration(p.nanotime()-e.usageStart))
+		}
 		e.usageStart = 0
 	}
 }
