@@ -33,8 +33,9 @@ type Trace struct {
 	// ReleasePlanRun: a release ran statements statements to clean the session (rollback: a
 	// ROLLBACK first); ok says whether they all succeeded.
 	ReleasePlanRun func(pool string, rollback bool, statements int, ok bool)
-	// ReleasePlanEnded: a release ran a plan of statements in took, or found the session could
-	// not be reset (statements 0); err is why the connection was then closed, or nil.
+	// ReleasePlanEnded: a release ran a plan of statements (rollback: a ROLLBACK first) in
+	// took, or found the session could not be reset (statements 0); err is why the
+	// connection was then closed, or nil.
 	ReleasePlanEnded func(pool string, took time.Duration, statements int, rollback bool, err error)
 	// LeakedStatementClosed: a statement the borrower left open was closed on release.
 	LeakedStatementClosed func(pool string)
