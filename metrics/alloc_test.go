@@ -16,8 +16,8 @@ import (
 // TestAcquireReleaseAddsNoAllocation: a borrow and return on the fake driver allocates
 // exactly as much with metrics on as with them off.
 func TestAcquireReleaseAddsNoAllocation(t *testing.T) {
-	allocs := func(events pool.Events) float64 {
-		p, _ := newFakePool(t, pool.Config{Name: "allocs", MaxConns: 2, Events: events})
+	allocs := func(events *pool.Trace) float64 {
+		p, _ := newFakePool(t, pool.Config{Name: "allocs", MaxConns: 2, Trace: events})
 		cycle := func() {
 			c, err := p.Connect(bg)
 			if err != nil {
@@ -31,14 +31,14 @@ func TestAcquireReleaseAddsNoAllocation(t *testing.T) {
 		return testing.AllocsPerRun(1000, cycle)
 	}
 	off := allocs(nil)
-	on := allocs(newMetrics(t, metrics.Options{}))
+	on := allocs(newMetrics(t, metrics.Options{}).Trace())
 	t.Logf("allocs per acquire+release: off %v, on %v", off, on)
 	if on != off {
 		t.Errorf("metrics add %v allocations per acquire+release (off %v, on %v)", on-off, off, on)
 	}
 }
 
-// TestEventsAllocateNothing: every Events method, the statement timer on its three paths
+// TestEventsAllocateNothing: every event method (pool.Trace), the statement timer on its three paths
 // (named, parsed and cached, beyond the name cap) and the retry observer allocate nothing
 // once a pool and a name have been seen.
 func TestEventsAllocateNothing(t *testing.T) {
@@ -63,7 +63,7 @@ func TestEventsAllocateNothing(t *testing.T) {
 		m.Released("p", time.Millisecond)
 		m.Created("p", time.Millisecond)
 		m.Closed("p", pool.CloseFatalError)
-		m.Validated("p", true)
+		m.Validated(bg, "p", time.Millisecond, true)
 		m.ReleasePlanRun("p", true, 3, true)
 		m.LeakedStatementClosed("p")
 		m.StatementDone(named, "p", "SELECT 1", time.Millisecond, nil)
@@ -91,7 +91,7 @@ func TestEventsAllocateNothing(t *testing.T) {
 func TestStatementCardinality(t *testing.T) {
 	const limit = 50
 	m := newMetrics(t, metrics.Options{MaxStatementNames: limit})
-	p, _ := newFakePool(t, pool.Config{Name: "card", MaxConns: 2, Events: m, Logger: quiet})
+	p, _ := newFakePool(t, pool.Config{Name: "card", MaxConns: 2, Trace: m.Trace(), Logger: quiet})
 	db := p.OpenDB()
 	defer db.Close()
 	for i := 0; i < 10000; i++ {

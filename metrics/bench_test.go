@@ -18,14 +18,14 @@ import (
 	"github.com/sqlpool/sqlpool/stmtname"
 )
 
-// benchPool returns a pool of size conns over c, with m as its Events when on, filled.
+// benchPool returns a pool of size conns over c, with m as its Trace when on, filled.
 func benchPool(b *testing.B, c driver.Connector, conns int, on bool) (*pool.Pool, *metrics.Metrics) {
 	b.Helper()
 	cfg := pool.Config{Name: "bench", MaxConns: conns, Logger: quiet}
 	var m *metrics.Metrics
 	if on {
 		m = newMetrics(b, metrics.Options{})
-		cfg.Events = m
+		cfg.Trace = m.Trace()
 	}
 	p, err := pool.New(c, cfg)
 	if err != nil {
@@ -187,7 +187,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	}
 }
 
-// BenchmarkEvents is the cost of the Events methods alone, as the pool calls them.
+// BenchmarkEvents is the cost of the event methods (m.Trace()'s functions) alone.
 func BenchmarkEvents(b *testing.B) {
 	m := newMetrics(b, metrics.Options{})
 	m.Acquired("bench", 0)

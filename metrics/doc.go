@@ -8,14 +8,14 @@
 // One *Metrics serves any number of pools, told apart by the label pool (pool.Config.Name):
 //
 //	m, _ := metrics.New(metrics.Options{})
-//	p, _ := pool.New(connector, pool.Config{Name: "main", Events: m})
+//	p, _ := pool.New(connector, pool.Config{Name: "main", Trace: m.Trace()})
 //	m.MustRegister(p)                        // gauges read from p.Stats() at scrape
 //	http.Handle("/metrics", m.Handler())     // or register m in a registry of your own
 //	http.Handle("/admin/pool", m.AdminHandler())
 //
 // # Cost on the hot path
 //
-// The pool calls the pool.Events methods from every borrower's goroutine. Following the lesson
+// The pool calls m's pool.Trace functions from every borrower's goroutine. Following the lesson
 // of Brave 4.12 (recording under a lock shared with the threads being measured multiplied
 // latency tenfold under load), recording takes no lock, allocates nothing and reads no clock:
 // a pool's metric handles are looked up once, on its first event, and kept in a copy-on-write

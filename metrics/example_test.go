@@ -25,8 +25,8 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	// m receives the pool's events: put it in Config.Events ...
-	p, err := pool.New(connector(), pool.Config{Name: "main", MaxConns: 4, Events: m, Logger: quiet})
+	// m receives the pool's events: put m.Trace() in Config.Trace ...
+	p, err := pool.New(connector(), pool.Config{Name: "main", MaxConns: 4, Trace: m.Trace(), Logger: quiet})
 	if err != nil {
 		panic(err)
 	}
@@ -48,7 +48,7 @@ func ExampleMetrics_Register() {
 	m, _ := metrics.New(metrics.Options{})
 	// One Metrics serves several pools, told apart by the label pool (Config.Name).
 	for _, name := range []string{"writer", "reader"} {
-		p, err := pool.New(connector(), pool.Config{Name: name, MaxConns: 2, Events: m, Logger: quiet})
+		p, err := pool.New(connector(), pool.Config{Name: name, MaxConns: 2, Trace: m.Trace(), Logger: quiet})
 		if err != nil {
 			panic(err)
 		}
@@ -67,7 +67,7 @@ func ExampleMetrics_Register() {
 
 func ExampleMetrics_Handler() {
 	m, _ := metrics.New(metrics.Options{})
-	p, err := pool.New(connector(), pool.Config{Name: "main", MaxConns: 2, MinIdleConns: 1, Events: m, Logger: quiet})
+	p, err := pool.New(connector(), pool.Config{Name: "main", MaxConns: 2, MinIdleConns: 1, Trace: m.Trace(), Logger: quiet})
 	if err != nil {
 		panic(err)
 	}
@@ -98,7 +98,7 @@ func ExampleMetrics_Handler() {
 
 func ExampleMetrics_StatementDone() {
 	m, _ := metrics.New(metrics.Options{})
-	p, err := pool.New(connector(), pool.Config{Name: "main", MaxConns: 2, Events: m, Logger: quiet})
+	p, err := pool.New(connector(), pool.Config{Name: "main", MaxConns: 2, Trace: m.Trace(), Logger: quiet})
 	if err != nil {
 		panic(err)
 	}

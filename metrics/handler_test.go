@@ -19,7 +19,7 @@ import (
 func TestHandlers(t *testing.T) {
 	m := newMetrics(t, metrics.Options{StatementBuckets: []float64{0.001, 0.01, 0.1}})
 	for _, name := range []string{"a", "b"} {
-		p, _ := newFakePool(t, pool.Config{Name: name, MaxConns: 2, Events: m})
+		p, _ := newFakePool(t, pool.Config{Name: name, MaxConns: 2, Trace: m.Trace()})
 		m.MustRegister(p)
 	}
 	// 100 statements on pool a: 50 at 0.5 ms, 49 at 5 ms, 1 at 50 ms.
@@ -104,7 +104,7 @@ func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 // the race detector, and checks the counts add up.
 func TestConcurrentUse(t *testing.T) {
 	m := newMetrics(t, metrics.Options{MaxStatementNames: 20})
-	p, _ := newFakePool(t, pool.Config{Name: "c", MaxConns: 4, Events: m})
+	p, _ := newFakePool(t, pool.Config{Name: "c", MaxConns: 4, Trace: m.Trace()})
 	m.MustRegister(p)
 	db := p.OpenDB()
 	defer db.Close()

@@ -25,7 +25,7 @@ func TestRegisterHosts(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := newMetrics(t, metrics.Options{})
-	p, err := pool.New(c, pool.Config{Name: "hosts", MaxConns: 3, Events: m, Logger: quiet})
+	p, err := pool.New(c, pool.Config{Name: "hosts", MaxConns: 3, Trace: m.Trace(), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

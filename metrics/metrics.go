@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -69,12 +70,12 @@ type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }
 
-// Metrics collects the metrics of one or more pools. It implements pool.Events (put it in
-// pool.Config.Events), prometheus.Collector (register it, or serve Handler), and produces a
-// retry.Observer per pool with RetryObserver. Register a pool to add its gauges, which are read
-// from pool.Stats at every scrape.
+// Metrics collects the metrics of one or more pools. It feeds on the pool's events through
+// Trace (put m.Trace() in pool.Config.Trace), implements prometheus.Collector (register it, or
+// serve Handler), and produces a retry.Observer per pool with RetryObserver. Register a pool to
+// add its gauges, which are read from pool.Stats at every scrape.
 //
-// The pool calls the Events methods on every acquire and release. They take no lock, allocate
+// The pool calls the event methods (the fields of Trace) on every acquire and release. They take no lock, allocate
 // nothing and read no clock once a pool's first event has been seen: the per-pool metric
 // handles live in a copy-on-write map read with one atomic load, and statement names go
 // through a bounded lock-free cache (see StatementDone).
@@ -114,14 +115,47 @@ type Metrics struct {
 	constLabels prometheus.Labels // Options.ConstLabels, for the per-host collector (hosts.go)
 	hostsMu     sync.Mutex
 	hosts       *hostCollector // RegisterHosts; nil until the first
+
+	trace pool.Trace // newTrace
 }
 
 var errBuckets = errors.New("metrics: histogram buckets must be finite, non-negative and increasing")
 
-var (
-	_ pool.Events          = (*Metrics)(nil)
-	_ prometheus.Collector = (*Metrics)(nil)
-)
+var _ prometheus.Collector = (*Metrics)(nil)
+
+// Trace returns the pool.Trace that feeds m: put it in pool.Config.Trace (of every pool m
+// serves). Its functions do what m's event methods (Acquired, Released, ...) do. Give it to
+// otelpool.Options.Next to report to both Prometheus and OpenTelemetry.
+func (m *Metrics) Trace() *pool.Trace {
+	t := m.trace
+	return &t
+}
+
+// newTrace returns m's pool.Trace. The events of every borrow and statement are closures
+// holding the code that records them (their methods call these), the rest method values:
+// the pool calls the code of each hot event directly, without a method value's extra call.
+func (m *Metrics) newTrace() pool.Trace {
+	return pool.Trace{
+		Acquired: func(name string, wait time.Duration) {
+			pm := m.poolFor(name)
+			pm.acquire.observe(wait)
+			pm.acquireMax.record(wait)
+		},
+		AcquireTimedOut: m.AcquireTimedOut,
+		Released: func(name string, usage time.Duration) {
+			pm := m.poolFor(name)
+			pm.usage.observe(usage)
+			pm.usageMax.record(usage)
+		},
+		Created:               m.Created,
+		Closed:                m.Closed,
+		Validated:             m.Validated,
+		ReleasePlanRun:        m.ReleasePlanRun,
+		LeakedStatementClosed: m.LeakedStatementClosed,
+		StatementDone:         m.statementDone(),
+		ServerCancelled:       m.ServerCancelled,
+	}
+}
 
 // reservedLabels are the variable labels of this package's metrics.
 var reservedLabels = []string{"pool", "reason", "result", "statement", "class", "op"}
@@ -174,7 +208,7 @@ func New(opts Options) (*Metrics, error) {
 	}
 	m.descAcquire = desc(NameAcquireSeconds, "Time borrowers waited for a connection, successful and timed-out acquires, in seconds.", "pool")
 	m.descUsage = desc(NameUsageSeconds, "Time connections were held by a borrower, from acquire to release, in seconds.", "pool")
-	m.descCreation = desc(NameCreationSeconds, "Time to open a physical connection (dial, ConnectionInit, session baseline), in seconds.", "pool")
+	m.descCreation = desc(NameCreationSeconds, "Time to open a physical connection (dial, AfterConnect hook, session baseline), in seconds.", "pool")
 	m.descStmt = desc(NameStatementSeconds, "Time statements took until the driver answered (for a query: the first result), in seconds, by bounded statement name.", "pool", "statement")
 	m.timeouts = counter(NameTimeouts, "Acquires that reached their deadline (AcquireTimeout or the caller's ctx deadline).", "pool")
 	m.closed = counter(NameClosed, "Physical connections closed by the pool, by reason.", "pool", "reason")
@@ -212,6 +246,7 @@ func New(opts Options) (*Metrics, error) {
 	if err := m.registry.Register(m); err != nil {
 		return nil, err
 	}
+	m.trace = m.newTrace()
 	return m, nil
 }
 
@@ -370,7 +405,7 @@ func (m *Metrics) addPool(name string) *poolMetrics {
 }
 
 // Register adds p's gauges (connections, active, idle, pending, max, min) and its Stats-based
-// counters, read at every scrape. Put m in p's Config.Events as well, for the timers and event
+// counters, read at every scrape. Put m.Trace() in p's Config.Trace as well, for the timers and event
 // counters; events that arrive before Register (the first connection, opened by pool.New) are
 // kept. Register fails if another pool with the same name is registered.
 func (m *Metrics) Register(p *pool.Pool) error {
@@ -415,14 +450,10 @@ func (m *Metrics) Unregister(name string) {
 	}
 }
 
-// Acquired implements pool.Events.
-func (m *Metrics) Acquired(name string, wait time.Duration) {
-	pm := m.poolFor(name)
-	pm.acquire.observe(wait)
-	pm.acquireMax.record(wait)
-}
+// Acquired is pool.Trace.Acquired.
+func (m *Metrics) Acquired(name string, wait time.Duration) { m.trace.Acquired(name, wait) }
 
-// AcquireTimedOut implements pool.Events. As in HikariCP, the wait of a timed-out acquire is
+// AcquireTimedOut is pool.Trace.AcquireTimedOut. As in HikariCP, the wait of a timed-out acquire is
 // also observed in the acquire histogram.
 func (m *Metrics) AcquireTimedOut(name string, wait time.Duration) {
 	pm := m.poolFor(name)
@@ -431,21 +462,17 @@ func (m *Metrics) AcquireTimedOut(name string, wait time.Duration) {
 	pm.acquireMax.record(wait)
 }
 
-// Released implements pool.Events.
-func (m *Metrics) Released(name string, usage time.Duration) {
-	pm := m.poolFor(name)
-	pm.usage.observe(usage)
-	pm.usageMax.record(usage)
-}
+// Released is pool.Trace.Released.
+func (m *Metrics) Released(name string, usage time.Duration) { m.trace.Released(name, usage) }
 
-// Created implements pool.Events.
+// Created is pool.Trace.Created.
 func (m *Metrics) Created(name string, dial time.Duration) {
 	pm := m.poolFor(name)
 	pm.creation.observe(dial)
 	pm.creationMax.record(dial)
 }
 
-// Closed implements pool.Events.
+// Closed is pool.Trace.Closed.
 func (m *Metrics) Closed(name string, reason pool.CloseReason) {
 	pm := m.poolFor(name)
 	i := closeIndex(reason)
@@ -456,8 +483,8 @@ func (m *Metrics) Closed(name string, reason pool.CloseReason) {
 	c.Inc()
 }
 
-// Validated implements pool.Events.
-func (m *Metrics) Validated(name string, alive bool) {
+// Validated is pool.Trace.Validated (the probe's ctx and duration are not used).
+func (m *Metrics) Validated(_ context.Context, name string, _ time.Duration, alive bool) {
 	pm := m.poolFor(name)
 	if alive {
 		pm.alive.Inc()
@@ -466,7 +493,7 @@ func (m *Metrics) Validated(name string, alive bool) {
 	}
 }
 
-// ReleasePlanRun implements pool.Events: statements counts the ROLLBACK (when rollback is
+// ReleasePlanRun is pool.Trace.ReleasePlanRun: statements counts the ROLLBACK (when rollback is
 // true, it is the first) and the reset statements that ran.
 func (m *Metrics) ReleasePlanRun(name string, rollback bool, statements int, ok bool) {
 	pm := m.poolFor(name)
@@ -484,16 +511,14 @@ func (m *Metrics) ReleasePlanRun(name string, rollback bool, statements int, ok 
 	}
 }
 
-// ServerCancelled implements pool.CancelEvents: it counts sqlpool_cancels_total by outcome.
+// ServerCancelled is pool.Trace.ServerCancelled: it counts sqlpool_cancels_total by outcome.
 // It is not on the hot path (one call per cancelled statement), so the labelled child is
 // looked up per call.
 func (m *Metrics) ServerCancelled(name string, outcome pool.CancelOutcome, _ time.Duration) {
 	m.cancels.WithLabelValues(name, string(outcome)).Inc()
 }
 
-var _ pool.CancelEvents = (*Metrics)(nil)
-
-// LeakedStatementClosed implements pool.Events.
+// LeakedStatementClosed is pool.Trace.LeakedStatementClosed.
 func (m *Metrics) LeakedStatementClosed(name string) {
 	m.poolFor(name).leaked.Inc()
 }

@@ -66,7 +66,7 @@ func TestScriptedSequence(t *testing.T) {
 		CreationBuckets:  []float64{0.5},
 		StatementBuckets: []float64{0.5},
 	}, clk))
-	p, fc := newFakePool(t, poolClock(pool.Config{Name: "main", MaxConns: 1, Events: m, AcquireTimeout: 250 * time.Millisecond}, clk))
+	p, fc := newFakePool(t, poolClock(pool.Config{Name: "main", MaxConns: 1, Trace: m.Trace(), AcquireTimeout: 250 * time.Millisecond}, clk))
 	m.MustRegister(p)
 	clk.Advance(time.Second) // pool time 0 is stored as 1 ns ("not set" is 0): start later
 	reg := m.Registry()
@@ -288,7 +288,7 @@ var allNames = map[string]struct {
 // docs/metrics.md documents each.
 func TestEveryMetricPresent(t *testing.T) {
 	m := newMetrics(t, metrics.Options{ConstLabels: prometheus.Labels{"service": "test"}})
-	p, _ := newFakePool(t, pool.Config{Name: "all", MaxConns: 2, Events: m})
+	p, _ := newFakePool(t, pool.Config{Name: "all", MaxConns: 2, Trace: m.Trace()})
 	m.MustRegister(p)
 	m.StatementDone(bg, "all", "SELECT 1", time.Millisecond, &mysql.MySQLError{Number: 1213})
 	m.ServerCancelled("all", pool.CancelEnded, time.Millisecond)
@@ -439,7 +439,7 @@ func TestMaxWindow(t *testing.T) {
 
 func TestRegisterUnregister(t *testing.T) {
 	m := newMetrics(t, metrics.Options{})
-	p, _ := newFakePool(t, pool.Config{Name: "dup", MaxConns: 1, Events: m})
+	p, _ := newFakePool(t, pool.Config{Name: "dup", MaxConns: 1, Trace: m.Trace()})
 	m.MustRegister(p)
 	m.MustRegister(p) // the same pool again is fine
 	q, _ := newFakePool(t, pool.Config{Name: "dup", MaxConns: 1})
@@ -498,7 +498,7 @@ func TestErrorClass(t *testing.T) {
 // database/sql calls IsValid (which refuses it) before Close.
 func TestCloseReasonThroughDatabaseSQL(t *testing.T) {
 	m := newMetrics(t, metrics.Options{})
-	p, _ := newFakePool(t, pool.Config{Name: "r", MaxConns: 1, Events: m})
+	p, _ := newFakePool(t, pool.Config{Name: "r", MaxConns: 1, Trace: m.Trace()})
 	db := p.OpenDB()
 	defer db.Close()
 	c, err := db.Conn(bg)

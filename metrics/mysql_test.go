@@ -31,7 +31,7 @@ func TestStatementsOnServer(t *testing.T) {
 	for _, way := range []string{"OpenDB", "sql.OpenDB"} {
 		t.Run(way, func(t *testing.T) {
 			m := newMetrics(t, metrics.Options{})
-			p, err := pool.New(connector, pool.Config{Name: "srv", MaxConns: 2, Events: m, Logger: quiet})
+			p, err := pool.New(connector, pool.Config{Name: "srv", MaxConns: 2, Trace: m.Trace(), Logger: quiet})
 			if err != nil {
 				t.Fatal(err)
 			}

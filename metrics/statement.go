@@ -181,19 +181,26 @@ func (t *stmtTable) errorCounter(s *stmtSeries, c errClass) prometheus.Counter {
 	return ctr
 }
 
-// StatementDone implements pool.Events: it observes d in sqlpool_statement_seconds and counts
-// an error in sqlpool_statement_errors_total, under the statement's bounded name (see
+// StatementDone is pool.Trace.StatementDone: it observes d in sqlpool_statement_seconds and
+// counts an error in sqlpool_statement_errors_total, under the statement's bounded name (see
 // stmtname.With and docs/metrics.md). The SQL text is parsed, never used as a label.
 func (m *Metrics) StatementDone(ctx context.Context, name, query string, d time.Duration, err error) {
-	pm := m.poolFor(name)
-	if pm.stmts == nil {
-		return
-	}
-	s := pm.stmts.series(ctx, query)
-	s.hist.observe(d)
-	s.max.record(d)
-	if err != nil {
-		pm.stmts.errorCounter(s, classify(err)).Inc()
+	m.trace.StatementDone(ctx, name, query, d, err)
+}
+
+// statementDone returns the function of StatementDone, for Trace.
+func (m *Metrics) statementDone() func(ctx context.Context, name, query string, d time.Duration, err error) {
+	return func(ctx context.Context, name, query string, d time.Duration, err error) {
+		pm := m.poolFor(name)
+		if pm.stmts == nil {
+			return
+		}
+		s := pm.stmts.series(ctx, query)
+		s.hist.observe(d)
+		s.max.record(d)
+		if err != nil {
+			pm.stmts.errorCounter(s, classify(err)).Inc()
+		}
 	}
 }
 

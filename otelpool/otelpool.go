@@ -1,10 +1,11 @@
 // Package otelpool reports a sqlpool pool in OpenTelemetry's terms: the semantic conventions'
 // connection-pool metrics (db.client.connection.*), and optional spans for the acquires that
 // had to wait or probe. It is its own module, so that the library (package pool) depends on no
-// telemetry SDK: the pool only calls its Events interface, which this package implements.
+// telemetry SDK: the pool only calls the functions of its pool.Trace, which this package
+// provides.
 //
 //	tel, err := otelpool.New(otelpool.Options{MeterProvider: mp, TracerProvider: tp})
-//	p, err := pool.New(connector, pool.Config{Name: "orders", Events: tel})
+//	p, err := pool.New(connector, pool.Config{Name: "orders", Trace: tel.Trace()})
 //	reg, err := tel.Observe(p) // the gauges; reg.Unregister() before dropping the pool
 //
 // The metrics, as the semantic conventions name them (docs/database/database-metrics.md of
@@ -17,7 +18,7 @@
 //	db.client.connection.idle.min         UpDownCounter  {connection}  MinIdleConns
 //	db.client.connection.pending_requests UpDownCounter  {request}     Stats().Waiting
 //	db.client.connection.timeouts         Counter        {timeout}     acquires that reached their deadline
-//	db.client.connection.create_time      Histogram      s             dial, ConnectionInit, hooks, baseline
+//	db.client.connection.create_time      Histogram      s             dial, AfterConnect hook, baseline
 //	db.client.connection.wait_time        Histogram      s             0 for an idle connection handed out at once
 //	db.client.connection.use_time         Histogram      s             from hand-out to return
 //
@@ -26,14 +27,15 @@
 // pool and those parked in database/sql's idle list (Stats().Idle), "used" the rest.
 //
 // Spans (with a TracerProvider): one span "sqlpool.acquire" per acquire that had to wait for a
-// connection or probe one (pool.AcquireObserver), a child of the span in the acquire's ctx, with
+// connection or probe one (pool.Trace.AcquireEnded), a child of the span in the acquire's ctx, with
 // the attributes db.client.connection.pool.name, sqlpool.acquire.wait_ms, sqlpool.acquire.probes
 // and, on failure, error.type and the span status. Acquires served from an idle connection
 // without a probe make no span: they cost nothing to trace, and an operator looks for waits.
 // Each liveness probe an acquire runs is a span "sqlpool.probe" (sqlpool.probe.alive) under the
 // acquire's ctx, and, with Options.ReleasePlanSpans, each release that runs a plan a root span
 // "sqlpool.release_plan" (sqlpool.release_plan.statements, sqlpool.release_plan.rollback; the
-// borrower's span is gone when the connection comes back) (pool.WorkObserver).
+// borrower's span is gone when the connection comes back) (pool.Trace.Validated and
+// ReleasePlanEnded).
 package otelpool
 
 import (
@@ -88,14 +90,15 @@ type Options struct {
 	// make spans to write, and those have no ctx to mark).
 	ReleasePlanSpans bool
 	// Next, when set, receives every event too (for example package metrics' Prometheus
-	// collector), so that one pool can report to both. Zero value: none.
-	Next pool.Events
+	// collector: metrics.Metrics.Trace()), so that one pool can report to both. Zero value:
+	// none.
+	Next *pool.Trace
 }
 
-// Telemetry implements pool.Events, pool.AcquireObserver and pool.WorkObserver. Create it with New and give it to
-// pool.Config.Events; one Telemetry may serve several pools (told apart by their names).
+// Telemetry reports pools to OpenTelemetry. Create it with New and put its Trace in
+// pool.Config.Trace; one Telemetry may serve several pools (told apart by their names).
 type Telemetry struct {
-	next      pool.Events
+	trace     pool.Trace // own events chained with Options.Next's
 	tracer    trace.Tracer
 	planSpans bool
 	meter     metric.Meter
@@ -125,12 +128,13 @@ type poolAttrs struct {
 
 // New returns the Telemetry for opts; it fails only when the meter rejects an instrument.
 func New(opts Options) (*Telemetry, error) {
-	t := &Telemetry{next: opts.Next, planSpans: opts.ReleasePlanSpans, byPool: map[string]*poolAttrs{}}
+	t := &Telemetry{planSpans: opts.ReleasePlanSpans, byPool: map[string]*poolAttrs{}}
 	if tp := opts.TracerProvider; tp != nil {
 		t.tracer = tp.Tracer(ScopeName)
 	}
 	mp := opts.MeterProvider
 	if mp == nil {
+		t.trace = chain(t.own(), opts.Next)
 		return t, nil
 	}
 	m := mp.Meter(ScopeName)
@@ -170,7 +174,41 @@ func New(opts Options) (*Telemetry, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	t.trace = chain(t.own(), opts.Next)
 	return t, nil
+}
+
+// Trace returns the pool.Trace that reports to t (and to Options.Next): put it in
+// pool.Config.Trace. Only the events t records or Next wants are set, so a pool pays nothing
+// for the others.
+func (t *Telemetry) Trace() *pool.Trace {
+	tr := t.trace
+	return &tr
+}
+
+// own is t's own part of its Trace: the events its instruments and tracer record.
+func (t *Telemetry) own() *pool.Trace {
+	var tr pool.Trace
+	if t.waitTime != nil {
+		tr.Acquired = t.acquired
+	}
+	if t.timeouts != nil {
+		tr.AcquireTimedOut = t.acquireTimedOut
+	}
+	if t.useTime != nil {
+		tr.Released = t.released
+	}
+	if t.createTime != nil {
+		tr.Created = t.created
+	}
+	if t.tracer != nil {
+		tr.AcquireEnded = t.acquireEnded
+		tr.Validated = t.probeEnded
+		if t.planSpans {
+			tr.ReleasePlanEnded = t.releasePlanEnded
+		}
+	}
+	return &tr
 }
 
 // Observe registers the asynchronous metrics (connection counts, limits, pending requests) of
@@ -227,90 +265,29 @@ func (t *Telemetry) attrs(name string) *poolAttrs {
 
 func seconds(d time.Duration) float64 { return d.Seconds() }
 
-// Acquired implements pool.Events: db.client.connection.wait_time.
-func (t *Telemetry) Acquired(p string, wait time.Duration) {
-	if t.waitTime != nil {
-		t.waitTime.Record(context.Background(), seconds(wait), t.attrs(p).record...)
-	}
-	if t.next != nil {
-		t.next.Acquired(p, wait)
-	}
+// acquired records db.client.connection.wait_time.
+func (t *Telemetry) acquired(p string, wait time.Duration) {
+	t.waitTime.Record(context.Background(), seconds(wait), t.attrs(p).record...)
 }
 
-// AcquireTimedOut implements pool.Events: db.client.connection.timeouts.
-func (t *Telemetry) AcquireTimedOut(p string, wait time.Duration) {
-	if t.timeouts != nil {
-		t.timeouts.Add(context.Background(), 1, t.attrs(p).add...)
-	}
-	if t.next != nil {
-		t.next.AcquireTimedOut(p, wait)
-	}
+// acquireTimedOut counts db.client.connection.timeouts.
+func (t *Telemetry) acquireTimedOut(p string, _ time.Duration) {
+	t.timeouts.Add(context.Background(), 1, t.attrs(p).add...)
 }
 
-// Released implements pool.Events: db.client.connection.use_time.
-func (t *Telemetry) Released(p string, usage time.Duration) {
-	if t.useTime != nil {
-		t.useTime.Record(context.Background(), seconds(usage), t.attrs(p).record...)
-	}
-	if t.next != nil {
-		t.next.Released(p, usage)
-	}
+// released records db.client.connection.use_time.
+func (t *Telemetry) released(p string, usage time.Duration) {
+	t.useTime.Record(context.Background(), seconds(usage), t.attrs(p).record...)
 }
 
-// Created implements pool.Events: db.client.connection.create_time.
-func (t *Telemetry) Created(p string, dial time.Duration) {
-	if t.createTime != nil {
-		t.createTime.Record(context.Background(), seconds(dial), t.attrs(p).record...)
-	}
-	if t.next != nil {
-		t.next.Created(p, dial)
-	}
+// created records db.client.connection.create_time.
+func (t *Telemetry) created(p string, dial time.Duration) {
+	t.createTime.Record(context.Background(), seconds(dial), t.attrs(p).record...)
 }
 
-// Closed implements pool.Events (no semantic-convention metric; passed to Next).
-func (t *Telemetry) Closed(p string, r pool.CloseReason) {
-	if t.next != nil {
-		t.next.Closed(p, r)
-	}
-}
-
-// Validated implements pool.Events (passed to Next).
-func (t *Telemetry) Validated(p string, alive bool) {
-	if t.next != nil {
-		t.next.Validated(p, alive)
-	}
-}
-
-// ReleasePlanRun implements pool.Events (passed to Next).
-func (t *Telemetry) ReleasePlanRun(p string, rollback bool, statements int, ok bool) {
-	if t.next != nil {
-		t.next.ReleasePlanRun(p, rollback, statements, ok)
-	}
-}
-
-// LeakedStatementClosed implements pool.Events (passed to Next).
-func (t *Telemetry) LeakedStatementClosed(p string) {
-	if t.next != nil {
-		t.next.LeakedStatementClosed(p)
-	}
-}
-
-// StatementDone implements pool.Events (passed to Next).
-func (t *Telemetry) StatementDone(ctx context.Context, p, query string, d time.Duration, err error) {
-	if t.next != nil {
-		t.next.StatementDone(ctx, p, query, d, err)
-	}
-}
-
-// AcquireEnded implements pool.AcquireObserver: one "sqlpool.acquire" span per acquire that
-// waited or probed, ending now and starting waited ago.
-func (t *Telemetry) AcquireEnded(ctx context.Context, p string, waited time.Duration, probes int, err error) {
-	if ao, ok := t.next.(pool.AcquireObserver); ok {
-		ao.AcquireEnded(ctx, p, waited, probes, err)
-	}
-	if t.tracer == nil {
-		return
-	}
+// acquireEnded makes one "sqlpool.acquire" span per acquire that waited or probed, ending now
+// and starting waited ago.
+func (t *Telemetry) acquireEnded(ctx context.Context, p string, waited time.Duration, probes int, err error) {
 	end := time.Now()
 	a := t.attrs(p)
 	_, span := t.tracer.Start(ctx, SpanAcquire, trace.WithTimestamp(end.Add(-waited)),
@@ -342,15 +319,9 @@ func errorType(err error) string {
 	return "_OTHER"
 }
 
-// ReleasePlanEnded implements pool.WorkObserver: with Options.ReleasePlanSpans, one root span
+// releasePlanEnded makes, with Options.ReleasePlanSpans, one root span
 // "sqlpool.release_plan" per release that ran a plan (the borrower's span is gone by then).
-func (t *Telemetry) ReleasePlanEnded(p string, took time.Duration, statements int, rollback bool, err error) {
-	if wo, ok := t.next.(pool.WorkObserver); ok {
-		wo.ReleasePlanEnded(p, took, statements, rollback, err)
-	}
-	if t.tracer == nil || !t.planSpans {
-		return
-	}
+func (t *Telemetry) releasePlanEnded(p string, took time.Duration, statements int, rollback bool, err error) {
 	end := time.Now()
 	_, span := t.tracer.Start(context.Background(), SpanReleasePlan, trace.WithTimestamp(end.Add(-took)),
 		trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindInternal),
@@ -364,15 +335,9 @@ func (t *Telemetry) ReleasePlanEnded(p string, took time.Duration, statements in
 	span.End(trace.WithTimestamp(end))
 }
 
-// ProbeEnded implements pool.WorkObserver: one span "sqlpool.probe" per liveness probe an
-// acquire ran, under the span in the acquire's ctx.
-func (t *Telemetry) ProbeEnded(ctx context.Context, p string, took time.Duration, alive bool) {
-	if wo, ok := t.next.(pool.WorkObserver); ok {
-		wo.ProbeEnded(ctx, p, took, alive)
-	}
-	if t.tracer == nil {
-		return
-	}
+// probeEnded makes one span "sqlpool.probe" per liveness probe an acquire ran, under the
+// span in the acquire's ctx.
+func (t *Telemetry) probeEnded(ctx context.Context, p string, took time.Duration, alive bool) {
 	end := time.Now()
 	_, span := t.tracer.Start(ctx, SpanProbe, trace.WithTimestamp(end.Add(-took)),
 		trace.WithSpanKind(trace.SpanKindClient),
@@ -384,8 +349,64 @@ func (t *Telemetry) ProbeEnded(ctx context.Context, p string, took time.Duration
 	span.End(trace.WithTimestamp(end))
 }
 
-var (
-	_ pool.Events          = (*Telemetry)(nil)
-	_ pool.AcquireObserver = (*Telemetry)(nil)
-	_ pool.WorkObserver    = (*Telemetry)(nil)
-)
+// chain returns a Trace that calls own's function and then next's for each event (next's
+// first for the span-making events, as Telemetry always did), or the one set alone, so that
+// an event neither wants stays nil. own sets only the seven fields below; next may be nil.
+func chain(own, next *pool.Trace) pool.Trace {
+	if next == nil {
+		return *own
+	}
+	tr := *next
+	if f, g := own.Acquired, next.Acquired; f != nil {
+		tr.Acquired = f
+		if g != nil {
+			tr.Acquired = func(p string, d time.Duration) { f(p, d); g(p, d) }
+		}
+	}
+	if f, g := own.AcquireTimedOut, next.AcquireTimedOut; f != nil {
+		tr.AcquireTimedOut = f
+		if g != nil {
+			tr.AcquireTimedOut = func(p string, d time.Duration) { f(p, d); g(p, d) }
+		}
+	}
+	if f, g := own.Released, next.Released; f != nil {
+		tr.Released = f
+		if g != nil {
+			tr.Released = func(p string, d time.Duration) { f(p, d); g(p, d) }
+		}
+	}
+	if f, g := own.Created, next.Created; f != nil {
+		tr.Created = f
+		if g != nil {
+			tr.Created = func(p string, d time.Duration) { f(p, d); g(p, d) }
+		}
+	}
+	if f, g := own.AcquireEnded, next.AcquireEnded; f != nil {
+		tr.AcquireEnded = f
+		if g != nil {
+			tr.AcquireEnded = func(ctx context.Context, p string, d time.Duration, n int, err error) {
+				g(ctx, p, d, n, err)
+				f(ctx, p, d, n, err)
+			}
+		}
+	}
+	if f, g := own.Validated, next.Validated; f != nil {
+		tr.Validated = f
+		if g != nil {
+			tr.Validated = func(ctx context.Context, p string, d time.Duration, alive bool) {
+				g(ctx, p, d, alive)
+				f(ctx, p, d, alive)
+			}
+		}
+	}
+	if f, g := own.ReleasePlanEnded, next.ReleasePlanEnded; f != nil {
+		tr.ReleasePlanEnded = f
+		if g != nil {
+			tr.ReleasePlanEnded = func(p string, d time.Duration, n int, rollback bool, err error) {
+				g(p, d, n, rollback, err)
+				f(p, d, n, rollback, err)
+			}
+		}
+	}
+	return tr
+}

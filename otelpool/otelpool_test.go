@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -93,7 +94,7 @@ func TestMetricsMatchTheSemanticConventions(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err := pool.New(fakedb.New(), pool.Config{Name: "orders", MaxConns: 2, MinIdleConns: 2,
-		AcquireTimeout: 200 * time.Millisecond, Events: tel})
+		AcquireTimeout: 200 * time.Millisecond, Trace: tel.Trace()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -268,7 +269,7 @@ func BenchmarkBorrow(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				cfg.Events = tel
+				cfg.Trace = tel.Trace()
 			}
 			p, err := pool.New(fakedb.New(), cfg)
 			if err != nil {
@@ -298,7 +299,7 @@ func TestProbeAndReleasePlanSpans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := pool.New(fakedb.New(), pool.Config{Name: "orders", MaxConns: 1, AliveBypassWindow: -1, Events: tel})
+	p, err := pool.New(fakedb.New(), pool.Config{Name: "orders", MaxConns: 1, AliveBypassWindow: -1, Trace: tel.Trace()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,4 +354,59 @@ func names(ss tracetest.SpanStubs) []string {
 		n = append(n, s.Name)
 	}
 	return n
+}
+
+// Options.Next receives every event, those Telemetry records too (after or, for the span
+// events, before it) and those it does not.
+func TestNextReceivesEveryEvent(t *testing.T) {
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+	defer mp.Shutdown(context.Background())
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	defer tp.Shutdown(context.Background())
+	var mu sync.Mutex
+	seen := map[string]int{}
+	note := func(s string) { mu.Lock(); seen[s]++; mu.Unlock() }
+	next := &pool.Trace{
+		Acquired:        func(string, time.Duration) { note("acquired") },
+		Released:        func(string, time.Duration) { note("released") },
+		Created:         func(string, time.Duration) { note("created") },
+		Closed:          func(string, pool.CloseReason) { note("closed") },
+		AcquireEnded:    func(context.Context, string, time.Duration, int, error) { note("acquire_ended") },
+		Validated:       func(context.Context, string, time.Duration, bool) { note("validated") },
+		StatementDone:   func(context.Context, string, string, time.Duration, error) { note("statement") },
+		ServerCancelled: func(string, pool.CancelOutcome, time.Duration) { note("cancelled") },
+	}
+	tel, err := otelpool.New(otelpool.Options{MeterProvider: mp, TracerProvider: tp, Next: next})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tel.Trace()
+	if tr.Closed == nil || tr.StatementDone == nil || tr.ServerCancelled == nil || tr.ReleasePlanRun != nil {
+		t.Fatal("Trace: want Next's events that Telemetry does not record passed on as they are, and no others")
+	}
+	tr.ServerCancelled("orders", pool.CancelEnded, time.Millisecond)
+	p, err := pool.New(fakedb.New(), pool.Config{Name: "orders", MaxConns: 1, AliveBypassWindow: -1, Trace: tr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := p.Connect(context.Background()) // probed: AliveBypassWindow is off
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.(driver.ExecerContext).ExecContext(context.Background(), "SELECT 1", nil); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Close()
+	_ = p.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, e := range []string{"acquired", "released", "created", "closed", "acquire_ended", "validated", "statement", "cancelled"} {
+		if seen[e] == 0 {
+			t.Errorf("Next was not told of %s (seen %v)", e, seen)
+		}
+	}
+	if n := len(spans.GetSpans()); n < 2 {
+		t.Errorf("%d spans; want the acquire's and the probe's", n)
+	}
 }

@@ -57,7 +57,7 @@ func (p *Pool) acquire(ctx context.Context) (*entry, error) {
 func (p *Pool) acquireSlow(ctx context.Context, first *entry, firstReason CloseReason) (got *entry, err error) {
 	var dl deadline
 	defer dl.stop()
-	if ao, ok := p.cfg.Events.(AcquireObserver); ok { // tracing (trace.go)
+	if ao := p.cfg.Trace; ao != nil && ao.AcquireEnded != nil { // tracing (trace.go)
 		defer func() { p.noteAcquireEnded(ctx, ao, &dl, err) }()
 	}
 	if first == nil && p.suspended.Load() {
@@ -121,14 +121,14 @@ func (p *Pool) acquireSlow(ctx context.Context, first *entry, firstReason CloseR
 
 // handedOut records a hand-out of e at now, for Connect (dl: its deadline) and for a
 // database/sql checkout (conn.ResetSession, dl nil): it counts it (Stats.Acquires), stamps the
-// borrow, tells Events and arms leak detection. The first hand-out of a connection also ends a
+// borrow, tells Trace and arms leak detection. The first hand-out of a connection also ends a
 // dead-on-arrival streak: a connection the creator opened was good enough to use.
 func (p *Pool) handedOut(e *entry, now int64, dl *deadline) {
 	if e.handouts.Add(1) == 1 && p.deadOnArrival.Load() != 0 {
 		p.deadOnArrival.Store(0)
 	}
 	e.borrowedAt = now
-	if ev := p.cfg.Events; ev != nil {
+	if ev := p.cfg.Trace; ev != nil {
 		p.noteAcquired(ev, e, dl)
 	}
 	if p.cfg.LeakDetectionThreshold > 0 {
@@ -150,7 +150,7 @@ type deadline struct {
 	// limit is the pool's AcquireTimeout when the deadline was armed: a SetAcquireTimeout
 	// meanwhile applies to acquires that begin to wait after it.
 	limit time.Duration
-	// probes counts the liveness probes this acquire ran (AcquireObserver).
+	// probes counts the liveness probes this acquire ran (Trace.AcquireEnded).
 	probes int
 }
 
@@ -286,16 +286,12 @@ func (p *Pool) check(ctx context.Context, e *entry, now int64, dl *deadline) Clo
 	if dl != nil {
 		dl.probes++
 	}
-	ev := p.cfg.Events
 	timeout := p.cfg.ValidationTimeout
 	if dl != nil && dl.acquireLimit(p) > 0 {
 		timeout = min(timeout, max(dl.left(p), time.Millisecond))
 	}
 	if err := p.probe(ctx, e, timeout); err != nil {
 		p.probeFailed.Add(1)
-		if ev != nil {
-			ev.Validated(p.cfg.Name, false)
-		}
 		if ctx.Err() == nil {
 			if e.handouts.Load() == 0 {
 				p.deadOnArrival.Add(1) // dialled, never used, already dead: see creator
@@ -310,9 +306,6 @@ func (p *Pool) check(ctx context.Context, e *entry, now int64, dl *deadline) Clo
 	p.clearLastError()
 	if p.deadOnArrival.Load() != 0 {
 		p.deadOnArrival.Store(0)
-	}
-	if ev != nil {
-		ev.Validated(p.cfg.Name, true)
 	}
 	return ""
 }
@@ -456,7 +449,7 @@ func (p *Pool) timeoutError(ctx context.Context, dl *deadline, byCtx bool) error
 	}
 	p.timeouts.Add(1)
 	waited := time.Duration(p.nanotime() - dl.begin(p))
-	if ev := p.cfg.Events; ev != nil {
+	if ev := p.cfg.Trace; ev != nil && ev.AcquireTimedOut != nil {
 		ev.AcquireTimedOut(p.cfg.Name, waited)
 	}
 	st := p.Stats()
@@ -519,7 +512,7 @@ func (p *Pool) awaitResume(ctx context.Context, dl *deadline) error {
 // the driver says is broken, that cannot be cleaned, that is marked or expired, or that comes
 // back to a closed pool is closed; any other goes on the idle stack.
 func (p *Pool) release(e *entry) {
-	if ev := p.cfg.Events; ev != nil {
+	if ev := p.cfg.Trace; ev != nil {
 		p.noteReleased(ev, e)
 	}
 	now := p.now()

@@ -84,13 +84,6 @@ const (
 	CancelPoolClosed CancelOutcome = "pool_closed"
 )
 
-// CancelEvents is implemented by an Events that also wants server-side cancels (package
-// metrics does): the pool calls ServerCancelled once per cancelled connection, with how long
-// after the connection was closed its slot was freed.
-type CancelEvents interface {
-	ServerCancelled(pool string, outcome CancelOutcome, d time.Duration)
-}
-
 // cancelPoll is how often a cancel goroutine asks the server whether cancelled sessions are
 // gone, while any is pending.
 const cancelPoll = 5 * time.Millisecond
@@ -384,7 +377,7 @@ func (p *Pool) pollCancelled(side *driver.Conn, host string, active []*cancelJob
 func (p *Pool) finishCancel(j *cancelJob, outcome CancelOutcome) {
 	p.cancel.pending.Add(-1)
 	took := time.Since(j.queued)
-	if ce, ok := p.cfg.Events.(CancelEvents); ok {
+	if ce := p.cfg.Trace; ce != nil && ce.ServerCancelled != nil {
 		ce.ServerCancelled(p.cfg.Name, outcome, took)
 	}
 	p.cfg.Logger.Debug("sqlpool: cancelled statement stopped on the server", "pool", p.cfg.Name,

@@ -44,7 +44,7 @@ func TestServerCancelStorm(t *testing.T) {
 	admin := cancelAdmin(t, dsn)
 	admin.SetMaxOpenConns(1)
 	ev := &cancelRecorder{}
-	p := newMySQLPool(t, dsn, pool.Config{Name: "storm", MaxConns: maxConns, AcquireTimeout: time.Minute, Events: ev})
+	p := newMySQLPool(t, dsn, pool.Config{Name: "storm", MaxConns: maxConns, AcquireTimeout: time.Minute, Trace: ev.trace()})
 	pdb := p.OpenDB()
 	defer pdb.Close()
 	plain := sql.OpenDB(mysqlConnector(t, dsn))

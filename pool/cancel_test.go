@@ -75,7 +75,7 @@ func TestServerCancelStopsStatement(t *testing.T) {
 	dsn := mysqltest.DSN(t)
 	admin := cancelAdmin(t, dsn)
 	ev := &cancelRecorder{}
-	p := newMySQLPool(t, dsn, pool.Config{Name: "cancel", MaxConns: 2, MinIdleConns: -1, Events: ev})
+	p := newMySQLPool(t, dsn, pool.Config{Name: "cancel", MaxConns: 2, MinIdleConns: -1, Trace: ev.trace()})
 	pdb := p.OpenDB()
 	defer pdb.Close()
 	plain := sql.OpenDB(mysqlConnector(t, dsn))
@@ -214,7 +214,6 @@ func TestServerCancelCountsUntilThreadEnds(t *testing.T) {
 
 // cancelRecorder counts ServerCancelled events by outcome.
 type cancelRecorder struct {
-	pool.NopEvents
 	mu sync.Mutex
 	n  map[pool.CancelOutcome]*atomic.Int64
 }
@@ -229,6 +228,10 @@ func (r *cancelRecorder) ServerCancelled(_ string, o pool.CancelOutcome, _ time.
 		r.n[o] = new(atomic.Int64)
 	}
 	r.n[o].Add(1)
+}
+
+func (r *cancelRecorder) trace() *pool.Trace {
+	return &pool.Trace{ServerCancelled: r.ServerCancelled}
 }
 
 func (r *cancelRecorder) count(o pool.CancelOutcome) int64 {
@@ -262,7 +265,7 @@ func TestServerCancelBoundedWhenServerSilent(t *testing.T) {
 	px := mysqltest.NewProxy(t, mysqlAddrOf(t, dsn))
 	ev := &cancelRecorder{}
 	const bound = 300 * time.Millisecond
-	p := newMySQLPool(t, px.DSN(dsn), pool.Config{Name: "cancel-bound", MaxConns: 1, Events: ev,
+	p := newMySQLPool(t, px.DSN(dsn), pool.Config{Name: "cancel-bound", MaxConns: 1, Trace: ev.trace(),
 		ServerCancelTimeout: bound, AcquireTimeout: 5 * time.Second})
 	db := p.OpenDB()
 	defer db.Close()

@@ -1,8 +1,6 @@
 package pool
 
 import (
-	"context"
-	"database/sql/driver"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -87,8 +85,8 @@ type Config struct {
 	// backoff between failed dials, to half of it but at least 125 ms.
 	AcquireTimeout time.Duration
 
-	// ConnectTimeout bounds each dial by the creator, including ConnectionInit and the session
-	// baseline query. Zero value: AcquireTimeout, but at least 250 ms (TimeoutFloor); 30 s when
+	// ConnectTimeout bounds each dial by the creator, including Hooks.AfterConnect and the
+	// session baseline query. Zero value: AcquireTimeout, but at least 250 ms (TimeoutFloor); 30 s when
 	// AcquireTimeout is off. Negative: no bound beyond the pool's lifetime.
 	ConnectTimeout time.Duration
 
@@ -133,7 +131,7 @@ type Config struct {
 	// to open one good connection and returns the last error if it cannot. Zero value: 1 ms, that
 	// is one attempt that must succeed (HikariCP's default). Negative: New does not connect; the
 	// pool starts at once and fills in the background (HikariCP's "skip the check"). A failure of
-	// ConnectionInit fails New at once without further attempts.
+	// Hooks.AfterConnect fails New at once without further attempts.
 	InitializationFailTimeout time.Duration
 
 	// CloseTimeout bounds how long Close waits for connections still in use. Zero value: 10 s.
@@ -159,10 +157,6 @@ type Config struct {
 	// cancel and the pool dials a replacement at once, as plain database/sql does).
 	ServerCancelTimeout time.Duration
 
-	// ConnectionInit runs once on every new physical connection, before the session baseline is
-	// recorded; an error fails that connection. Zero value: none.
-	ConnectionInit func(ctx context.Context, conn driver.Conn) error
-
 	// Hooks are the lifecycle hooks (after connect, before hand-out, after return); see
 	// Hooks. Zero value: none.
 	Hooks Hooks
@@ -177,10 +171,10 @@ type Config struct {
 	// Classify.
 	Dialect Dialect
 
-	// Events receives the pool's events (acquires, releases, creations, closes, probes,
-	// release plans), for metrics; see package metrics. Zero value: none, and the pool then
-	// reads no clock for durations on the hot path.
-	Events Events
+	// Trace receives the pool's events, for metrics and tracing (see Trace, and packages
+	// metrics and otelpool); New copies it. Zero value: none, and the pool then reads no
+	// clock for durations on the hot path.
+	Trace *Trace
 
 	// Logger receives the pool's structured log lines. Zero value: slog.Default().
 	Logger *slog.Logger
@@ -222,6 +216,10 @@ func (cfg Config) resolved() (Config, error) {
 	}
 	if c.testClock == nil {
 		c.testClock = systemClock{}
+	}
+	if c.Trace != nil {
+		t := *c.Trace
+		c.Trace = &t
 	}
 	if c.Name == "" {
 		c.Name = fmt.Sprintf("pool-%d", poolSeq.Add(1))

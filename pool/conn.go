@@ -118,7 +118,7 @@ func (c *conn) closeLeaked() {
 	for _, st := range leaked {
 		s := stmtOf(st)
 		c.p.leakedStmts.Add(1)
-		if ev := c.p.cfg.Events; ev != nil {
+		if ev := c.p.cfg.Trace; ev != nil && ev.LeakedStatementClosed != nil {
 			ev.LeakedStatementClosed(c.p.cfg.Name)
 		}
 		if c.p.cfg.LeakDetectionThreshold > 0 {
@@ -212,7 +212,7 @@ func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, e
 }
 
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	if ev := c.p.cfg.Events; ev != nil {
+	if ev := c.p.cfg.Trace.forStatements(); ev != nil {
 		start := c.p.nanotime()
 		r, err := c.execContext(ctx, query, args)
 		c.p.noteStatement(ev, ctx, query, start, err)
@@ -264,7 +264,7 @@ func (c *conn) execContext(ctx context.Context, query string, args []driver.Name
 }
 
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	if ev := c.p.cfg.Events; ev != nil {
+	if ev := c.p.cfg.Trace.forStatements(); ev != nil {
 		start := c.p.nanotime()
 		r, err := c.queryContext(ctx, query, args)
 		c.p.noteStatement(ev, ctx, query, start, err)
@@ -489,7 +489,7 @@ func (c *conn) IsValid() bool {
 	if e.state.Load() != stateInUse {
 		return e.state.Load() == stateLent
 	}
-	if ev := p.cfg.Events; ev != nil {
+	if ev := p.cfg.Trace; ev != nil {
 		p.noteReleased(ev, e)
 	}
 	now := p.now()

@@ -79,7 +79,7 @@ func (p *Pool) creator() {
 				p.clearLastError() // else the pool is still failing: its connections are no good
 			}
 			p.register(e)
-			if ev := p.cfg.Events; ev != nil {
+			if ev := p.cfg.Trace; ev != nil && ev.Created != nil {
 				ev.Created(p.cfg.Name, time.Duration(p.nanotime()-dialStart))
 			}
 			p.cfg.Logger.Debug("sqlpool: connection opened", "pool", p.cfg.Name, "conn", e.id)
@@ -135,13 +135,7 @@ func (p *Pool) shouldCreate() bool {
 	return idle < p.minIdleConns() || waiting > idle
 }
 
-// initError marks a failure of ConnectionInit: the database answered, the setup is wrong.
-type initError struct{ err error }
-
-func (e *initError) Error() string { return "ConnectionInit: " + e.err.Error() }
-func (e *initError) Unwrap() error { return e.err }
-
-// dial opens one physical connection, runs ConnectionInit and records the session baseline,
+// dial opens one physical connection, runs Hooks.AfterConnect and records the session baseline,
 // all within ConnectTimeout.
 func (p *Pool) dial() (*entry, error) {
 	ctx := p.dialCtx
@@ -159,12 +153,6 @@ func (p *Pool) dial() (*entry, error) {
 	}
 	if dc == nil {
 		return nil, errors.New("the connector returned a nil connection and no error")
-	}
-	if f := p.cfg.ConnectionInit; f != nil {
-		if err := f(ctx, dc); err != nil {
-			_ = dc.Close()
-			return nil, &initError{err}
-		}
 	}
 	e := &entry{conn: dc, host: host}
 	e.stmts.max = p.cfg.StatementCacheSize

@@ -11,7 +11,6 @@ package pool_test
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -221,7 +220,7 @@ func TestDeadKillAllConnections(t *testing.T) {
 }
 
 // A server restart under load from 16 goroutines. Every physical connection is numbered by
-// ConnectionInit (SET @sqlpool_dead_conn = n) and every read returns that number, so a read
+// Hooks.AfterConnect (SET @sqlpool_dead_conn = n) and every read returns that number, so a read
 // served by a connection from before the restart is recognised. Asserted: no such read after
 // the old server is gone; every read that starts after the new server accepts connections
 // succeeds; recovery within 10 s (logged).
@@ -236,18 +235,16 @@ func TestDeadServerRestartUnderLoad(t *testing.T) {
 		Name:           "dead-restart",
 		MaxConns:       8,
 		AcquireTimeout: 10 * time.Second,
-		ConnectionInit: func(ctx context.Context, dc driver.Conn) error {
-			n := connSeq.Add(1)
-			_, err := dc.(driver.ExecerContext).ExecContext(ctx, fmt.Sprintf("SET @sqlpool_dead_conn = %d", n), nil)
-			return err
-		},
+		Hooks: pool.Hooks{AfterConnect: func(ctx context.Context, c pool.HookConn) error {
+			return c.Exec(ctx, fmt.Sprintf("SET @sqlpool_dead_conn = %d", connSeq.Add(1)))
+		}},
 	})
 	db := p.OpenDB()
 	defer db.Close()
 
 	type read struct {
 		start, end time.Time
-		conn       int64 // ConnectionInit's number; 0 on error
+		conn       int64 // AfterConnect's number; 0 on error
 		err        error
 	}
 	var (
@@ -276,7 +273,7 @@ func TestDeadServerRestartUnderLoad(t *testing.T) {
 				r.end = time.Now()
 				if r.err == nil {
 					if !n.Valid {
-						r.err = errors.New("@sqlpool_dead_conn is NULL: the session set up by ConnectionInit was lost")
+						r.err = errors.New("@sqlpool_dead_conn is NULL: the session set up by AfterConnect was lost")
 					}
 					r.conn = n.Int64
 				}

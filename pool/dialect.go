@@ -27,7 +27,7 @@ type Dialect interface {
 	Classify(err error, s ErrorContext) ErrorClass
 
 	// NewSession returns the tracker of a freshly dialled connection, after
-	// Config.ConnectionInit ran. It may run queries on dc (a baseline); a non-nil error fails
+	// Hooks.AfterConnect ran. It may run queries on dc (a baseline); a non-nil error fails
 	// the connection, which the pool then closes. A dialect that follows no session state
 	// returns a nil tracker: release then sends nothing.
 	NewSession(ctx context.Context, dc driver.Conn) (SessionTracker, error)
@@ -209,7 +209,7 @@ func (f validatorFunc) IsValid() bool { return f() }
 // ReleasePlan is what release does with a connection whose session is not clean.
 type ReleasePlan struct {
 	// Statements run in order; the first error closes the connection. A plan that starts with
-	// "ROLLBACK" is reported as a rollback to Events.ReleasePlanRun.
+	// "ROLLBACK" is reported as a rollback to Trace.ReleasePlanRun.
 	Statements []string
 	// Discard closes the connection instead: nothing finer restores the session.
 	Discard bool

@@ -55,7 +55,7 @@ type entry struct {
 	// sessionAlive, kept only for a connection whose tracker has SessionCaps.Alive; 0: none yet.
 	handedOutExact int64
 	// borrowedAt is stamped at every acquire (coarse clock); read by the owner and by leak
-	// reports. usageStart is the exact time of the acquire, kept only when Events is set.
+	// reports. usageStart is the exact time of the acquire, kept only when Trace is set.
 	borrowedAt int64
 	usageStart int64
 

@@ -27,7 +27,7 @@ var (
 //
 // It tells a busy pool from a failing one. Failing is true, and LastErr set, when the pool's
 // last attempt to open or validate a connection failed and none has succeeded since: the
-// database (or the network, or ConnectionInit) is the problem, and Unwrap gives that error, so
+// database (or the network, or Hooks.AfterConnect) is the problem, and Unwrap gives that error, so
 // that retry.Classify can judge it (a refused dial or 1040 is Transient). Otherwise the pool
 // was merely busy (every connection in use, or being opened): LastErr is nil, Unwrap returns
 // nil, and retry.Classify calls the timeout Permanent. The pool forgets its last error as soon
@@ -44,7 +44,7 @@ type AcquireTimeoutError struct {
 	// Failing is true when the pool's last attempt to open or validate a connection failed
 	// and none has succeeded since; false when the pool was only busy.
 	Failing bool
-	// LastErr is that failed attempt's error (dial, ConnectionInit or validation) when Failing;
+	// LastErr is that failed attempt's error (dial, AfterConnect or validation) when Failing;
 	// nil when the pool was only busy.
 	LastErr error
 }

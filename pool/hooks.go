@@ -8,41 +8,34 @@ import (
 	"time"
 )
 
-// Hooks are code the pool runs at points of a connection's life, each on the connection itself
-// (HookConn), with a context and a time limit (Timeout). What a hook does through HookConn is
-// seen by the session tracker like a borrower's statements: a SET @tenant or SET ROLE run by
-// BeforeAcquire is undone (or the connection discarded, for a setting the tracker cannot undo)
-// when the borrower returns the connection, so it never reaches another borrower. The zero value
-// runs no hooks, and a pool without hooks pays one nil check per acquire and release.
-//
-// A hook that returns an error, panics or is still running when its context ends fails with a
-// *HookError naming the hook; the connection it ran on is closed (its state is unknown) and the
-// creator replaces it. A hook must return when its ctx ends: the pool runs it on the calling
-// goroutine and does not abandon it.
+// Hooks are code the pool runs on a connection (HookConn) at points of its life, each with a
+// context and a time limit (Timeout). What BeforeAcquire and AfterRelease run is seen by the
+// session tracker as a borrower's statements: a SET @tenant run by BeforeAcquire is undone (or
+// the connection discarded) when the borrower returns the connection. A hook that returns an
+// error, panics or outlives its ctx fails with a *HookError naming the hook, and the
+// connection it ran on is closed (the creator replaces it). A hook runs on the calling
+// goroutine and must return when its ctx ends. The zero value runs no hooks, for one nil
+// check per acquire and release.
 type Hooks struct {
-	// AfterConnect runs once on every new physical connection, after ConnectionInit and
-	// before the session baseline is recorded: what it sets is part of the baseline, kept for
-	// the connection's life and restored by release plans. A failure is a failed dial: the
-	// creator logs it, records it as Stats.LastError and backs off before the next dial, and a
-	// failure in New's first connection fails New. Its ctx also ends at ConnectTimeout. Zero
-	// value: none.
+	// AfterConnect runs once on every new physical connection, before the session baseline
+	// is recorded, so that what it sets is kept for the connection's life (release plans
+	// restore it); pool.Unwrap(c.Conn()) is the driver's connection. A failure is a failed
+	// dial (logged, Stats.LastError, backoff), and fails New at once for its first connection.
+	// Its ctx also ends at ConnectTimeout. Zero value: none.
 	AfterConnect func(ctx context.Context, c HookConn) error
 
-	// BeforeAcquire runs before every hand-out of a connection to a borrower: an acquire
-	// (Connect), and a checkout from the idle list of a DB from OpenDB (ResetSession), after
-	// the pool's own checks. It returns ok=false to reject the connection, which is then closed
-	// while the acquire goes on with another (keeping its place among the waiters), or an
-	// error to fail the acquire (a *HookError wrapping it). Its ctx is the acquire's, also
-	// ended by AcquireTimeout. On a checkout from a DB's idle list database/sql cannot be
-	// given the error: the connection is closed and database/sql retries, in the end with
-	// Connect, whose acquire then fails with the hook's error if the hook fails again. Zero
-	// value: none.
+	// BeforeAcquire runs before every hand-out of a connection (Connect, or a checkout from a
+	// DB's idle list), after the pool's own checks. It returns ok=false to reject the
+	// connection, which is closed while the acquire goes on with another (keeping its place
+	// in the queue), or an error to fail the acquire (a *HookError); on a checkout from a DB's
+	// idle list the connection is closed instead and database/sql retries. Its ctx is the
+	// acquire's, also ended by AcquireTimeout. Zero value: none.
 	BeforeAcquire func(ctx context.Context, c HookConn) (ok bool, err error)
 
-	// AfterRelease runs when a borrower returns a connection that the pool would keep (not
-	// broken, marked or expired), before the release plan, so that what it sets is reset
-	// too. It returns keep=false to close the connection instead; an error (logged) closes it
-	// too. Its ctx is bounded by Timeout only. Zero value: none.
+	// AfterRelease runs when a borrower returns a connection the pool would keep, before the
+	// release plan, so that what it sets is reset too. It returns keep=false to close the
+	// connection instead; an error (logged) closes it too. Its ctx is bounded by Timeout
+	// only. Zero value: none.
 	AfterRelease func(ctx context.Context, c HookConn) (keep bool, err error)
 
 	// Timeout bounds each hook call. Zero value: ValidationTimeout. Negative: only the ctx
@@ -55,14 +48,6 @@ const (
 	HookAfterConnect  = "AfterConnect"
 	HookBeforeAcquire = "BeforeAcquire"
 	HookAfterRelease  = "AfterRelease"
-)
-
-// Close reasons of connections closed because of a hook.
-const (
-	// CloseHookRejected: BeforeAcquire rejected the connection or AfterRelease vetoed its reuse.
-	CloseHookRejected CloseReason = "hook_rejected"
-	// CloseHookFailed: a hook returned an error, panicked or timed out on the connection.
-	CloseHookFailed CloseReason = "hook_failed"
 )
 
 // ErrHook matches every *HookError (errors.Is).

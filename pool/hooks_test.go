@@ -94,7 +94,7 @@ func TestBeforeAcquirePanicAndTimeoutFailOnlyThatAcquire(t *testing.T) {
 func TestBeforeAcquireRejectTriesAnother(t *testing.T) {
 	var rejected sync.Map
 	var ev closeEvents
-	p, _ := newPool(t, Config{MaxConns: 3, Events: &ev, Hooks: Hooks{
+	p, _ := newPool(t, Config{MaxConns: 3, Trace: ev.trace(), Hooks: Hooks{
 		BeforeAcquire: func(ctx context.Context, c HookConn) (bool, error) {
 			dc := c.Conn().(*conn).e.conn
 			if _, seen := rejected.LoadOrStore(dc, true); !seen && len(ev.reasons()) < 2 {
@@ -112,7 +112,6 @@ func TestBeforeAcquireRejectTriesAnother(t *testing.T) {
 }
 
 type closeEvents struct {
-	NopEvents
 	mu sync.Mutex
 	rs []CloseReason
 }
@@ -122,6 +121,8 @@ func (e *closeEvents) Closed(_ string, r CloseReason) {
 	e.rs = append(e.rs, r)
 	e.mu.Unlock()
 }
+func (e *closeEvents) trace() *Trace { return &Trace{Closed: e.Closed} }
+
 func (e *closeEvents) reasons() []CloseReason {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -165,7 +166,7 @@ func TestHookStatementsAreResetAtRelease(t *testing.T) {
 func TestAfterReleaseVeto(t *testing.T) {
 	var veto atomic.Bool
 	var ev closeEvents
-	p, fc := newPool(t, Config{MaxConns: 1, Events: &ev, Hooks: Hooks{
+	p, fc := newPool(t, Config{MaxConns: 1, Trace: ev.trace(), Hooks: Hooks{
 		AfterRelease: func(ctx context.Context, c HookConn) (bool, error) {
 			if err := c.Exec(ctx, "SET @last_release = 1"); err != nil {
 				return false, err
@@ -268,7 +269,7 @@ func TestBeforeAcquireOnDatabaseSQLCheckout(t *testing.T) {
 	var calls atomic.Int32
 	var panicking atomic.Bool
 	var ev closeEvents
-	p, _ := newPool(t, Config{MaxConns: 2, Events: &ev, Hooks: Hooks{
+	p, _ := newPool(t, Config{MaxConns: 2, Trace: ev.trace(), Hooks: Hooks{
 		BeforeAcquire: func(ctx context.Context, c HookConn) (bool, error) {
 			if panicking.Load() {
 				panic("tenant lookup broke")

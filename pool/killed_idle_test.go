@@ -22,7 +22,7 @@ func TestKilledIdleNotHandedOutFake(t *testing.T) {
 	fc := fakedb.New()
 	rec := &closeRecorder{}
 	// MinIdleConns -1: no replacement is dialled until the acquire waits, so it meets both.
-	p, err := pool.New(fc, pool.Config{MaxConns: 2, MinIdleConns: -1, AliveBypassWindow: time.Hour, Events: rec, Logger: quietLog})
+	p, err := pool.New(fc, pool.Config{MaxConns: 2, MinIdleConns: -1, AliveBypassWindow: time.Hour, Trace: rec.trace(), Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}

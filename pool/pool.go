@@ -227,7 +227,7 @@ func (p *Pool) checkFailFast() error {
 			p.clearLastError()
 			if p.minIdleConns() > 0 {
 				p.register(e)
-				if ev := p.cfg.Events; ev != nil {
+				if ev := p.cfg.Trace; ev != nil && ev.Created != nil {
 					ev.Created(p.cfg.Name, time.Duration(p.nanotime()-dialStart))
 				}
 				p.store.put(e)
@@ -236,8 +236,7 @@ func (p *Pool) checkFailFast() error {
 			}
 			return nil
 		}
-		var ie *initError
-		if errors.As(err, &ie) || time.Since(start)+time.Second > p.cfg.InitializationFailTimeout {
+		if errors.Is(err, ErrHook) || time.Since(start)+time.Second > p.cfg.InitializationFailTimeout {
 			return fmt.Errorf("sqlpool: %s: New: cannot open a first connection (InitializationFailTimeout %v; set it negative to start without one): %w",
 				p.cfg.Name, p.cfg.InitializationFailTimeout, err)
 		}
@@ -516,7 +515,7 @@ func (p *Pool) closeDone(e *entry, reason CloseReason, err error) {
 	p.closing.Add(-1)
 	p.total.Add(-1)
 	p.closedN.Add(1)
-	if ev := p.cfg.Events; ev != nil {
+	if ev := p.cfg.Trace; ev != nil && ev.Closed != nil {
 		ev.Closed(p.cfg.Name, reason)
 	}
 	p.cfg.Logger.Debug("sqlpool: connection closed", "pool", p.cfg.Name, "conn", e.id, "reason", string(reason),

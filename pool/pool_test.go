@@ -754,12 +754,12 @@ func TestInitializationFailTimeout(t *testing.T) {
 	fc2 := fakedb.New()
 	start := time.Now()
 	_, err = New(fc2, Config{Logger: quiet, InitializationFailTimeout: time.Minute,
-		ConnectionInit: func(context.Context, driver.Conn) error { return initErr }})
+		Hooks: Hooks{AfterConnect: func(context.Context, HookConn) error { return initErr }}})
 	if !errors.Is(err, initErr) || time.Since(start) > 10*time.Second {
-		t.Fatalf("New with a failing ConnectionInit = %v after %v; want that error at once", err, time.Since(start))
+		t.Fatalf("New with a failing AfterConnect = %v after %v; want that error at once", err, time.Since(start))
 	}
 	if fc2.Open() != 0 {
-		t.Fatal("a connection whose ConnectionInit failed was left open")
+		t.Fatal("a connection whose AfterConnect failed was left open")
 	}
 }
 
@@ -1054,9 +1054,8 @@ func TestOptionalInterfacesPreserved(t *testing.T) {
 	}
 }
 
-// recorder is an Events that records what it is told.
+// recorder records the events of a Trace.
 type recorder struct {
-	NopEvents
 	mu  sync.Mutex
 	log []string
 }
@@ -1071,11 +1070,19 @@ func (r *recorder) AcquireTimedOut(_ string, wait time.Duration) {
 func (r *recorder) Released(string, time.Duration)   { r.add("released") }
 func (r *recorder) Created(string, time.Duration)    { r.add("created") }
 func (r *recorder) Closed(_ string, why CloseReason) { r.add("closed " + string(why)) }
-func (r *recorder) Validated(_ string, alive bool)   { r.add(fmt.Sprintf("validated %v", alive)) }
-func (r *recorder) LeakedStatementClosed(string)     { r.add("leaked") }
+func (r *recorder) Validated(_ context.Context, _ string, _ time.Duration, alive bool) {
+	r.add(fmt.Sprintf("validated %v", alive))
+}
+func (r *recorder) LeakedStatementClosed(string) { r.add("leaked") }
 func (r *recorder) ReleasePlanRun(_ string, rb bool, n int, ok bool) {
 	r.add(fmt.Sprintf("plan rollback=%v n=%d ok=%v", rb, n, ok))
 }
+func (r *recorder) trace() *Trace {
+	return &Trace{Acquired: r.Acquired, AcquireTimedOut: r.AcquireTimedOut, Released: r.Released,
+		Created: r.Created, Closed: r.Closed, Validated: r.Validated,
+		LeakedStatementClosed: r.LeakedStatementClosed, ReleasePlanRun: r.ReleasePlanRun}
+}
+
 func (r *recorder) take() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -1087,7 +1094,7 @@ func (r *recorder) take() []string {
 func TestEventsFollowAScriptedSequence(t *testing.T) {
 	clk := newFakeClock()
 	rec := &recorder{}
-	p, fc := newPool(t, Config{MaxConns: 1, testClock: clk, Events: rec, AcquireTimeout: 250 * time.Millisecond})
+	p, fc := newPool(t, Config{MaxConns: 1, testClock: clk, Trace: rec.trace(), AcquireTimeout: 250 * time.Millisecond})
 	eventually(t, "the first connection", func() bool { return p.Stats().Idle == 1 })
 	want := func(step string, w ...string) {
 		t.Helper()
@@ -1122,7 +1129,8 @@ func TestEventsFollowAScriptedSequence(t *testing.T) {
 }
 
 func BenchmarkAcquireReleaseWithEvents(b *testing.B) {
-	p, _ := newPool(b, Config{MaxConns: 32, Events: NopEvents{}})
+	p, _ := newPool(b, Config{MaxConns: 32, Trace: &Trace{ // as cheap as a Trace can be on this path
+		Acquired: func(string, time.Duration) {}, Released: func(string, time.Duration) {}}})
 	eventually(b, "pool filled", func() bool { return p.Stats().Idle == 32 })
 	ctx := context.Background()
 	b.ReportAllocs()

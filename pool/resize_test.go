@@ -48,7 +48,7 @@ func TestSetterValidation(t *testing.T) {
 // come back; a fixed-size pool stays fixed-size; MaxLifetime applies to new connections.
 func TestShrinkClosesIdleFirstBorrowedOnReturn(t *testing.T) {
 	var ev closeEvents
-	p, _ := newPool(t, Config{MaxConns: 6, Events: &ev})
+	p, _ := newPool(t, Config{MaxConns: 6, Trace: ev.trace()})
 	eventually(t, "six idle connections", func() bool { return p.Stats().Idle == 6 })
 	held := []*conn{mustConnect(t, p), mustConnect(t, p), mustConnect(t, p)}
 	if err := p.SetMaxConns(2); err != nil {

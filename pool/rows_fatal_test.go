@@ -90,7 +90,6 @@ func (r *failRows) NextResultSet() error {
 
 // closeRecorder records the reasons connections are closed for.
 type closeRecorder struct {
-	pool.NopEvents
 	mu      sync.Mutex
 	reasons []pool.CloseReason
 }
@@ -100,6 +99,8 @@ func (r *closeRecorder) Closed(_ string, why pool.CloseReason) {
 	r.reasons = append(r.reasons, why)
 	r.mu.Unlock()
 }
+
+func (r *closeRecorder) trace() *pool.Trace { return &pool.Trace{Closed: r.Closed} }
 
 func (r *closeRecorder) count(why pool.CloseReason) int {
 	r.mu.Lock()
@@ -163,7 +164,7 @@ func TestRowsFatalErrorObserved(t *testing.T) {
 			// MinIdleConns -1: no replacement is dialled for the closed connection, so the next
 			// acquire takes the other, older one.
 			p, err := pool.New(failRowsConnector{Connector: fc, err: tc.err},
-				pool.Config{MaxConns: 2, MinIdleConns: -1, AliveBypassWindow: time.Hour, Events: rec, Logger: quietLog})
+				pool.Config{MaxConns: 2, MinIdleConns: -1, AliveBypassWindow: time.Hour, Trace: rec.trace(), Logger: quietLog})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -242,7 +243,7 @@ func TestRowsTwoOpenAtOnce(t *testing.T) {
 	fc := fakedb.New()
 	rec := &closeRecorder{}
 	p, err := pool.New(failRowsConnector{Connector: fc, err: &mysql.MySQLError{Number: 1053}},
-		pool.Config{MaxConns: 1, Events: rec, Logger: quietLog})
+		pool.Config{MaxConns: 1, Trace: rec.trace(), Logger: quietLog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +379,7 @@ func TestRowsErrorPacketMidResult(t *testing.T) {
 	proxy := newErrPacketProxy(t, cfg.Addr, marker)
 	cfg.Addr = proxy.ln.Addr().String()
 	rec := &closeRecorder{}
-	p := newMySQLPool(t, cfg.FormatDSN(), pool.Config{MaxConns: 2, MinIdleConns: -1, AliveBypassWindow: time.Hour, Events: rec})
+	p := newMySQLPool(t, cfg.FormatDSN(), pool.Config{MaxConns: 2, MinIdleConns: -1, AliveBypassWindow: time.Hour, Trace: rec.trace()})
 	db := p.OpenDB()
 	defer db.Close()
 	fillIdle(t, db, 2) // and no replacement later: the next acquire takes the older idle one

@@ -67,7 +67,7 @@ func (p *Pool) runPlan(e *entry) error {
 	}
 	ctx, cancel := context.WithTimeout(p.dialCtx, p.cfg.ValidationTimeout)
 	defer cancel()
-	ev := p.cfg.Events
+	ev := p.cfg.Trace.forPlans()
 	rollback := len(plan.Statements) > 0 && plan.Statements[0] == "ROLLBACK"
 	for i, q := range plan.Statements {
 		if err := execDriver(ctx, e.conn, q); err != nil {

@@ -108,14 +108,14 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driv
 }
 
 // run is what every execution shares: refuse a statement used after it or its connection was
-// given back, record it for the release plan, time it for Events, and observe its error.
+// given back, record it for the release plan, time it for Trace, and observe its error.
 func (s *stmt) run(ctx context.Context, do func() error) error {
 	if s.closed || s.c.closed {
 		return driver.ErrBadConn
 	}
 	p := s.c.p
 	s.c.e.sess.Statement(s.query)
-	ev, start := p.cfg.Events, int64(0)
+	ev, start := p.cfg.Trace.forStatements(), int64(0)
 	if ev != nil {
 		start = p.nanotime()
 	}

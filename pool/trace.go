@@ -2,59 +2,124 @@ package pool
 
 import (
 	"context"
+	"database/sql/driver"
 	"time"
 )
 
-// AcquireObserver is an optional interface of Config.Events, for tracing: when the Events
-// value implements it, the pool calls AcquireEnded at the end of every acquire that had to wait
-// or probe (the slow path of Connect), with the acquire's ctx, so that an implementation can
-// record a span under the caller's. An acquire that finds an idle connection it may hand out
-// without a probe does not call it and pays nothing for it. Package otelpool implements it.
-type AcquireObserver interface {
-	// AcquireEnded: an acquire that waited or probed ended after waited (counted from when it
-	// first had to wait or probe), having run probes liveness probes; err is its error or nil.
-	AcquireEnded(ctx context.Context, pool string, waited time.Duration, probes int, err error)
+// Trace receives the pool's events, for metrics (package metrics), tracing (package otelpool)
+// or logs. Every field is optional: the pool skips a nil one, and a pool without a Trace pays
+// one nil check per event and reads no clock for durations. The functions run on the goroutine
+// where the event happens, every acquire and release included, so they must be safe for
+// concurrent use, must not block, and should not allocate or take a lock borrowers share.
+// Their pool argument is Config.Name.
+type Trace struct {
+	// Acquired: a connection was handed out (Connect, or a checkout from a DB's idle list)
+	// after waiting wait (0 for an idle one handed out without a probe).
+	Acquired func(pool string, wait time.Duration)
+	// AcquireTimedOut: an acquire reached its deadline after waiting wait.
+	AcquireTimedOut func(pool string, wait time.Duration)
+	// AcquireEnded: an acquire that had to wait or probe ended, waited after it first had to,
+	// having run probes probes; err is its error or nil, ctx the acquire's (for a span).
+	AcquireEnded func(ctx context.Context, pool string, waited time.Duration, probes int, err error)
+	// Released: a connection came back after being used for usage.
+	Released func(pool string, usage time.Duration)
+	// Created: a physical connection was opened, in dial (AfterConnect and baseline included).
+	Created func(pool string, dial time.Duration)
+	// Closed: a physical connection was closed.
+	Closed func(pool string, reason CloseReason)
+	// Validated: an acquire probed a connection idle longer than AliveBypassWindow, under its
+	// ctx, in took; alive is the outcome.
+	Validated func(ctx context.Context, pool string, took time.Duration, alive bool)
+	// ReleasePlanRun: a release ran statements statements to clean the session (rollback: a
+	// ROLLBACK first); ok says whether they all succeeded.
+	ReleasePlanRun func(pool string, rollback bool, statements int, ok bool)
+	// ReleasePlanEnded: a release ran a plan of statements (rollback: a ROLLBACK first) in
+	// took, or found the session could not be reset (statements 0); err is why the
+	// connection was then closed, or nil.
+	ReleasePlanEnded func(pool string, took time.Duration, statements int, rollback bool, err error)
+	// LeakedStatementClosed: a statement the borrower left open was closed on release.
+	LeakedStatementClosed func(pool string)
+	// StatementDone: an Exec or Query took d until the driver answered (a query: its first
+	// result); err is its error or nil, ctx the caller's. query is SQL text, never a label.
+	StatementDone func(ctx context.Context, pool, query string, d time.Duration, err error)
+	// ServerCancelled: a server-side cancel ended with outcome, d after its connection closed.
+	ServerCancelled func(pool string, outcome CancelOutcome, d time.Duration)
 }
 
-// noteAcquireEnded reports the end of a slow acquire to an AcquireObserver.
-func (p *Pool) noteAcquireEnded(ctx context.Context, ao AcquireObserver, dl *deadline, err error) {
+// forStatements returns t when it times statements, else nil.
+func (t *Trace) forStatements() *Trace {
+	if t == nil || t.StatementDone == nil {
+		return nil
+	}
+	return t
+}
+
+// forPlans returns t when it counts release plans (ReleasePlanRun), else nil.
+func (t *Trace) forPlans() *Trace {
+	if t == nil || t.ReleasePlanRun == nil {
+		return nil
+	}
+	return t
+}
+
+// noteAcquired reports an acquire: the wait is 0 unless the acquire had to wait or probe (dl
+// armed), so the fast path reads the exact clock once, for the usage timer.
+func (p *Pool) noteAcquired(t *Trace, e *entry, dl *deadline) {
+	now := p.nanotime()
+	e.usageStart = max(now, 1) // 0 means "not timed"
+	if t.Acquired != nil {
+		var wait time.Duration
+		if dl != nil && dl.start != 0 {
+			wait = time.Duration(now - dl.start)
+		}
+		t.Acquired(p.cfg.Name, wait)
+	}
+}
+
+// noteReleased reports the usage time of a connection coming back.
+func (p *Pool) noteReleased(t *Trace, e *entry) {
+	if e.usageStart != 0 {
+		if t.Released != nil {
+			t.Released(p.cfg.Name, time.Duration(p.nanotime()-e.usageStart))
+		}
+		e.usageStart = 0
+	}
+}
+
+// noteStatement reports a statement's duration; driver.ErrSkip is not a statement (database/sql
+// runs it again another way, which is reported then).
+func (p *Pool) noteStatement(t *Trace, ctx context.Context, query string, start int64, err error) {
+	if err == driver.ErrSkip {
+		return
+	}
+	t.StatementDone(ctx, p.cfg.Name, query, time.Duration(p.nanotime()-start), err)
+}
+
+// noteAcquireEnded reports the end of a slow acquire.
+func (p *Pool) noteAcquireEnded(ctx context.Context, t *Trace, dl *deadline, err error) {
 	var waited time.Duration
 	if dl.start != 0 {
 		waited = time.Duration(p.nanotime() - dl.start)
 	}
-	ao.AcquireEnded(ctx, p.cfg.Name, waited, dl.probes, err)
+	t.AcquireEnded(ctx, p.cfg.Name, waited, dl.probes, err)
 }
 
-// WorkObserver is an optional interface of Config.Events, for tracing: when the Events value
-// implements it, the pool tells it of every release plan it runs and every liveness probe an
-// acquire runs, with their durations. Pools whose Events do not implement it pay nothing.
-// Package otelpool implements it.
-type WorkObserver interface {
-	// ReleasePlanEnded: a release ran a plan of statements (rollback: a ROLLBACK among them),
-	// or found the session could not be reset (statements 0, err not nil), in took; err is why
-	// the connection was then closed, or nil. There is no caller's ctx: the borrower is gone.
-	ReleasePlanEnded(pool string, took time.Duration, statements int, rollback bool, err error)
-	// ProbeEnded: an acquire probed a connection idle longer than AliveBypassWindow, in took,
-	// under the acquire's ctx; alive is the outcome.
-	ProbeEnded(ctx context.Context, pool string, took time.Duration, alive bool)
-}
-
-// probe runs validate.Probe on e, timed for a WorkObserver.
+// probe runs the dialect's liveness probe on e, timed for Trace.Validated.
 func (p *Pool) probe(ctx context.Context, e *entry, timeout time.Duration) error {
-	wo, ok := p.cfg.Events.(WorkObserver)
-	if !ok {
+	t := p.cfg.Trace
+	if t == nil || t.Validated == nil {
 		return p.dialect.Probe(ctx, e.conn, timeout)
 	}
 	start := p.nanotime()
 	err := p.dialect.Probe(ctx, e.conn, timeout)
-	wo.ProbeEnded(ctx, p.cfg.Name, time.Duration(p.nanotime()-start), err == nil)
+	t.Validated(ctx, p.cfg.Name, time.Duration(p.nanotime()-start), err == nil)
 	return err
 }
 
-// runPlanObserved is runPlan, timed for a WorkObserver.
+// runPlanObserved is runPlan, timed for Trace.ReleasePlanEnded.
 func (p *Pool) runPlanObserved(e *entry) error {
-	wo, ok := p.cfg.Events.(WorkObserver)
-	if !ok {
+	t := p.cfg.Trace
+	if t == nil || t.ReleasePlanEnded == nil {
 		return p.runPlan(e)
 	}
 	plan := e.sess.Plan()
@@ -65,6 +130,6 @@ func (p *Pool) runPlanObserved(e *entry) error {
 	}
 	start := p.nanotime()
 	err := p.runPlan(e)
-	wo.ReleasePlanEnded(p.cfg.Name, time.Duration(p.nanotime()-start), n, rollback, err)
+	t.ReleasePlanEnded(p.cfg.Name, time.Duration(p.nanotime()-start), n, rollback, err)
 	return err
 }

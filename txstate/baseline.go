@@ -9,7 +9,7 @@ import (
 )
 
 // Baseline is a session's state right after connect (and after the pool's
-// ConnectionInit hook): the state a release plan restores. The zero
+// Hooks.AfterConnect): the state a release plan restores. The zero
 // Baseline means "autocommit off, no database, isolation unknown"; record a
 // real one with BaselineQuery and BaselineFromRow.
 type Baseline struct {
@@ -104,7 +104,7 @@ func (v *Variables) Set(name, value string) bool {
 // @@net_write_timeout and @@lc_time_names (names every server here has: MySQL
 // 5.7+, MariaDB 10.x and the embedded go-mysql-server, checked on the last two).
 // Feed the row to BaselineFromRow. The pool
-// runs it once per connection, right after dialling (and ConnectionInit), so
+// runs it once per connection, right after dialling (and Hooks.AfterConnect), so
 // the baseline includes whatever the driver set at connect: go-sql-driver/mysql
 // sends SET NAMES for its charset and collation parameters and a SET for every
 // other DSN parameter that names a system variable.

@@ -18,7 +18,7 @@ const (
 // comments; executable comments are text. A variable is assigned when `:=` follows it, when it
 // follows INTO (or another variable after INTO), in a SET statement (mode assignSet) when `=`
 // follows it, and always with mode assignAll. Reading a variable does not change it, so
-// `SELECT @tenant` leaves a variable ConnectionInit set alone. A name is passed as written,
+// `SELECT @tenant` leaves a variable Hooks.AfterConnect set alone. A name is passed as written,
 // unquoted and unescaped. ok is false when a name cannot be read (a backslash or an
 // unterminated quote in a quoted name): the caller then treats the session as unknown.
 // backslash says whether a backslash escapes the next byte in literals.

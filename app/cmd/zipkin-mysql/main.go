@@ -514,21 +514,21 @@ func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *promet
 			closeAll()
 			return nil, err
 		}
-		var events pool.Events = m
+		events := m.Trace()
 		if self != nil { // the pool's acquire spans (otelpool), the Prometheus metrics behind them
-			tel, err := otelpool.New(otelpool.Options{TracerProvider: self.tracerProvider(), Next: m})
+			tel, err := otelpool.New(otelpool.Options{TracerProvider: self.tracerProvider(), Next: events})
 			if err != nil {
 				closeAll()
 				return nil, err
 			}
-			events = tel
+			events = tel.Trace()
 		}
 		p, err := pool.New(connector, pool.Config{
 			Name:                      "zipkin",
 			MaxConns:                  maxConns,
 			InitializationFailTimeout: cfg.ConnectTimeout,
 			ConnectTimeout:            cfg.ConnectTimeout,
-			Events:                    events,
+			Trace:                     events,
 			Logger:                    log,
 		})
 		if err != nil {
