@@ -368,5 +368,32 @@ func (g *Galera) Status(ctx context.Context, n int) (NodeStatus, error) {
 	return st, rows.Err()
 }
 
+// WaitApplied returns once every node has applied every write the cluster committed before
+// the call. Galera applies a transaction on the other nodes after COMMIT has returned on the
+// node that ran it, so a plain read on another node can miss a write that was just
+// acknowledged, for as long as that node lags (milliseconds, or seconds on a loaded machine);
+// reads are causal only with wsrep_sync_wait (docs/cluster.md). WaitApplied makes such a
+// causal read on each node in turn, on a connection of its own (wsrep_sync_wait=1: the node
+// first learns the cluster's current position and waits until it has applied up to it).
+// It waits for writes to be applied, and never makes missing data appear: a write that no
+// node has, or that one node skipped, is still missing afterwards. Every node must be up and
+// Synced; the wait is bounded by ctx and by the nodes' own causal-read timeout (30 s by
+// default), after which the read fails with 1205.
+func (g *Galera) WaitApplied(ctx context.Context) error {
+	for n := 1; n <= GaleraNodes; n++ {
+		db, err := sql.Open("mysql", g.DSN(n)+"&wsrep_sync_wait=1")
+		if err != nil {
+			return err
+		}
+		var one int
+		err = db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+		db.Close()
+		if err != nil {
+			return fmt.Errorf("mysqltest: Galera node %d: causal read (wsrep_sync_wait=1): %w", n, err)
+		}
+	}
+	return nil
+}
+
 // Dir returns the cluster's directory (node n's error log is Dir()/node<n>/error.log).
 func (g *Galera) Dir() string { return g.dir }

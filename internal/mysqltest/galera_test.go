@@ -59,8 +59,65 @@ func TestGalera(t *testing.T) {
 	if err != nil || st.LocalState != "Synced" || st.ClusterSize != 3 {
 		t.Fatalf("node 2 after Start: %+v, %v", st, err)
 	}
+	waitApplied(ctx, t, g, db1)
 	if _, err := db1.ExecContext(ctx, "DROP TABLE galera_smoke"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// waitApplied checks WaitApplied against a node that lags: FLUSH TABLES WITH READ LOCK on
+// node 3 desyncs it and pauses its applier, so a plain read there misses a row committed on
+// node 1 (Galera's reads are not causal); WaitApplied must not return before node 3 applied
+// it (the lock is released after a second), and a plain read on node 3 then finds it.
+func waitApplied(ctx context.Context, t *testing.T, g *Galera, db1 *sql.DB) {
+	t.Helper()
+	plain3, err := sql.Open("mysql", g.DSN(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain3.Close()
+	lock, err := plain3.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if _, err := lock.ExecContext(ctx, "FLUSH TABLES WITH READ LOCK"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db1.ExecContext(ctx, "INSERT INTO galera_smoke VALUES (2)"); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		t.Helper()
+		var n int
+		if err := plain3.QueryRowContext(ctx, "SELECT COUNT(*) FROM galera_smoke WHERE id = 2").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := count(); n != 0 {
+		t.Fatalf("node 3, applier paused, sees the row committed on node 1 (%d): the premise of this check is gone", n)
+	}
+	unlocked := make(chan time.Time, 1)
+	unlockErr := make(chan error, 1)
+	go func() {
+		time.Sleep(time.Second)
+		unlocked <- time.Now()
+		_, err := lock.ExecContext(ctx, "UNLOCK TABLES")
+		unlockErr <- err
+	}()
+	if err := g.WaitApplied(ctx); err != nil {
+		t.Fatal(err)
+	}
+	returned := time.Now()
+	if err := <-unlockErr; err != nil {
+		t.Fatal(err)
+	}
+	if at := <-unlocked; returned.Before(at) {
+		t.Errorf("WaitApplied returned %s before node 3's applier was resumed", at.Sub(returned))
+	}
+	if n := count(); n != 1 {
+		t.Errorf("node 3 after WaitApplied: %d rows with id 2, want 1", n)
 	}
 }
 

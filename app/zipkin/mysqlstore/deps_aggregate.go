@@ -215,8 +215,10 @@ type depDelta struct {
 // aggregateDeps recomputes the links of the batch's traces in the batch's
 // transaction and records the differences (see the comment at the top of
 // this file). It runs after the batch's rows are written, so the spans it
-// reads include them.
-func (s *Store) aggregateDeps(ctx context.Context, tx *sql.Tx, traces map[int64][]int64) error {
+// reads include them; own says that the transaction wrote spans of every
+// trace in traces (a batch's, not BackfillDependencies'), which its reads
+// must then see (txLostError).
+func (s *Store) aggregateDeps(ctx context.Context, tx *sql.Tx, traces map[int64][]int64, own bool) error {
 	if len(traces) == 0 {
 		return nil
 	}
@@ -226,14 +228,14 @@ func (s *Store) aggregateDeps(ctx context.Context, tx *sql.Tx, traces map[int64]
 	}
 	slices.Sort(lows) // one lock order for every batch
 	for start := 0; start < len(lows); start += depChunk {
-		if err := s.aggregateChunk(ctx, tx, lows[start:min(start+depChunk, len(lows))], traces); err != nil {
+		if err := s.aggregateChunk(ctx, tx, lows[start:min(start+depChunk, len(lows))], traces, own); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (s *Store) aggregateChunk(ctx context.Context, tx *sql.Tx, lows []int64, batchHighs map[int64][]int64) error {
+func (s *Store) aggregateChunk(ctx context.Context, tx *sql.Tx, lows []int64, batchHighs map[int64][]int64, own bool) error {
 	args := make([]any, len(lows))
 	for i, low := range lows {
 		args[i] = low
@@ -254,6 +256,7 @@ func (s *Store) aggregateChunk(ctx context.Context, tx *sql.Tx, lows []int64, ba
 		highs  []int64
 		links  []model.DependencyLink
 		firstT int64 // earliest start_ts, 0 when none
+		seen   bool  // step 3 read spans of it
 	}
 	state := make(map[int64]*traceState, len(lows))
 	rows, err := tx.QueryContext(stmtname.With(ctx, stmtSelectDepTraces),
@@ -288,6 +291,10 @@ func (s *Store) aggregateChunk(ctx context.Context, tx *sql.Tx, lows []int64, ba
 		return fmt.Errorf("reading %s: %w", tableDepTraces, err)
 	}
 	rows.Close()
+	if len(state) != len(lows) {
+		// Step 1 wrote a row for every trace in this transaction.
+		return s.txLost(ctx, fmt.Sprintf("%s: %d of the %d rows it had just written", tableDepTraces, len(state), len(lows)))
+	}
 	// 3. Every span of those traces, linked per trace.
 	var where strings.Builder
 	var sargs []any
@@ -332,11 +339,23 @@ func (s *Store) aggregateChunk(ctx context.Context, tx *sql.Tx, lows []int64, ba
 		}
 		var l dependencyLinker
 		l.putTrace(spans)
-		st.links, st.firstT = l.links, firstTs
+		st.links, st.firstT, st.seen = l.links, firstTs, true
 	})
 	srows.Close()
 	if err != nil {
 		return fmt.Errorf("reading the spans of %d traces: %w", len(lows), err)
+	}
+	if own {
+		seen := 0
+		for _, st := range state {
+			if st.seen {
+				seen++
+			}
+		}
+		if seen != len(lows) {
+			// The batch wrote spans of every trace in this transaction.
+			return s.txLost(ctx, fmt.Sprintf("%s: spans of %d of the %d traces it had just written", tableSpans, seen, len(lows)))
+		}
 	}
 	// 4. Differences, and the new records.
 	var pendArgs, recArgs []any
@@ -387,6 +406,33 @@ func (s *Store) aggregateChunk(ctx context.Context, tx *sql.Tx, lows []int64, ba
 		}
 	}
 	return nil
+}
+
+// txLostError is the error of a write transaction whose own writes a later
+// read in it did not see: the server rolled the transaction back without
+// telling the statement. MariaDB Galera does so when a replicated writeset
+// brute-force aborts a local transaction while it runs a SELECT (seen on
+// 10.11 when batches on two nodes insert the same zipkin_names rows): the
+// SELECT answers an empty result and no error, the statements after it run
+// outside any transaction, and COMMIT answers OK with nothing to commit —
+// the batch would be acknowledged and lost. Its SQLSTATE, 40001
+// (serialization failure: the transaction was rolled back), makes retry.Tx
+// run the whole transaction again, as after a certification failure.
+type txLostError struct{ what string }
+
+func (e *txLostError) Error() string {
+	return "mysqlstore: the write transaction was rolled back underneath without an error (read " + e.what +
+		"; a Galera brute-force abort?)"
+}
+
+// SQLState returns 40001 (serialization failure): package retry classifies
+// the error as transient.
+func (e *txLostError) SQLState() string { return "40001" }
+
+func (s *Store) txLost(ctx context.Context, what string) error {
+	s.log.WarnContext(ctx, "mysqlstore: a write transaction was rolled back by the server without an error; running it again",
+		"read", what)
+	return &txLostError{what: what}
 }
 
 // diffLinks returns what to add to zipkin_dependencies so that it counts
@@ -725,7 +771,7 @@ func (s *Store) BackfillDependencies(ctx context.Context) (int, error) {
 			}
 		}
 		if err := retry.Tx(ctx, s.db, nil, s.writePolicy(), func(ctx context.Context, tx *sql.Tx) error {
-			return s.aggregateDeps(ctx, tx, traces)
+			return s.aggregateDeps(ctx, tx, traces, false)
 		}); err != nil {
 			return total, fmt.Errorf("mysqlstore: backfilling dependencies: %w", err)
 		}

@@ -319,7 +319,7 @@ func (s *Store) writeTx(ctx context.Context, tx *sql.Tx, b *batch) error {
 	if err := s.writeAdditions(ctx, tx, b); err != nil {
 		return err
 	}
-	return s.aggregateDeps(ctx, tx, b.deps)
+	return s.aggregateDeps(ctx, tx, b.deps, true)
 }
 
 // packetBudget is how many bytes of parameters one statement may carry:
