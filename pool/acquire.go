@@ -370,7 +370,7 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 	// every wait costs a saturated pool a scheduler round trip per borrow. A connection that
 	// closes after this look signals the creator itself (closeEntry), and sees this waiter,
 	// queued above.
-	if int(p.total.Load()) < p.maxConns() {
+	if p.reg.open() < p.maxConns() {
 		p.signalCreator()
 	}
 	// Connections parked in database/sql's idle lists cannot be handed to this waiter; from
@@ -410,7 +410,7 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 			s.mu.Unlock()
 			// The creator may have judged "no waiters" while we were unlinked: tell it again
 			// (only below MaxConns; at the limit a wake-up would be wasted on every lost race).
-			if int(p.total.Load()) < p.maxConns() {
+			if p.reg.open() < p.maxConns() {
 				p.signalCreator()
 			}
 		case <-timeout:

@@ -525,7 +525,7 @@ func (c *conn) IsValid() bool {
 	}
 	// The same for a SetMaxConns that lowered the limit after the look above (its bring-back
 	// may have missed this connection).
-	if int(p.total.Load()) > p.maxConns() && e.state.CompareAndSwap(stateLent, stateInUse) {
+	if p.reg.open() > p.maxConns() && e.state.CompareAndSwap(stateLent, stateInUse) {
 		if p.retireExcess(e) {
 			return false
 		}

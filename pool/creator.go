@@ -127,11 +127,11 @@ func (p *Pool) sleep(d time.Duration) bool {
 }
 
 func (p *Pool) shouldCreate() bool {
-	if p.closed.Load() || int(p.total.Load()) >= p.maxConns() {
+	if p.closed.Load() || p.reg.open() >= p.maxConns() {
 		return false
 	}
 	idle, waiting := p.store.counts()
-	idle += p.store.count(stateLent) // parked in a DB: idle too (MinIdleConns counts them)
+	idle += p.reg.count(stateLent) // parked in a DB: idle too (MinIdleConns counts them)
 	return idle < p.minIdleConns() || waiting > idle
 }
 

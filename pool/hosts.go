@@ -74,8 +74,8 @@ type hostState struct {
 	// goneAt is when a connection to this host last reported that the server went away; its
 	// connections last known alive before it are probed on their next acquire.
 	goneAt  atomic.Int64
-	created uint64 // under regMu
-	closed  uint64 // under regMu
+	created uint64 // under reg.mu
+	closed  uint64 // under reg.mu
 }
 
 // HostStats is one host's part of a pool's Stats.
@@ -114,8 +114,8 @@ func (p *Pool) connect(ctx context.Context) (driver.Conn, *hostState, error) {
 
 // host returns the state of the host called name, creating it on first use.
 func (p *Pool) host(name string) *hostState {
-	p.regMu.Lock()
-	defer p.regMu.Unlock()
+	p.reg.mu.Lock()
+	defer p.reg.mu.Unlock()
 	if p.hosts == nil {
 		p.hosts = make(map[string]*hostState)
 	}
@@ -169,7 +169,7 @@ func (p *Pool) serverGone(e *entry, err error) {
 	p.signalCreator()
 }
 
-// hostOpenedLocked and hostClosedLocked keep the per-host counters; the caller holds regMu.
+// hostOpenedLocked and hostClosedLocked keep the per-host counters; the caller holds reg.mu.
 func (e *entry) hostOpenedLocked() {
 	if h := e.host; h != nil {
 		h.created++
@@ -184,8 +184,8 @@ func (e *entry) hostClosedLocked() {
 
 // hostStats is HostPool.HostStats.
 func (p *Pool) hostStats() []HostStats {
-	p.regMu.Lock()
-	defer p.regMu.Unlock()
+	p.reg.mu.Lock()
+	defer p.reg.mu.Unlock()
 	if len(p.hosts) == 0 {
 		return nil
 	}
@@ -198,9 +198,9 @@ func (p *Pool) hostStats() []HostStats {
 	for i := range out {
 		byHost[p.hosts[out[i].Host]] = &out[i]
 	}
-	for e := range p.all {
+	for _, e := range p.reg.entries() {
 		s := byHost[e.host]
-		if s == nil {
+		if s == nil || e.state.Load() == stateRemoved {
 			continue
 		}
 		s.Total++
@@ -226,9 +226,9 @@ func (p *Pool) evictHost(host string, n int) int {
 	if n == 0 {
 		return 0
 	}
-	p.regMu.Lock()
+	p.reg.mu.Lock()
 	h := p.hosts[host]
-	p.regMu.Unlock()
+	p.reg.mu.Unlock()
 	if h == nil {
 		return 0
 	}
@@ -244,8 +244,8 @@ func (p *Pool) evictHost(host string, n int) int {
 	}
 	count := len(taken)
 	if n != 0 {
-		p.regMu.Lock()
-		for e := range p.all {
+		p.reg.mu.Lock()
+		for _, e := range p.reg.entries() {
 			if n == 0 {
 				break
 			}
@@ -259,7 +259,7 @@ func (p *Pool) evictHost(host string, n int) int {
 				n--
 			}
 		}
-		p.regMu.Unlock()
+		p.reg.mu.Unlock()
 	}
 	p.signalCreator()
 	return count

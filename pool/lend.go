@@ -31,7 +31,7 @@ type openedDB struct {
 // reclaimLent brings back the connections parked in the pool's DBs, if there are any. A waiter
 // calls it after it queued (and so after it counted itself in store.waiting).
 func (p *Pool) reclaimLent() {
-	if p.store.count(stateLent) == 0 {
+	if p.reg.count(stateLent) == 0 {
 		return
 	}
 	p.flushDBs(true)

@@ -43,6 +43,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -63,13 +64,9 @@ type Pool struct {
 	// live holds the settings that can change at runtime (resize.go).
 	live liveConfig
 
-	regMu sync.Mutex
-	all   map[*entry]struct{}
-	total atomic.Int32
-	seq   uint64
-	// closing counts the entries closeEntry has taken out of all and whose driver connection it
-	// has not closed yet: Close waits for them too.
-	closing atomic.Int32
+	// reg is every physical connection, and the source of every count (entry.go).
+	reg registry
+	seq uint64 // the last entry id given; under reg.mu
 
 	closed atomic.Bool
 	// housekeeping is set while a housekeeping pass runs, so that passes never overlap.
@@ -104,7 +101,7 @@ type Pool struct {
 	// creator backs off before each dial, as after a failed dial.
 	deadOnArrival atomic.Int32
 
-	// hosts is the per-host state when the connector is a HostConnector (hosts.go); under regMu.
+	// hosts is the per-host state when the connector is a HostConnector (hosts.go); under reg.mu.
 	hosts map[string]*hostState
 	// unavailable is the fail-fast error set by SetUnavailable, or nil.
 	unavailable atomic.Pointer[errBox]
@@ -114,7 +111,7 @@ type Pool struct {
 	timeouts      atomic.Uint64
 	created       atomic.Uint64
 	closedN       atomic.Uint64
-	handouts      atomic.Uint64 // hand-outs of entries since closed (entry.handouts folded in)
+	handouts      atomic.Uint64 // hand-outs of entries that left the registry (entry.handouts folded in); under reg.mu
 	exhausted     atomic.Uint64
 	validations   atomic.Uint64
 	probeFailed   atomic.Uint64
@@ -185,7 +182,6 @@ func New(c driver.Connector, cfg Config) (*Pool, error) {
 		cfg:       rc,
 		connector: c,
 		dialect:   d,
-		all:       make(map[*entry]struct{}),
 		done:      make(chan struct{}),
 		createCh:  make(chan struct{}, 1),
 		returnedC: make(chan struct{}, 1),
@@ -300,18 +296,22 @@ func (p *Pool) Stats() Stats {
 		StatementCacheFull: p.stmtCacheFull.Load(),
 		LastError:          p.lastError(),
 	}
-	p.regMu.Lock()
+	p.reg.mu.Lock()
 	s.Cancelling = p.cancelling()
-	s.Total = len(p.all) + s.Cancelling
 	lent := 0
-	for e := range p.all {
-		if e.state.Load() == stateLent {
+	for _, e := range p.reg.entries() {
+		s.Acquires += e.handouts.Load()
+		switch e.state.Load() {
+		case stateRemoved: // being closed: counted only while Cancelling
+			continue
+		case stateLent:
 			lent++
 		}
-		s.Acquires += e.handouts.Load()
+		s.Total++
 	}
+	s.Total += s.Cancelling
 	s.Acquires += p.handouts.Load()
-	p.regMu.Unlock()
+	p.reg.mu.Unlock()
 	s.Idle = min(idle+lent, s.Total-s.Cancelling)
 	s.Active = s.Total - s.Idle
 	return s
@@ -320,11 +320,9 @@ func (p *Pool) Stats() Stats {
 // SoftEvict marks every connection for closing: idle ones are closed now, ones in use (or
 // parked in database/sql) when they are next returned or checked out. The creator replaces them.
 func (p *Pool) SoftEvict() {
-	p.regMu.Lock()
-	for e := range p.all {
+	for _, e := range p.reg.entries() {
 		e.evict.Store(true)
 	}
-	p.regMu.Unlock()
 	for _, e := range p.store.takeIf(func(*entry, int) bool { return true }) {
 		p.closeEntry(e, CloseEvicted)
 	}
@@ -383,18 +381,16 @@ func (p *Pool) Close() error {
 	// are only marked: database/sql may still be closing statements on them, so they are
 	// closed when database/sql drops them or checks them out (close the DB first), and Close
 	// does not wait for them.
-	p.regMu.Lock()
-	for e := range p.all {
+	for _, e := range p.reg.entries() {
 		e.evict.Store(true)
 	}
-	p.regMu.Unlock()
 	p.wg.Wait()
 	p.stopCanceller()
 	p.detachHosts()
 
 	deadline := time.NewTimer(p.cfg.CloseTimeout)
 	defer deadline.Stop()
-	for p.inUse() > 0 || p.closing.Load() > 0 {
+	for p.outstanding() > 0 {
 		select {
 		case <-p.returnedC:
 		case <-deadline.C:
@@ -404,31 +400,20 @@ func (p *Pool) Close() error {
 	return nil
 }
 
-// inUse counts the connections still out, not counting those parked in database/sql.
-func (p *Pool) inUse() int {
-	p.regMu.Lock()
-	defer p.regMu.Unlock()
-	n := 0
-	for e := range p.all {
-		if e.state.Load() != stateLent {
-			n++
-		}
-	}
-	return n
-}
+// outstanding counts the connections Close waits for: in use (not parked in database/sql), or
+// still being closed.
+func (p *Pool) outstanding() int { return p.reg.open() - p.reg.count(stateLent) }
 
 func (p *Pool) stillOutError() error {
-	p.regMu.Lock()
 	var out []string
 	now := p.nanotime()
-	for e := range p.all {
-		if e.state.Load() == stateLent {
+	for _, e := range p.reg.entries() {
+		if st := e.state.Load(); st == stateLent || st == stateRemoved {
 			continue
 		}
 		out = append(out, fmt.Sprintf("conn %d (%s, opened %v ago)", e.id, e.stateName(),
 			time.Duration(now-e.createdAt).Round(time.Millisecond)))
 	}
-	p.regMu.Unlock()
 	sort.Strings(out)
 	return fmt.Errorf("sqlpool: %s: closed with %d connection(s) still in use after CloseTimeout %v: %s; each is closed when returned",
 		p.cfg.Name, len(out), p.cfg.CloseTimeout, strings.Join(out, ", "))
@@ -468,19 +453,18 @@ func (p *Pool) lastError() error {
 
 // register adds a new entry to the registry.
 func (p *Pool) register(e *entry) {
-	p.regMu.Lock()
+	p.reg.mu.Lock()
 	p.seq++
 	e.id = p.seq
-	p.all[e] = struct{}{}
+	p.reg.addLocked(e)
 	e.hostOpenedLocked()
-	p.store.add(e)
-	p.total.Add(1)
-	p.regMu.Unlock()
+	p.reg.mu.Unlock()
 	p.created.Add(1)
 }
 
-// closeEntry removes e from the registry and closes its connection. The caller owns e (it is
-// in use, reserved or lent to the caller), so no one else can hand it out.
+// closeEntry closes e's connection; e stays in the registry, in state removed, until closeDone.
+// The caller owns e (it is in use, reserved or lent to the caller), so no one else can hand it
+// out.
 func (p *Pool) closeEntry(e *entry, reason CloseReason) {
 	if e.state.Swap(stateRemoved) == stateRemoved {
 		return
@@ -489,18 +473,12 @@ func (p *Pool) closeEntry(e *entry, reason CloseReason) {
 		e.leak.stop(p, e)
 		e.leak = nil
 	}
-	p.regMu.Lock()
-	_, ok := p.all[e]
+	p.reg.mu.Lock()
+	ok := slices.Contains(p.reg.entries(), e)
 	if ok {
 		e.hostClosedLocked()
 	}
-	delete(p.all, e)
-	if ok {
-		p.store.remove(e)
-		p.closing.Add(1)
-	}
-	p.handouts.Add(e.handouts.Load())
-	p.regMu.Unlock()
+	p.reg.mu.Unlock()
 	if !ok {
 		return
 	}
@@ -511,10 +489,12 @@ func (p *Pool) closeEntry(e *entry, reason CloseReason) {
 	p.closeDone(e, reason, err)
 }
 
-// closeDone finishes closeEntry once e no longer counts against MaxConns.
+// closeDone finishes closeEntry once e no longer counts against MaxConns: e leaves the registry.
 func (p *Pool) closeDone(e *entry, reason CloseReason, err error) {
-	p.closing.Add(-1)
-	p.total.Add(-1)
+	p.reg.mu.Lock()
+	p.reg.removeLocked(e)
+	p.handouts.Add(e.handouts.Load())
+	p.reg.mu.Unlock()
 	p.closedN.Add(1)
 	if ev := p.cfg.Events; ev != nil {
 		ev.Closed(p.cfg.Name, reason)

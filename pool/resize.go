@@ -188,19 +188,11 @@ func (p *Pool) SetIdleTimeout(d time.Duration) error {
 	return nil
 }
 
-// registered is the number of connections in the registry (closeEntry removes a connection
-// from it before closing the driver connection, unlike p.total).
-func (p *Pool) registered() int {
-	p.regMu.Lock()
-	defer p.regMu.Unlock()
-	return len(p.all)
-}
-
 // shrinkIdle closes idle connections, oldest return first, while the pool is above MaxConns.
 func (p *Pool) shrinkIdle() {
 	p.live.shrinkMu.Lock()
 	defer p.live.shrinkMu.Unlock()
-	excess := p.registered() - p.maxConns()
+	excess := p.reg.live() - p.maxConns()
 	if excess <= 0 {
 		return
 	}
@@ -220,23 +212,23 @@ func (p *Pool) shrinkIdle() {
 // have run before the put and missed the connection; this second look sees the new limit
 // (SetMaxConns stores it before it shrinks), so one of the two finds the connection.
 func (p *Pool) trimAfterPut() {
-	if int(p.total.Load()) > p.maxConns() {
+	if p.reg.open() > p.maxConns() {
 		p.shrinkIdle()
 	}
 }
 
 // retireExcess closes e, which the caller owns and would otherwise make idle, when the pool is
 // above MaxConns, and reports whether it did. The check against the total is the fast path (two
-// atomic loads); the decision is taken under shrinkMu against the registry, which closeEntry
-// shrinks before it closes the driver connection, so concurrent returns close exactly the
-// excess.
+// atomic loads); the decision is taken under shrinkMu against the registry's live entries
+// (closeEntry marks an entry removed before it closes the driver connection), so concurrent
+// returns close exactly the excess.
 func (p *Pool) retireExcess(e *entry) bool {
-	if int(p.total.Load()) <= p.maxConns() {
+	if p.reg.open() <= p.maxConns() {
 		return false
 	}
 	p.live.shrinkMu.Lock()
 	defer p.live.shrinkMu.Unlock()
-	if p.registered() <= p.maxConns() {
+	if p.reg.live() <= p.maxConns() {
 		return false
 	}
 	p.releaseLocks(e)

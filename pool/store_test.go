@@ -10,7 +10,6 @@ func storeEntries(s *store, n int) []*entry {
 	for i := range es {
 		es[i] = &entry{id: uint64(i + 1)}
 		es[i].state.Store(stateInUse)
-		s.add(es[i])
 	}
 	return es
 }
