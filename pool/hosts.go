@@ -11,7 +11,7 @@ import (
 
 // This file is the pool's side of a multi-host pool (package cluster): the few things only the
 // pool can do for a connector that dials several hosts. With a plain driver.Connector none of it
-// runs: an entry's host is nil and the hot path pays one nil check in quickCheck (see goneFor).
+// runs: an entry's host is nil and the hot path pays one nil check in checkout (see goneFor).
 
 // HostConnector is a driver.Connector over several database hosts, such as package cluster's
 // Connector. When New is given one, the pool records which host each connection reached, keeps

@@ -36,12 +36,12 @@ func BenchmarkAcquireReleaseMySQL(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			runConcurrent(b, g, func() {
-				e, err := p.acquire(ctx)
+				e, err := p.acquire(ctx, nil)
 				if err != nil {
 					b.Error(err)
 					return
 				}
-				p.release(e)
+				p.release(e, nil)
 			})
 		})
 	}

@@ -270,7 +270,7 @@ func (d poolDriver) Open(string) (driver.Conn, error) {
 // the wait; ctx's error, wrapped, when ctx is cancelled; an error matching ErrUnavailable
 // instead of a wait while a HostConnector reports every host down; never driver.ErrBadConn.
 func (p *Pool) Connect(ctx context.Context) (driver.Conn, error) {
-	e, err := p.acquire(ctx)
+	e, err := p.acquire(ctx, nil)
 	if err != nil {
 		return nil, err
 	}

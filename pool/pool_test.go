@@ -1118,11 +1118,11 @@ func BenchmarkAcquireReleaseWithEvents(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		e, err := p.acquire(ctx)
+		e, err := p.acquire(ctx, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
-		p.release(e)
+		p.release(e, nil)
 	}
 }
 
