@@ -16,17 +16,21 @@ import (
 // HostConnector is a driver.Connector over several database hosts, such as package cluster's
 // Connector. When New is given one, the pool records which host each connection reached, keeps
 // "the server went away" per host instead of for the whole pool, reports such errors to the
-// connector, and gives it a HostPool: per-host figures, eviction and a fail-fast state. One
+// connector, and gives it a *HostPool: per-host figures, eviction and a fail-fast state. One
 // HostConnector serves one pool.
 type HostConnector interface {
 	driver.Connector
 	// ConnectHost opens a connection, as Connect does, and names the host it reached. The
 	// name is a label for Stats, metrics and logs; keep the set of names small and fixed.
 	ConnectHost(ctx context.Context) (conn driver.Conn, host string, err error)
+	// ConnectTo opens a connection to the host called host (a name ConnectHost returned), for
+	// server-side cancel: the side connection that stops a cancelled statement must reach the
+	// server running it. An error makes that cancel end with CancelFailed.
+	ConnectTo(ctx context.Context, host string) (driver.Conn, error)
 	// AttachPool is called once by New, before the pool opens its first connection, with the
 	// pool's HostPool; the connector keeps it for as long as it serves the pool. An error fails
 	// New (for example, a connector already attached to another pool).
-	AttachPool(p HostPool) error
+	AttachPool(p *HostPool) error
 	// HostGone is called when a connection to host returned an error that says the server went
 	// away, failed over or is not ready (validate.ServerGone), on the goroutine of the failed
 	// call: it must return quickly. By then the pool has already made that host's connections
@@ -39,34 +43,26 @@ type HostConnector interface {
 
 // HostPool is the pool as its HostConnector sees it: what only a connector over several hosts
 // needs from the pool, kept off Pool's own methods. Its methods are safe for concurrent use.
-type HostPool interface {
-	// Name returns the pool's name (Config.Name).
-	Name() string
-	// HostStats returns per-host figures, sorted by host name; empty until a connection to a
-	// host was opened. Like Pool.Stats it takes the pool's registry lock briefly.
-	HostStats() []HostStats
-	// EvictHost closes up to n connections to host (n < 0: all of them) and returns how many it
-	// closed or marked: idle ones first, oldest first, closed now; then, if n is not reached,
-	// connections in use (or parked in database/sql) are marked and closed when they are
-	// returned or checked out. The creator replaces them through the connector, which decides
-	// where the replacements go. Closes are reported with CloseEvicted. It does nothing for an
-	// unknown host or n == 0.
-	EvictHost(host string, n int) int
-	// SetUnavailable puts the pool in a fail-fast state (err != nil) or takes it out of it
-	// (nil). While in it, an acquire that finds no idle connection fails at once with an error
-	// that wraps err (and matches ErrUnavailable) instead of waiting, and the goroutines
-	// already waiting are woken to fail the same way. Idle connections are still handed out.
-	// Package cluster uses it when every host is down.
-	SetUnavailable(err error)
-}
+type HostPool struct{ p *Pool }
 
-// hostPool is the HostPool of a pool.
-type hostPool struct{ p *Pool }
+// Name returns the pool's name (Config.Name).
+func (h *HostPool) Name() string { return h.p.cfg.Name }
 
-func (h hostPool) Name() string                     { return h.p.cfg.Name }
-func (h hostPool) HostStats() []HostStats           { return h.p.hostStats() }
-func (h hostPool) EvictHost(host string, n int) int { return h.p.evictHost(host, n) }
-func (h hostPool) SetUnavailable(err error)         { h.p.setUnavailable(err) }
+// HostStats returns per-host figures, sorted by host name; empty until a connection to a host
+// was opened. Like Pool.Stats it takes the pool's registry lock briefly.
+func (h *HostPool) HostStats() []HostStats { return h.p.hostStats() }
+
+// EvictHost closes up to n connections to host (n < 0: all of them) and returns how many it
+// closed or marked: idle ones first, oldest first, closed now; then connections in use (or
+// parked in database/sql) are marked and closed when returned or checked out. The creator
+// replaces them through the connector. Closes are reported with CloseEvicted.
+func (h *HostPool) EvictHost(host string, n int) int { return h.p.evictHost(host, n) }
+
+// SetUnavailable puts the pool in a fail-fast state (err != nil) or takes it out of it (nil).
+// While in it, an acquire that finds no idle connection fails at once with an error that wraps
+// err (and matches ErrUnavailable) instead of waiting, and waiting goroutines are woken to fail
+// the same way. Package cluster uses it when every host is down.
+func (h *HostPool) SetUnavailable(err error) { h.p.setUnavailable(err) }
 
 // hostState is what the pool keeps per host. Entries point at it; the map of them only grows.
 type hostState struct {
@@ -130,7 +126,7 @@ func (p *Pool) host(name string) *hostState {
 // attachHosts lets a HostConnector attach itself; called by New before the first dial.
 func (p *Pool) attachHosts() error {
 	if hc := p.hostConnector(); hc != nil {
-		if err := hc.AttachPool(hostPool{p}); err != nil {
+		if err := hc.AttachPool(&HostPool{p}); err != nil {
 			return fmt.Errorf("sqlpool: %s: New: %w", p.cfg.Name, err)
 		}
 	}
