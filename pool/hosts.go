@@ -20,24 +20,17 @@ import (
 // HostConnector serves one pool.
 type HostConnector interface {
 	driver.Connector
-	// ConnectHost opens a connection, as Connect does, and names the host it reached. The
-	// name is a label for Stats, metrics and logs; keep the set of names small and fixed.
+	// ConnectHost opens a connection and names the host it reached (a small, fixed set).
 	ConnectHost(ctx context.Context) (conn driver.Conn, host string, err error)
-	// ConnectTo opens a connection to the host called host (a name ConnectHost returned), for
-	// server-side cancel: the side connection that stops a cancelled statement must reach the
-	// server running it. An error makes that cancel end with CancelFailed.
+	// ConnectTo opens a connection to the host called host, for server-side cancel's side
+	// connection; an error ends that cancel with CancelFailed.
 	ConnectTo(ctx context.Context, host string) (driver.Conn, error)
-	// AttachPool is called once by New, before the pool opens its first connection, with the
-	// pool's HostPool; the connector keeps it for as long as it serves the pool. An error fails
-	// New (for example, a connector already attached to another pool).
+	// AttachPool is called once by New, before the first dial; an error fails New.
 	AttachPool(p *HostPool) error
-	// HostGone is called when a connection to host returned an error that says the server went
-	// away, failed over or is not ready (validate.ServerGone), on the goroutine of the failed
-	// call: it must return quickly. By then the pool has already made that host's connections
-	// be probed on their next acquire.
+	// HostGone is called, on the failed call's goroutine (return quickly), when a connection
+	// to host reported the server gone (validate.ServerGone).
 	HostGone(host string, err error)
-	// DetachPool is called once by Close, after the pool stopped dialling (or by New, when
-	// New fails after AttachPool), so that the connector can stop its own goroutines.
+	// DetachPool is called once by Close (or a failing New) to stop the connector's goroutines.
 	DetachPool()
 }
 
@@ -76,15 +69,13 @@ type hostState struct {
 
 // HostStats is one host's part of a pool's Stats.
 type HostStats struct {
-	Host   string
-	Total  int // physical connections open to the host
-	Active int // in use by a borrower
-	Idle   int // idle in the pool, or parked idle in database/sql (mode b)
-	// Evicting counts the connections marked for closing when they are returned or checked
-	// out (EvictHost, SoftEvict, MaxLifetime of a busy connection); they are in Total.
-	Evicting int
-	Created  uint64 // connections opened to the host
-	Closed   uint64 // connections to the host closed
+	Host     string
+	Total    int // physical connections open to the host
+	Active   int // in use by a borrower
+	Idle     int // idle in the pool, or parked in database/sql
+	Evicting int // marked for closing at return or checkout; in Total
+	Created  uint64
+	Closed   uint64
 }
 
 // hostConnector returns the pool's HostConnector, or nil.
@@ -276,8 +267,7 @@ func (p *Pool) setUnavailable(err error) {
 	s.mu.Unlock()
 }
 
-// ErrUnavailable is matched (errors.Is) by the error an acquire returns while the pool is in the
-// fail-fast state of HostPool.SetUnavailable.
+// ErrUnavailable is matched by acquire errors in HostPool.SetUnavailable's fail-fast state.
 var ErrUnavailable = errors.New("sqlpool: no connection can be opened")
 
 // unavailableErr returns the fail-fast error, or nil.
