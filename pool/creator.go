@@ -130,8 +130,8 @@ func (p *Pool) shouldCreate() bool {
 	if p.closed.Load() || p.reg.open() >= p.maxConns() {
 		return false
 	}
-	idle, waiting := p.store.counts()
-	idle += p.reg.count(stateLent) // parked in a DB: idle too (MinIdleConns counts them)
+	_, waiting := p.store.counts()
+	idle := p.reg.idle() // parked in a DB too: MinIdleConns counts them
 	return idle < p.minIdleConns() || waiting > idle
 }
 

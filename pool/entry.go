@@ -89,7 +89,8 @@ func durNanos(d time.Duration) int64 { return int64(d) }
 // The list is copied on write, so the hot path reads counts with one atomic load and no lock:
 //
 //	open()            every connection that counts against MaxConns (the creator, resize, wait)
-//	count(state)      by state (lent: lend.go, the creator, housekeeping)
+//	count(state)      by state (lent: lend.go, housekeeping)
+//	idle()            on the stack or parked in database/sql (Stats, the creator)
 //	live()            the ones not being closed (resize's exact decisions, under mu)
 //
 // Stats, SoftEvict, housekeeping, hostStats, evictHost and Close walk entries().
@@ -115,6 +116,17 @@ func (r *registry) count(st int32) int {
 	n := 0
 	for _, e := range r.entries() {
 		if e.state.Load() == st {
+			n++
+		}
+	}
+	return n
+}
+
+// idle counts the idle entries: on the stack, or parked in database/sql.
+func (r *registry) idle() int {
+	n := 0
+	for _, e := range r.entries() {
+		if st := e.state.Load(); st == stateIdle || st == stateLent {
 			n++
 		}
 	}

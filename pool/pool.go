@@ -238,7 +238,7 @@ func (p *Pool) Connect(ctx context.Context) (driver.Conn, error) {
 
 // Stats returns a snapshot of the pool, for metrics and logs (it takes locks briefly).
 func (p *Pool) Stats() Stats {
-	idle, waiting := p.store.counts()
+	_, waiting := p.store.counts()
 	s := Stats{
 		Name:               p.cfg.Name,
 		MaxConns:           p.maxConns(),
@@ -256,21 +256,19 @@ func (p *Pool) Stats() Stats {
 	}
 	p.reg.mu.Lock()
 	s.Cancelling = p.cancelling()
-	lent := 0
 	for _, e := range p.reg.entries() {
 		s.Acquires += e.handouts.Load()
 		switch e.state.Load() {
 		case stateRemoved: // being closed: counted only while Cancelling
 			continue
-		case stateLent:
-			lent++
+		case stateIdle, stateLent:
+			s.Idle++
 		}
 		s.Total++
 	}
 	s.Total += s.Cancelling
 	s.Acquires += p.handouts.Load()
 	p.reg.mu.Unlock()
-	s.Idle = min(idle+lent, s.Total-s.Cancelling)
 	s.Active = s.Total - s.Idle
 	return s
 }
