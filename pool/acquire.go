@@ -22,8 +22,9 @@ import (
 //
 //	 1. conn.ResetSession   takes the parked connection back: lent → inUse
 //	 2. Pool.acquire        a closed pool hands out nothing; the connection is the one given
-//	 3. Pool.checkout       marked, expired; inside AliveBypassWindow (Pool.trusted) only
-//	                        Pool.driverLive; past it a probe (Pool.validate)
+//	 3. Pool.checkout       marked, expired; inside AliveBypassWindow (Pool.trusted) only the
+//	                        driver's no-traffic check (Pool.sessionAlive); past it a probe
+//	                        (Pool.validate)
 //	 4. Pool.handedOut      counted, stamped, told to Events, watched for leaks
 //	    … the borrower's statements (conn.go) …
 //	 5. conn.IsValid        database/sql's check-in, before it parks the connection
@@ -162,6 +163,13 @@ func (p *Pool) slowAcquireEnded(ctx context.Context, dl *deadline, err error) {
 //	sent, but what the driver can tell without traffic is asked      CloseDriverInvalid
 //	otherwise a probe (validate)                                     CloseValidationFailed
 //
+// What the driver can tell without traffic is what database/sql asks before it reuses a
+// connection from its own idle list: its SessionResetter. go-sql-driver/mysql answers
+// driver.ErrBadConn there when its connection is closed or busy, and (CheckConnLiveness, on by
+// default) when a non-blocking read of the socket finds that the server closed it (KILL,
+// wait_timeout, restart). Then the tracker's LivenessChecker (sessionAlive). Cost: see
+// docs/reliability.md.
+//
 // After a server-gone report a connection is trusted only if known alive since: last alive
 // after it, and borrowed (or, never borrowed, dialled) after it. One that was out on loan when
 // the report came was returned after it, so lastAlive is recent, but its borrower may not have
@@ -175,25 +183,12 @@ func (p *Pool) checkout(ctx context.Context, e *entry, now int64, dl *deadline) 
 	}
 	gone := p.goneFor(e)
 	if alive := e.lastAlive; p.trusted(now, alive) && alive >= gone && max(e.borrowedAt, e.createdAt) >= gone {
-		if !p.driverLive(ctx, e) {
+		if sr := e.resetter; (sr != nil && sr.ResetSession(ctx) != nil) || !p.sessionAlive(e) {
 			return CloseDriverInvalid
 		}
 		return ""
 	}
 	return p.validate(ctx, e, dl)
-}
-
-// driverLive asks the driver whether the connection may be handed out, as database/sql does
-// before it reuses a connection from its own idle list: through its SessionResetter.
-// go-sql-driver/mysql answers driver.ErrBadConn there when its connection is closed or busy, and
-// (CheckConnLiveness, on by default) when a non-blocking read of the socket finds that the server
-// closed it (KILL, wait_timeout, restart) — no bytes are sent. Then the tracker's
-// LivenessChecker (sessionAlive). Cost: see docs/reliability.md.
-func (p *Pool) driverLive(ctx context.Context, e *entry) bool {
-	if sr := e.resetter; sr != nil && sr.ResetSession(ctx) != nil {
-		return false
-	}
-	return p.sessionAlive(e)
 }
 
 // validate probes e (driver Pinger, within ValidationTimeout; for Connect, dl not nil, also
