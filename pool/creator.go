@@ -86,11 +86,7 @@ func (p *Pool) creator() {
 			if p.retireExcess(e) { // SetMaxConns lowered the limit during the dial
 				continue
 			}
-			if !p.store.put(e) {
-				p.closeEntry(e, ClosePoolClosed)
-				continue
-			}
-			p.trimAfterPut()
+			p.park(e)
 		}
 	}
 }

@@ -101,9 +101,7 @@ func (p *Pool) housekeep() {
 		}
 		e.lastAlive = p.nanotime()
 		p.clearLastError()
-		if !p.store.put(e) {
-			p.closeEntry(e, ClosePoolClosed)
-		}
+		p.park(e)
 	}
 	// Connections in use (or parked in a DB the pool does not know: sql.OpenDB(p)) are only
 	// marked; they are closed when returned or checked out.
