@@ -55,8 +55,11 @@ func (p *Pool) acquire(ctx context.Context, lent *conn) (*entry, error) {
 		e, probeBy = lent.e, nil
 	}
 	for {
-		// 2. Take a connection: the one database/sql parked, else the top of the idle stack,
-		//    else wait for one, first come, first served (take).
+		// 2. Take a connection: the one database/sql parked, else the top of the idle stack
+		//    (store.get), else wait for one, first come, first served (take).
+		if e == nil && !dl.slow && !p.suspended.Load() {
+			e = p.store.get()
+		}
 		if e == nil {
 			var err error
 			if e, err = p.take(ctx, &dl); err != nil {
@@ -114,7 +117,8 @@ func (p *Pool) acquire(ctx context.Context, lent *conn) (*entry, error) {
 // out; conn.ResetSession answers driver.ErrBadConn.
 var errRefused = errors.New("sqlpool: parked connection refused")
 
-// take is acquire's step 2 for Connect: the top of the idle stack, else a wait in arrival
+// take is acquire's step 2 for Connect when the idle stack was empty, the pool is suspended or
+// a previous round found a connection unfit: the top of the idle stack, else a wait in arrival
 // order (wait); a new acquire on a suspended pool first waits for Resume (awaitResume). It
 // closes the connection a previous round found unfit (dropUnfit) once it has one, or gave up.
 func (p *Pool) take(ctx context.Context, dl *deadline) (*entry, error) {
@@ -124,16 +128,14 @@ func (p *Pool) take(ctx context.Context, dl *deadline) (*entry, error) {
 			return nil, err
 		}
 	}
+	dl.slow = true
 	e := p.store.get()
+	var err error
 	if e == nil {
-		dl.slow = true
-		var err error
 		e, err = p.wait(ctx, dl)
-		p.dropUnfit(dl)
-		return e, err
 	}
 	p.dropUnfit(dl)
-	return e, nil
+	return e, err
 }
 
 // acquireEnded ends an acquire with err (nil: it handed out a connection). An acquire that
