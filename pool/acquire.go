@@ -402,12 +402,13 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 	s := &p.store
 	w := waiterPool.Get().(*waiter)
 	w.barged = false
-	// Counted as waiting from before the look at the stack below until this function returns,
-	// so that conn.IsValid routes every return meanwhile to the pool instead of parking it in
-	// database/sql (lend.go).
+	// 1. Count as waiting, from before the look at the stack below until this function
+	//    returns, so that conn.IsValid routes every return meanwhile to the pool instead of
+	//    parking it in database/sql (lend.go).
 	s.waiting.Add(1)
 	defer s.waiting.Add(-1)
 	w.since = dl.begin(p) // before the lock: the exact clock is a VDSO call
+	// 2. Under the lock, look at the stack once more; a closed or unavailable pool ends here.
 	s.mu.Lock()
 	if e := s.popLocked(); e != nil {
 		s.mu.Unlock()
@@ -424,6 +425,7 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 		waiterPool.Put(w)
 		return nil, p.unavailableErr()
 	}
+	// 3. Queue by arrival (MaxWaiters bounds the queue), or go back to the place kept.
 	if dl.ticket != 0 {
 		// Back after the connection handed to it failed validation (or expired, or was
 		// marked): it keeps its place by arrival, ahead of later arrivals, and is not counted
@@ -444,7 +446,9 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 		s.pushBackLocked(w)
 	}
 	s.mu.Unlock()
-	p.dropUnfit(dl) // queued in place: now its replacement may come
+	// 4. Queued in place: close the unfit connection (its replacement may come now), wake
+	//    the creator, bring back connections parked in database/sql.
+	p.dropUnfit(dl)
 	// At MaxConns the creator has nothing to do for this waiter, and waking its goroutine on
 	// every wait costs a saturated pool a scheduler round trip per borrow. A connection that
 	// closes after this look signals the creator itself (closeEntry), and sees this waiter,
@@ -457,6 +461,9 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 	// parked before are brought back (see reclaimLent).
 	p.reclaimLent()
 
+	// 5. Wait for a connection handed over, or a wake-up to look at the stack again (a
+	//    barging goroutine may have taken it: back to the place by arrival), until the
+	//    deadline or ctx ends the wait (giveUp).
 	dl.begin(p)
 	timeout := dl.timeout(p)
 	for {
