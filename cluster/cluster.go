@@ -187,7 +187,7 @@ type Connector struct {
 	log   *slog.Logger
 
 	mu       sync.Mutex
-	p        pool.HostPool // the attached pool's, or nil
+	p        *pool.HostPool // the attached pool's, or nil
 	poolName string
 	attached bool
 	detached bool
@@ -444,7 +444,7 @@ func (c *Connector) allDownErrorLocked() *AllHostsDownError {
 
 // AttachPool implements pool.HostConnector: pool.New calls it. It starts the monitor goroutine,
 // which checks suspected hosts, probes down ones and rebalances; the pool's Close stops it.
-func (c *Connector) AttachPool(p pool.HostPool) error {
+func (c *Connector) AttachPool(p *pool.HostPool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.attached {

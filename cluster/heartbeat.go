@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/sqlpool/sqlpool/pool"
 )
 
 // heartbeat is one host's heartbeat goroutine while a pool is attached: every
@@ -88,7 +86,7 @@ func (c *Connector) heartbeatFailed(h *host, err error) {
 	c.HostGone(h.name, err)
 }
 
-// ConnectTo implements pool.HostDialer: it opens a connection to the host called name (no
+// ConnectTo implements pool.HostConnector: it opens a connection to the host called name (no
 // Ready check), for the pool's server-side cancel. It fails at once for an unknown host or a
 // host marked down: a KILL could not reach it.
 func (c *Connector) ConnectTo(ctx context.Context, name string) (driver.Conn, error) {
@@ -104,5 +102,3 @@ func (c *Connector) ConnectTo(ctx context.Context, name string) (driver.Conn, er
 	}
 	return h.conn.Connect(ctx)
 }
-
-var _ pool.HostDialer = (*Connector)(nil)

@@ -2,107 +2,101 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 )
 
-// This file is the pool's acquire and release: Connect (every borrow through sql.OpenDB(p), and
-// a borrow through p.OpenDB() that finds database/sql's idle list empty) and the proxy's Close.
-// It is not the path most borrows through p.OpenDB() take: with a free connection database/sql
-// hands out one from its own idle list after conn.ResetSession and takes it back after
-// conn.IsValid (conn.go), which check and clean the connection without touching the store.
-// A clean cycle here, with no one waiting, takes the store's mutex once to pop and once to
-// push (see store), reads the pool's coarse clock (an atomic load) and read-mostly flags; the
-// exact clock is read only when an acquire has to wait or probe.
+// This file is the pool's one acquire and one release, and the one set of checks a connection
+// passes before it is handed out (checkout). Every borrow and return goes through them:
+//
+//	acquire  Connect (sql.OpenDB(p), and p.OpenDB() when database/sql's idle list is empty), and
+//	         conn.ResetSession (database/sql checks out a connection parked in its idle list)
+//	release  conn.Close (a borrow from Connect ends) and conn.IsValid (database/sql's check-in
+//	         before it parks the connection in its idle list)
+//
+// The borrow path of p.OpenDB() with a free connection, as database/sql drives it (no store
+// lock, no bytes sent, the exact clock read only past the bypass window or for the 1 ms
+// liveness window, see sessionAlive):
+//
+//	 1. conn.ResetSession   takes the parked connection back: lent → inUse
+//	 2. Pool.acquire        a closed pool hands out nothing; the connection is the one given
+//	 3. Pool.checkout       marked, expired; inside AliveBypassWindow (Pool.trusted) only the
+//	                        driver's no-traffic check (Pool.sessionAlive); past it a probe
+//	                        (Pool.validate)
+//	 4. Pool.handedOut      counted, stamped, told to Trace, watched for leaks
+//	    … the borrower's statements (conn.go) …
+//	 5. conn.IsValid        database/sql's check-in, before it parks the connection
+//	 6. Pool.release        the one release
+//	 7. Pool.clean          the release plan: rollback/reset only what the borrower left
+//	 8. Pool.retireExcess   above MaxConns (SetMaxConns lowered it): close
+//	 9. Pool.lend           park in database/sql (inUse → lent), unless a waiter or Close
+//	                        needs it (then database/sql closes its wrapper: conn.Close → park)
+//
+// Connect takes step 2 from the idle stack (store.get) or waits for a connection (take, wait),
+// and its release ends in park (the idle stack, or a waiter) instead of lend.
 
-// acquire returns a connection in state inUse, or an error: ErrClosed, ErrPoolExhausted, an
-// *AcquireTimeoutError, or the ctx's error wrapped when ctx was cancelled.
-func (p *Pool) acquire(ctx context.Context) (*entry, error) {
+// acquire hands out a connection in state inUse. lent is nil for Connect: the connection is
+// taken from the idle stack, or waited for in arrival order. For a checkout from database/sql's
+// idle list (conn.ResetSession) lent is the parked connection, already taken back: it is checked
+// and handed out, or refused with errRefused and marked, so that the Close database/sql sends
+// next closes it. Errors: ErrClosed, ErrPoolExhausted, an *AcquireTimeoutError, ctx's error
+// wrapped when ctx was cancelled, or one matching ErrUnavailable.
+func (p *Pool) acquire(ctx context.Context, lent *conn) (*entry, error) {
+	// 1. A closed pool hands out nothing.
 	if p.closed.Load() {
 		return nil, ErrClosed
 	}
-	// The fast path: an idle connection, trusted without a probe. No deadline, timer or
-	// defer; anything else goes to acquireSlow with the connection found.
-	if !p.suspended.Load() {
-		e := p.store.get()
-		if e == nil {
-			return p.acquireSlow(ctx, nil, "")
-		}
-		now := p.now()
-		if reason, probe := p.quickCheck(e, now); reason != "" || probe {
-			return p.acquireSlow(ctx, e, reason)
-		}
-		if !p.driverLive(ctx, e) {
-			return p.acquireSlow(ctx, e, CloseDriverInvalid)
-		}
-		if p.cfg.Hooks.BeforeAcquire != nil {
-			reason, err := p.runBeforeAcquire(ctx, e, nil)
-			if err != nil {
-				return nil, err
-			}
-			if reason != "" {
-				return p.acquireSlow(ctx, e, reason)
-			}
-		}
-		p.handedOut(e, now, nil)
-		return e, nil
-	}
-	return p.acquireSlow(ctx, nil, "")
-}
-
-// acquireSlow is acquire when the fast path did not do: suspended, nothing idle, or the
-// connection it found (first, when not nil) needs a probe or is unfit (firstReason, when
-// already known; "" runs the checks).
-func (p *Pool) acquireSlow(ctx context.Context, first *entry, firstReason CloseReason) (got *entry, err error) {
-	var dl deadline
-	defer dl.stop()
-	if ao := p.cfg.Trace; ao != nil && ao.AcquireEnded != nil { // tracing (trace.go)
-		defer func() { p.noteAcquireEnded(ctx, ao, &dl, err) }()
-	}
-	if first == nil && p.suspended.Load() {
-		if err := p.awaitResume(ctx, &dl); err != nil {
-			return nil, err
-		}
+	var dl deadline // armed only when the acquire waits or probes: no exact clock, no timer
+	var e *entry
+	probeBy := &dl // the probe's bound (validate): Connect's AcquireTimeout; none for a checkout
+	if lent != nil {
+		e, probeBy = lent.e, nil
 	}
 	for {
-		e, known := first, firstReason
-		first, firstReason = nil, ""
-		if e == nil {
+		// 2. Take a connection: the one database/sql parked, else the top of the idle stack
+		//    (store.get), else wait for one, first come, first served (take).
+		if e == nil && !dl.slow && !p.suspended.Load() {
 			e = p.store.get()
 		}
 		if e == nil {
 			var err error
-			e, err = p.wait(ctx, &dl)
-			p.dropUnfit(&dl)
-			if err != nil {
-				return nil, err
+			if e, err = p.take(ctx, &dl); err != nil {
+				return nil, p.acquireEnded(ctx, &dl, err)
 			}
-		} else {
-			p.dropUnfit(&dl)
 		}
+		// 3. Check it (checkout): marked, expired; inside AliveBypassWindow what the driver
+		//    tells without traffic, past it a probe.
 		now := p.now()
-		reason := known
-		if reason == "" {
-			reason = p.check(ctx, e, now, &dl)
-		}
+		reason := p.checkout(ctx, e, now, probeBy)
+		// 4. Hooks.BeforeAcquire.
 		if reason == "" && p.cfg.Hooks.BeforeAcquire != nil {
 			var err error
-			if reason, err = p.runBeforeAcquire(ctx, e, &dl); err != nil {
-				return nil, err
+			if reason, err = p.beforeAcquire(ctx, e, lent, &dl); err != nil {
+				return nil, p.acquireEnded(ctx, &dl, err)
 			}
 		}
+		// 5. Hand it out (handedOut).
 		if reason == "" {
 			p.handedOut(e, now, &dl)
-			return e, nil
+			return e, p.acquireEnded(ctx, &dl, nil)
 		}
-		// e is unfit (marked, expired, or it failed its probe). The acquire goes on; unless it
-		// ends here, e is closed only once this acquire is queued again (see wait), so that the
-		// replacement its close asks the creator for finds it in its place by arrival.
-		dl.unfit, dl.unfitReason = e, reason
+		// 6. It is unfit. A parked one is refused: database/sql closes it and checks out
+		//    another, or calls Connect.
+		if lent != nil {
+			e.evict.Store(true)
+			e.discard = reason // the Close database/sql sends next closes it for this reason
+			return nil, errRefused
+		}
+		// 7. Connect goes back to 2. Unless it ends here, e is closed only once this acquire
+		//    is queued again (wait, dropUnfit), so that the replacement its close asks the
+		//    creator for finds the acquire in its place by arrival.
+		dl.unfit, dl.unfitReason, dl.slow = e, reason, true
+		e = nil
 		if p.closed.Load() {
 			p.dropUnfit(&dl)
-			return nil, ErrClosed
+			return nil, p.acquireEnded(ctx, &dl, ErrClosed)
 		}
 		// A probe may have used up the caller's ctx or the AcquireTimeout: give up here rather
 		// than probe the next idle connection with no time left (or, with a spent ctx, close
@@ -111,17 +105,143 @@ func (p *Pool) acquireSlow(ctx context.Context, first *entry, firstReason CloseR
 			p.dropUnfit(&dl)
 		}
 		if ctx.Err() != nil {
-			return nil, p.timeoutError(ctx, &dl, true)
+			return nil, p.acquireEnded(ctx, &dl, p.timeoutError(ctx, &dl, true))
 		}
 		if dl.expired(p) {
-			return nil, p.timeoutError(ctx, &dl, false)
+			return nil, p.acquireEnded(ctx, &dl, p.timeoutError(ctx, &dl, false))
 		}
 	}
 }
 
-// handedOut records a hand-out of e at now, for Connect (dl: its deadline) and for a
-// database/sql checkout (conn.ResetSession, dl nil): it counts it (Stats.Acquires), stamps the
-// borrow, tells Trace and arms leak detection. The first hand-out of a connection also ends a
+// errRefused is acquire's error for a connection parked in database/sql that may not be handed
+// out; conn.ResetSession answers driver.ErrBadConn.
+var errRefused = errors.New("sqlpool: parked connection refused")
+
+// take is acquire's step 2 for Connect when the idle stack was empty, the pool is suspended or
+// a previous round found a connection unfit: the top of the idle stack, else a wait in arrival
+// order (wait); a new acquire on a suspended pool first waits for Resume (awaitResume). It
+// closes the connection a previous round found unfit (dropUnfit) once it has one, or gave up.
+func (p *Pool) take(ctx context.Context, dl *deadline) (*entry, error) {
+	if !dl.slow && p.suspended.Load() {
+		dl.slow = true
+		if err := p.awaitResume(ctx, dl); err != nil {
+			return nil, err
+		}
+	}
+	dl.slow = true
+	e := p.store.get()
+	var err error
+	if e == nil {
+		e, err = p.wait(ctx, dl)
+	}
+	p.dropUnfit(dl)
+	return e, err
+}
+
+// acquireEnded ends an acquire with err (nil: it handed out a connection). An acquire that
+// waited, probed or met an unfit connection stops its timer and is told to Trace.AcquireEnded
+// (trace.go); one that took a fit idle connection at once pays two loads.
+func (p *Pool) acquireEnded(ctx context.Context, dl *deadline, err error) error {
+	if dl.slow || dl.start != 0 {
+		p.slowAcquireEnded(ctx, dl, err)
+	}
+	return err
+}
+
+func (p *Pool) slowAcquireEnded(ctx context.Context, dl *deadline, err error) {
+	if ao := p.cfg.Trace; ao != nil && ao.AcquireEnded != nil { // tracing (trace.go)
+		p.noteAcquireEnded(ctx, ao, dl, err)
+	}
+	dl.stop()
+}
+
+// checkout is the one set of checks a connection passes before it is handed out, for Connect
+// and for a checkout from database/sql's idle list alike. It returns "" or why e may not be
+// handed out:
+//
+//	marked (SoftEvict, EvictHost, MaxLifetime while in use, Close)   CloseEvicted
+//	past MaxLifetime                                                 CloseMaxLifetime
+//	known alive within AliveBypassWindow and since the last server-gone report: nothing is
+//	sent, but what the driver can tell without traffic is asked      CloseDriverInvalid
+//	otherwise a probe (validate)                                     CloseValidationFailed
+//
+// What the driver can tell without traffic is what database/sql asks before it reuses a
+// connection from its own idle list: its SessionResetter. go-sql-driver/mysql answers
+// driver.ErrBadConn there when its connection is closed or busy, and (CheckConnLiveness, on by
+// default) when a non-blocking read of the socket finds that the server closed it (KILL,
+// wait_timeout, restart). Then the tracker's SessionCaps.Alive (sessionAlive). Cost: see
+// docs/reliability.md.
+//
+// After a server-gone report a connection is trusted only if known alive since: last alive
+// after it, and borrowed (or, never borrowed, dialled) after it. One that was out on loan when
+// the report came was returned after it, so lastAlive is recent, but its borrower may not have
+// used it since the server restarted under it.
+func (p *Pool) checkout(ctx context.Context, e *entry, now int64, dl *deadline) CloseReason {
+	if e.evict.Load() {
+		return CloseEvicted
+	}
+	if e.expired(now) {
+		return CloseMaxLifetime
+	}
+	gone := p.goneFor(e)
+	if alive := e.lastAlive; p.trusted(now, alive) && alive >= gone && max(e.borrowedAt, e.createdAt) >= gone {
+		if sr := e.resetter; (sr != nil && sr.ResetSession(ctx) != nil) || !p.sessionAlive(e) {
+			return CloseDriverInvalid
+		}
+		return ""
+	}
+	return p.validate(ctx, e, dl)
+}
+
+// validate probes e (driver Pinger, within ValidationTimeout; for Connect, dl not nil, also
+// within the acquire's AcquireTimeout) and returns "" or CloseValidationFailed.
+func (p *Pool) validate(ctx context.Context, e *entry, dl *deadline) CloseReason {
+	p.validations.Add(1)
+	timeout := p.cfg.ValidationTimeout
+	if dl != nil {
+		dl.probes++
+		if dl.acquireLimit(p) > 0 {
+			timeout = min(timeout, max(dl.left(p), time.Millisecond))
+		}
+	}
+	if err := p.probe(ctx, e, timeout); err != nil {
+		p.probeFailed.Add(1)
+		if ctx.Err() == nil {
+			if e.handouts.Load() == 0 {
+				p.deadOnArrival.Add(1) // dialled, never used, already dead: see creator
+			}
+			p.setLastError(fmt.Errorf("validating connection: %w", err))
+			p.cfg.Logger.Warn("sqlpool: connection failed validation; closing it",
+				"pool", p.cfg.Name, "conn", e.id, "error", err)
+		}
+		return CloseValidationFailed
+	}
+	e.lastAlive = p.now()
+	p.clearLastError()
+	if p.deadOnArrival.Load() != 0 {
+		p.deadOnArrival.Store(0)
+	}
+	return ""
+}
+
+// beforeAcquire runs Hooks.BeforeAcquire (hooks.go) on e: for Connect runBeforeAcquire, which
+// closes e itself when the hook fails; for a checkout from database/sql's idle list
+// lentBeforeAcquire, which marks it.
+func (p *Pool) beforeAcquire(ctx context.Context, e *entry, lent *conn, dl *deadline) (CloseReason, error) {
+	if lent != nil {
+		if !p.lentBeforeAcquire(ctx, lent) {
+			return e.discard, nil
+		}
+		return "", nil
+	}
+	if dl.start == 0 {
+		dl = nil // not armed: the hook gets the whole AcquireTimeout, and no clock is read
+	}
+	return p.runBeforeAcquire(ctx, e, dl)
+}
+
+// handedOut records a hand-out of e at now: it counts it (Stats.Acquires), stamps the borrow,
+// tells Trace and arms leak detection. The first hand-out of a connection also ends a
 // dead-on-arrival streak: a connection the creator opened was good enough to use.
 func (p *Pool) handedOut(e *entry, now int64, dl *deadline) {
 	if e.handouts.Add(1) == 1 && p.deadOnArrival.Load() != 0 {
@@ -134,6 +254,52 @@ func (p *Pool) handedOut(e *entry, now int64, dl *deadline) {
 	if p.cfg.LeakDetectionThreshold > 0 {
 		e.leak = p.watchLeak(e)
 	}
+}
+
+// release takes back a connection from its borrower: for conn.Close of a borrow from Connect
+// (checkin nil), and for database/sql's check-in before it parks the connection, conn.IsValid
+// (checkin: that conn). It reports whether database/sql may park the connection.
+func (p *Pool) release(e *entry, checkin *conn) (lent bool) {
+	// 1. The borrow ended.
+	if ev := p.cfg.Trace; ev != nil {
+		p.noteReleased(ev, e)
+	}
+	// 2. Clean it for the next borrower (clean). One that cannot be reused is closed; on a
+	//    check-in it is marked instead, and the Close database/sql sends next closes it.
+	now := p.now()
+	if reason := p.clean(e, now); reason != "" {
+		if checkin != nil {
+			e.evict.Store(true)
+			e.discard = reason
+			return false
+		}
+		p.closeEntry(e, reason)
+		return false
+	}
+	// 3. Stamp the return: IdleTimeout and AliveBypassWindow count from it.
+	e.lastReturned = now
+	e.lastAlive = now
+	// 4. Above MaxConns after SetMaxConns lowered it: close it.
+	if p.retireExcess(e) {
+		return false
+	}
+	// 5. Park it: on a check-in in database/sql's idle list, unless the pool needs it (lend);
+	//    otherwise on the idle stack, or to a waiter (park).
+	if checkin != nil {
+		return p.lend(checkin)
+	}
+	p.park(e)
+	return false
+}
+
+// park makes e, which the caller owns and has cleaned, idle on the stack or hands it to a
+// waiter (store.put); it closes e when the pool closed.
+func (p *Pool) park(e *entry) {
+	if !p.store.put(e) {
+		p.closeEntry(e, ClosePoolClosed)
+		return
+	}
+	p.trimAfterPut()
 }
 
 // deadline is one acquire's AcquireTimeout, armed on first need so that an acquire that finds
@@ -152,6 +318,9 @@ type deadline struct {
 	limit time.Duration
 	// probes counts the liveness probes this acquire ran (Trace.AcquireEnded).
 	probes int
+	// slow is set once the acquire had to wait (or was suspended) or met an unfit connection:
+	// its end is told to Trace.AcquireEnded.
+	slow bool
 }
 
 func (d *deadline) begin(p *Pool) int64 {
@@ -220,108 +389,19 @@ func (p *Pool) dropUnfit(dl *deadline) {
 	}
 }
 
-// driverLive asks the driver whether the connection may be handed out, as database/sql does
-// before it reuses a connection from its own idle list: through its SessionResetter.
-// go-sql-driver/mysql answers driver.ErrBadConn there when its connection is closed or busy, and
-// (CheckConnLiveness, on by default) when a non-blocking read of the socket finds that the server
-// closed it (KILL, wait_timeout, restart) — no bytes are sent. For a connection checked out of
-// database/sql's idle list (p.OpenDB()) conn.ResetSession calls the driver's instead. Cost: see docs/reliability.md.
-func (p *Pool) driverLive(ctx context.Context, e *entry) bool {
-	if sr := e.resetter; sr != nil && sr.ResetSession(ctx) != nil {
-		return false
-	}
-	return p.sessionAlive(e)
-}
-
-// quickCheck is the part of check that needs no I/O: reason is why e may not be handed out
-// (marked, expired), and probe says it may only after a probe (outside the bypass window, or
-// not known alive since a server-gone report). The driver's liveness check is not part of it.
-func (p *Pool) quickCheck(e *entry, now int64) (reason CloseReason, probe bool) {
-	if e.evict.Load() {
-		return CloseEvicted, false
-	}
-	if e.expired(now) {
-		return CloseMaxLifetime, false
-	}
-	// After a server-gone report a connection is trusted only if known alive since: last alive
-	// after it, and borrowed (or, never borrowed, dialled) after it. One that was out on loan
-	// when the report came was returned after it, so lastAlive is recent, but its borrower may
-	// not have used it since the server restarted under it.
-	gone := p.goneFor(e)
-	alive := e.lastAlive
-	return "", !(p.trusted(now, alive) && alive >= gone && max(e.borrowedAt, e.createdAt) >= gone)
-}
-
-// usableLent is usable for a connection checked out of database/sql's idle list
-// (conn.ResetSession): an unfit one is only marked, because database/sql closes it through the proxy.
-func (p *Pool) usableLent(ctx context.Context, e *entry, now int64) bool {
-	if reason := p.check(ctx, e, now, nil); reason != "" {
-		e.evict.Store(true)
-		e.discard = reason // the Close database/sql sends next closes it for this reason
-		return false
-	}
-	return true
-}
-
-// check returns "" when e may be handed out, or why not: it is marked, expired, the driver
-// says it is dead (driverLive; acquire only, dl not nil), or it fails its probe. A probe
-// (driver Pinger, within ValidationTimeout) runs when the connection was last known alive
-// before the bypass window, or before a connection reported that the server went
-// away. When dl is not nil the probe also ends at the acquire's AcquireTimeout deadline.
-func (p *Pool) check(ctx context.Context, e *entry, now int64, dl *deadline) CloseReason {
-	reason, probe := p.quickCheck(e, now)
-	if reason != "" {
-		return reason
-	}
-	if !probe {
-		// Inside the bypass window nothing is sent, but what the driver can tell without
-		// traffic is still asked (Connect; a checkout from a DB's idle list has asked already,
-		// in conn.ResetSession).
-		if dl != nil && !p.driverLive(ctx, e) {
-			return CloseDriverInvalid
-		}
-		return ""
-	}
-	p.validations.Add(1)
-	if dl != nil {
-		dl.probes++
-	}
-	timeout := p.cfg.ValidationTimeout
-	if dl != nil && dl.acquireLimit(p) > 0 {
-		timeout = min(timeout, max(dl.left(p), time.Millisecond))
-	}
-	if err := p.probe(ctx, e, timeout); err != nil {
-		p.probeFailed.Add(1)
-		if ctx.Err() == nil {
-			if e.handouts.Load() == 0 {
-				p.deadOnArrival.Add(1) // dialled, never used, already dead: see creator
-			}
-			p.setLastError(fmt.Errorf("validating connection: %w", err))
-			p.cfg.Logger.Warn("sqlpool: connection failed validation; closing it",
-				"pool", p.cfg.Name, "conn", e.id, "error", err)
-		}
-		return CloseValidationFailed
-	}
-	e.lastAlive = p.now()
-	p.clearLastError()
-	if p.deadOnArrival.Load() != 0 {
-		p.deadOnArrival.Store(0)
-	}
-	return ""
-}
-
 // wait queues the caller until a connection is pushed for it, the deadline passes, the ctx
 // ends or the pool closes.
 func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 	s := &p.store
 	w := waiterPool.Get().(*waiter)
 	w.barged = false
-	// Counted as waiting from before the look at the stack below until this function returns,
-	// so that conn.IsValid routes every return meanwhile to the pool instead of parking it in
-	// database/sql (lend.go).
+	// 1. Count as waiting, from before the look at the stack below until this function
+	//    returns, so that conn.IsValid routes every return meanwhile to the pool instead of
+	//    parking it in database/sql (lend.go).
 	s.waiting.Add(1)
 	defer s.waiting.Add(-1)
 	w.since = dl.begin(p) // before the lock: the exact clock is a VDSO call
+	// 2. Under the lock, look at the stack once more; a closed or unavailable pool ends here.
 	s.mu.Lock()
 	if e := s.popLocked(); e != nil {
 		s.mu.Unlock()
@@ -338,6 +418,7 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 		waiterPool.Put(w)
 		return nil, p.unavailableErr()
 	}
+	// 3. Queue by arrival (MaxWaiters bounds the queue), or go back to the place kept.
 	if dl.ticket != 0 {
 		// Back after the connection handed to it failed validation (or expired, or was
 		// marked): it keeps its place by arrival, ahead of later arrivals, and is not counted
@@ -358,12 +439,14 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 		s.pushBackLocked(w)
 	}
 	s.mu.Unlock()
-	p.dropUnfit(dl) // queued in place: now its replacement may come
+	// 4. Queued in place: close the unfit connection (its replacement may come now), wake
+	//    the creator, bring back connections parked in database/sql.
+	p.dropUnfit(dl)
 	// At MaxConns the creator has nothing to do for this waiter, and waking its goroutine on
 	// every wait costs a saturated pool a scheduler round trip per borrow. A connection that
 	// closes after this look signals the creator itself (closeEntry), and sees this waiter,
 	// queued above.
-	if int(p.total.Load()) < p.maxConns() {
+	if p.reg.open() < p.maxConns() {
 		p.signalCreator()
 	}
 	// Connections parked in database/sql's idle lists cannot be handed to this waiter; from
@@ -371,6 +454,9 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 	// parked before are brought back (see reclaimLent).
 	p.reclaimLent()
 
+	// 5. Wait for a connection handed over, or a wake-up to look at the stack again (a
+	//    barging goroutine may have taken it: back to the place by arrival), until the
+	//    deadline or ctx ends the wait (giveUp).
 	dl.begin(p)
 	timeout := dl.timeout(p)
 	for {
@@ -403,7 +489,7 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 			s.mu.Unlock()
 			// The creator may have judged "no waiters" while we were unlinked: tell it again
 			// (only below MaxConns; at the limit a wake-up would be wasted on every lost race).
-			if int(p.total.Load()) < p.maxConns() {
+			if p.reg.open() < p.maxConns() {
 				p.signalCreator()
 			}
 		case <-timeout:
@@ -506,35 +592,6 @@ func (p *Pool) awaitResume(ctx context.Context, dl *deadline) error {
 	}
 	p.suspendWaiting.Add(-1) // before timeoutError, which counts this acquire itself
 	return p.timeoutError(ctx, dl, byCtx)
-}
-
-// release takes back a connection from its borrower. A connection that saw a fatal error, that
-// the driver says is broken, that cannot be cleaned, that is marked or expired, or that comes
-// back to a closed pool is closed; any other goes on the idle stack.
-func (p *Pool) release(e *entry) {
-	if ev := p.cfg.Trace; ev != nil {
-		p.noteReleased(ev, e)
-	}
-	now := p.now()
-	if reason := p.clean(e, now); reason != "" {
-		p.closeEntry(e, reason)
-		return
-	}
-	p.stow(e, now)
-}
-
-// stow puts a clean entry back on the stack, stamping its return time.
-func (p *Pool) stow(e *entry, now int64) {
-	e.lastReturned = now
-	e.lastAlive = now
-	if p.retireExcess(e) { // above MaxConns after SetMaxConns lowered it
-		return
-	}
-	if !p.store.put(e) {
-		p.closeEntry(e, ClosePoolClosed)
-		return
-	}
-	p.trimAfterPut()
 }
 
 // clean makes e ready for the next borrower and returns "" or why it cannot be reused.

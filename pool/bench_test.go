@@ -53,7 +53,7 @@ func benchCycles(b *testing.B, size, g, hold int) {
 	cpu0 := cpuTime()
 	defer func() { b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op") }()
 	runConcurrent(b, g, func() {
-		e, err := p.acquire(ctx)
+		e, err := p.acquire(ctx, nil)
 		if err != nil {
 			b.Error(err)
 			return
@@ -61,7 +61,7 @@ func benchCycles(b *testing.B, size, g, hold int) {
 		if hold > 0 {
 			spin(hold)
 		}
-		p.release(e)
+		p.release(e, nil)
 	})
 }
 

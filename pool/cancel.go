@@ -57,14 +57,6 @@ type ServerCancel interface {
 	Running(ctx context.Context, side driver.Conn, ids []int64) (map[int64]bool, error)
 }
 
-// HostDialer is implemented by a HostConnector that can open a connection to a host it names
-// (package cluster's Connector does). The pool needs it for server-side cancel on a multi-host
-// pool: the side connection must reach the server of the cancelled connection. Without it, a
-// cancelled connection to a named host is released at once (outcome CancelFailed).
-type HostDialer interface {
-	ConnectTo(ctx context.Context, host string) (driver.Conn, error)
-}
-
 // CancelOutcome says how a server-side cancel ended; the set is small and fixed, so it can be
 // a metric label.
 type CancelOutcome string
@@ -283,10 +275,10 @@ func (p *Pool) openSide(host string) (driver.Conn, error) {
 	var err error
 	if host == "" {
 		dc, err = p.connector.Connect(ctx)
-	} else if hd, ok := p.connector.(HostDialer); ok {
-		dc, err = hd.ConnectTo(ctx, host)
+	} else if hc := p.hostConnector(); hc != nil {
+		dc, err = hc.ConnectTo(ctx, host)
 	} else {
-		return nil, fmt.Errorf("the connector (%T) cannot open a connection to host %s: it does not implement pool.HostDialer", p.connector, host)
+		return nil, fmt.Errorf("the connector (%T) cannot open a connection to host %s: it is not a pool.HostConnector", p.connector, host)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("opening the side connection: %w", err)

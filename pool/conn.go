@@ -137,7 +137,7 @@ func truncate(q string, n int) string {
 }
 
 // Close returns the connection to the pool. database/sql calls it when it drops a connection:
-// one IsValid refused or routed to a waiter, one its idle list has no room for, one it closes
+// one IsValid refused or routed to the pool, one its idle list has no room for, one it closes
 // while parked (SetMaxIdleConns, DB.Close, the pool bringing parked connections back).
 func (c *conn) Close() error {
 	if c.closed {
@@ -149,29 +149,14 @@ func (c *conn) Close() error {
 	switch e.state.Load() {
 	case stateInUse:
 		if c.routed {
-			// IsValid cleaned it and stamped its return; database/sql dropped its wrapper so
-			// that the pool can serve a waiter with it.
-			if !p.store.put(e) {
-				p.closeEntry(e, ClosePoolClosed)
-			}
+			// IsValid released it; database/sql dropped its wrapper so that the pool can
+			// serve a waiter with it.
+			p.park(e)
 			return nil
 		}
-		p.release(e)
+		p.release(e, nil)
 	case stateLent:
-		// Already cleaned by IsValid; take it back from database/sql.
-		if e.state.CompareAndSwap(stateLent, stateReserved) {
-			now := p.now()
-			switch {
-			case e.evict.Load():
-				p.closeEntry(e, CloseEvicted)
-			case e.expired(now):
-				p.closeEntry(e, CloseMaxLifetime)
-			default:
-				if !p.store.put(e) {
-					p.closeEntry(e, ClosePoolClosed)
-				}
-			}
-		}
+		p.unlend(e) // released by IsValid already
 	}
 	return nil
 }
@@ -441,90 +426,35 @@ func (c *conn) CheckNamedValue(nv *driver.NamedValue) error {
 
 // ResetSession is called by database/sql before it reuses a connection from its own idle list.
 // With IsValid it is the hot path of a DB from p.OpenDB(): a borrow that finds a free
-// connection there goes through these two and never through the store. It runs the pool's
-// acquire checks and returns driver.ErrBadConn for a connection that is marked, expired, dead
-// or owned by a closed pool; database/sql then closes it and tries another.
+// connection there goes through these two and never through the store. It takes the parked
+// connection back and runs the pool's acquire on it, which returns driver.ErrBadConn for a
+// connection that is marked, expired, dead or owned by a closed pool; database/sql then closes
+// it and tries another.
 func (c *conn) ResetSession(ctx context.Context) error {
-	p, e := c.p, c.e
+	e := c.e
 	if !e.state.CompareAndSwap(stateLent, stateInUse) {
 		if e.state.Load() == stateInUse {
 			return nil // not lent: nothing to check (a new connection, checked by Connect)
 		}
 		return driver.ErrBadConn // closed by the pool while parked
 	}
-	if p.closed.Load() {
+	if _, err := c.p.acquire(ctx, c); err != nil {
 		return driver.ErrBadConn
 	}
-	now := p.now()
-	if sr := e.resetter; sr != nil {
-		if err := sr.ResetSession(ctx); err != nil {
-			e.evict.Store(true)
-			e.discard = CloseDriverInvalid // the Close database/sql sends next closes it for this
-			return driver.ErrBadConn
-		}
-	}
-	if !p.sessionAlive(e) {
-		e.evict.Store(true)
-		e.discard = CloseDriverInvalid
-		return driver.ErrBadConn
-	}
-	if !p.usableLent(ctx, e, now) {
-		return driver.ErrBadConn
-	}
-	if p.cfg.Hooks.BeforeAcquire != nil && !p.lentBeforeAcquire(ctx, c) {
-		return driver.ErrBadConn
-	}
-	p.handedOut(e, now, nil)
 	return nil
 }
 
 // IsValid is called by database/sql when a borrower is done with the connection, before it
 // parks it in its idle list; with ResetSession it is the hot path of a DB from p.OpenDB(). It
-// runs the release plan and keeps ownership (the connection is parked in state lent, counted
-// idle); it returns false when the connection cannot be reused, or when a goroutine waits in
-// the pool (or it is closing), and database/sql then closes it, which gives it to the pool
-// (Close).
+// runs the pool's release, which keeps ownership (the connection is parked in state lent,
+// counted idle); it returns false when the connection cannot be reused, or when a goroutine
+// waits in the pool (or it is closing), and database/sql then closes it, which gives it to the
+// pool (Close).
 func (c *conn) IsValid() bool {
-	p, e := c.p, c.e
-	if e.state.Load() != stateInUse {
-		return e.state.Load() == stateLent
+	if st := c.e.state.Load(); st != stateInUse {
+		return st == stateLent
 	}
-	if ev := p.cfg.Trace; ev != nil {
-		p.noteReleased(ev, e)
-	}
-	now := p.now()
-	if reason := p.clean(e, now); reason != "" {
-		e.evict.Store(true)
-		e.discard = reason // the Close that follows closes it for this reason
-		return false
-	}
-	e.lastReturned = now
-	e.lastAlive = now
-	if p.retireExcess(e) { // above MaxConns after SetMaxConns lowered it; Close then does nothing
-		return false
-	}
-	// Someone waits in the pool (or it is closing): do not park, give it to the pool. false
-	// makes database/sql close its wrapper; the proxy's Close then stows the connection.
-	if p.routeToPool() {
-		c.routed = true
-		return false
-	}
-	e.state.Store(stateLent)
-	// Publish, then look again: a goroutine that began to wait after the look above, and so
-	// after its scan of lent connections may have missed this one, must find it routed.
-	if p.routeToPool() && e.state.CompareAndSwap(stateLent, stateInUse) {
-		c.routed = true
-		return false
-	}
-	// The same for a SetMaxConns that lowered the limit after the look above (its bring-back
-	// may have missed this connection).
-	if int(p.total.Load()) > p.maxConns() && e.state.CompareAndSwap(stateLent, stateInUse) {
-		if p.retireExcess(e) {
-			return false
-		}
-		e.state.Store(stateLent)
-	}
-	return true
+	return c.p.release(c.e, c)
 }
 
 func namedValuesToValues(named []driver.NamedValue) ([]driver.Value, error) {

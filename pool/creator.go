@@ -86,11 +86,7 @@ func (p *Pool) creator() {
 			if p.retireExcess(e) { // SetMaxConns lowered the limit during the dial
 				continue
 			}
-			if !p.store.put(e) {
-				p.closeEntry(e, ClosePoolClosed)
-				continue
-			}
-			p.trimAfterPut()
+			p.park(e)
 		}
 	}
 }
@@ -127,11 +123,11 @@ func (p *Pool) sleep(d time.Duration) bool {
 }
 
 func (p *Pool) shouldCreate() bool {
-	if p.closed.Load() || int(p.total.Load()) >= p.maxConns() {
+	if p.closed.Load() || p.reg.open() >= p.maxConns() {
 		return false
 	}
-	idle, waiting := p.store.counts()
-	idle += p.store.count(stateLent) // parked in a DB: idle too (MinIdleConns counts them)
+	_, waiting := p.store.counts()
+	idle := p.reg.idle() // parked in a DB too: MinIdleConns counts them
 	return idle < p.minIdleConns() || waiting > idle
 }
 

@@ -2,6 +2,8 @@ package pool
 
 import (
 	"database/sql/driver"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -13,7 +15,7 @@ const (
 	stateInUse                 // handed out by Connect, or checked out of database/sql's idle list
 	stateLent                  // parked in a database/sql idle list; counts as idle
 	stateReserved              // taken off the stack by the housekeeper or Close
-	stateRemoved               // closed or being closed
+	stateRemoved               // being closed (closeEntry), or its cancelled statement ending (cancel.go)
 )
 
 var stateNames = [...]string{"idle", "inUse", "lent", "reserved", "removed"}
@@ -60,8 +62,8 @@ type entry struct {
 	usageStart int64
 
 	// handouts counts the times the connection was handed to a borrower (Connect, or a
-	// checkout from a database/sql idle list); summed by Stats, folded into Pool.handouts when the entry is closed. Per
-	// entry, so that no cache line is shared between borrowers.
+	// checkout from a database/sql idle list); summed by Stats, folded into Pool.handouts when
+	// the entry leaves the registry. Per entry, so that no cache line is shared between borrowers.
 	handouts atomic.Uint64
 
 	// Owned by the goroutine that holds the connection.
@@ -81,3 +83,81 @@ func (e *entry) expired(now int64) bool { return e.expiresAt != 0 && now >= e.ex
 func (e *entry) stateName() string { return stateNames[e.state.Load()] }
 
 func durNanos(d time.Duration) int64 { return int64(d) }
+
+// registry is the one record of the pool's physical connections, and so the one source of every
+// count: an entry joins it when its connection is opened (register) and leaves it only when the
+// connection no longer counts against MaxConns (closeDone) — after closeEntry closed it, or after
+// its cancelled statement ended on the server (cancel.go); meanwhile it is in state removed.
+// The list is copied on write, so the hot path reads counts with one atomic load and no lock:
+//
+//	open()            every connection that counts against MaxConns (the creator, resize, wait)
+//	count(state)      by state (lent: lend.go, housekeeping)
+//	idle()            on the stack or parked in database/sql (Stats, the creator)
+//	live()            the ones not being closed (resize's exact decisions, under mu)
+//
+// Stats, SoftEvict, housekeeping, hostStats, evictHost and Close walk entries().
+type registry struct {
+	// mu serializes the writers; it also guards Pool.seq, Pool.hosts and the hosts' counters.
+	mu   sync.Mutex
+	list atomic.Pointer[[]*entry]
+}
+
+// entries is a snapshot of the registry (shared: do not modify).
+func (r *registry) entries() []*entry {
+	if l := r.list.Load(); l != nil {
+		return *l
+	}
+	return nil
+}
+
+// open counts the connections that count against MaxConns: open, or closing.
+func (r *registry) open() int { return len(r.entries()) }
+
+// count returns how many entries are in state st (a snapshot; entries move meanwhile).
+func (r *registry) count(st int32) int {
+	n := 0
+	for _, e := range r.entries() {
+		if e.state.Load() == st {
+			n++
+		}
+	}
+	return n
+}
+
+// idle counts the idle entries: on the stack, or parked in database/sql.
+func (r *registry) idle() int {
+	n := 0
+	for _, e := range r.entries() {
+		if st := e.state.Load(); st == stateIdle || st == stateLent {
+			n++
+		}
+	}
+	return n
+}
+
+// live counts the entries not being closed; exact when the caller excludes closeEntry (it
+// holds Pool's live.shrinkMu, under which resize closes connections).
+func (r *registry) live() int { return len(r.entries()) - r.count(stateRemoved) }
+
+// addLocked and removeLocked copy the list with e added or removed; the caller holds mu.
+// removeLocked reports whether e was there.
+func (r *registry) addLocked(e *entry) {
+	cur := r.entries()
+	next := make([]*entry, len(cur), len(cur)+1)
+	copy(next, cur)
+	next = append(next, e)
+	r.list.Store(&next)
+}
+
+func (r *registry) removeLocked(e *entry) bool {
+	cur := r.entries()
+	i := slices.Index(cur, e)
+	if i < 0 {
+		return false
+	}
+	next := make([]*entry, 0, len(cur)-1)
+	next = append(next, cur[:i]...)
+	next = append(next, cur[i+1:]...)
+	r.list.Store(&next)
+	return true
+}

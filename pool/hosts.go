@@ -11,62 +11,51 @@ import (
 
 // This file is the pool's side of a multi-host pool (package cluster): the few things only the
 // pool can do for a connector that dials several hosts. With a plain driver.Connector none of it
-// runs: an entry's host is nil and the hot path pays one nil check in quickCheck (see goneFor).
+// runs: an entry's host is nil and the hot path pays one nil check in checkout (see goneFor).
 
 // HostConnector is a driver.Connector over several database hosts, such as package cluster's
 // Connector. When New is given one, the pool records which host each connection reached, keeps
 // "the server went away" per host instead of for the whole pool, reports such errors to the
-// connector, and gives it a HostPool: per-host figures, eviction and a fail-fast state. One
+// connector, and gives it a *HostPool: per-host figures, eviction and a fail-fast state. One
 // HostConnector serves one pool.
 type HostConnector interface {
 	driver.Connector
-	// ConnectHost opens a connection, as Connect does, and names the host it reached. The
-	// name is a label for Stats, metrics and logs; keep the set of names small and fixed.
+	// ConnectHost opens a connection and names the host it reached (a small, fixed set).
 	ConnectHost(ctx context.Context) (conn driver.Conn, host string, err error)
-	// AttachPool is called once by New, before the pool opens its first connection, with the
-	// pool's HostPool; the connector keeps it for as long as it serves the pool. An error fails
-	// New (for example, a connector already attached to another pool).
-	AttachPool(p HostPool) error
-	// HostGone is called when a connection to host returned an error that says the server went
-	// away, failed over or is not ready (validate.ServerGone), on the goroutine of the failed
-	// call: it must return quickly. By then the pool has already made that host's connections
-	// be probed on their next acquire.
+	// ConnectTo opens a connection to the host called host, for server-side cancel's side
+	// connection; an error ends that cancel with CancelFailed.
+	ConnectTo(ctx context.Context, host string) (driver.Conn, error)
+	// AttachPool is called once by New, before the first dial; an error fails New.
+	AttachPool(p *HostPool) error
+	// HostGone is called, on the failed call's goroutine (return quickly), when a connection
+	// to host reported the server gone (validate.ServerGone).
 	HostGone(host string, err error)
-	// DetachPool is called once by Close, after the pool stopped dialling (or by New, when
-	// New fails after AttachPool), so that the connector can stop its own goroutines.
+	// DetachPool is called once by Close (or a failing New) to stop the connector's goroutines.
 	DetachPool()
 }
 
 // HostPool is the pool as its HostConnector sees it: what only a connector over several hosts
 // needs from the pool, kept off Pool's own methods. Its methods are safe for concurrent use.
-type HostPool interface {
-	// Name returns the pool's name (Config.Name).
-	Name() string
-	// HostStats returns per-host figures, sorted by host name; empty until a connection to a
-	// host was opened. Like Pool.Stats it takes the pool's registry lock briefly.
-	HostStats() []HostStats
-	// EvictHost closes up to n connections to host (n < 0: all of them) and returns how many it
-	// closed or marked: idle ones first, oldest first, closed now; then, if n is not reached,
-	// connections in use (or parked in database/sql) are marked and closed when they are
-	// returned or checked out. The creator replaces them through the connector, which decides
-	// where the replacements go. Closes are reported with CloseEvicted. It does nothing for an
-	// unknown host or n == 0.
-	EvictHost(host string, n int) int
-	// SetUnavailable puts the pool in a fail-fast state (err != nil) or takes it out of it
-	// (nil). While in it, an acquire that finds no idle connection fails at once with an error
-	// that wraps err (and matches ErrUnavailable) instead of waiting, and the goroutines
-	// already waiting are woken to fail the same way. Idle connections are still handed out.
-	// Package cluster uses it when every host is down.
-	SetUnavailable(err error)
-}
+type HostPool struct{ p *Pool }
 
-// hostPool is the HostPool of a pool.
-type hostPool struct{ p *Pool }
+// Name returns the pool's name (Config.Name).
+func (h *HostPool) Name() string { return h.p.cfg.Name }
 
-func (h hostPool) Name() string                     { return h.p.cfg.Name }
-func (h hostPool) HostStats() []HostStats           { return h.p.hostStats() }
-func (h hostPool) EvictHost(host string, n int) int { return h.p.evictHost(host, n) }
-func (h hostPool) SetUnavailable(err error)         { h.p.setUnavailable(err) }
+// HostStats returns per-host figures, sorted by host name; empty until a connection to a host
+// was opened. Like Pool.Stats it takes the pool's registry lock briefly.
+func (h *HostPool) HostStats() []HostStats { return h.p.hostStats() }
+
+// EvictHost closes up to n connections to host (n < 0: all of them) and returns how many it
+// closed or marked: idle ones first, oldest first, closed now; then connections in use (or
+// parked in database/sql) are marked and closed when returned or checked out. The creator
+// replaces them through the connector. Closes are reported with CloseEvicted.
+func (h *HostPool) EvictHost(host string, n int) int { return h.p.evictHost(host, n) }
+
+// SetUnavailable puts the pool in a fail-fast state (err != nil) or takes it out of it (nil).
+// While in it, an acquire that finds no idle connection fails at once with an error that wraps
+// err (and matches ErrUnavailable) instead of waiting, and waiting goroutines are woken to fail
+// the same way. Package cluster uses it when every host is down.
+func (h *HostPool) SetUnavailable(err error) { h.p.setUnavailable(err) }
 
 // hostState is what the pool keeps per host. Entries point at it; the map of them only grows.
 type hostState struct {
@@ -74,21 +63,19 @@ type hostState struct {
 	// goneAt is when a connection to this host last reported that the server went away; its
 	// connections last known alive before it are probed on their next acquire.
 	goneAt  atomic.Int64
-	created uint64 // under regMu
-	closed  uint64 // under regMu
+	created uint64 // under reg.mu
+	closed  uint64 // under reg.mu
 }
 
 // HostStats is one host's part of a pool's Stats.
 type HostStats struct {
-	Host   string
-	Total  int // physical connections open to the host
-	Active int // in use by a borrower
-	Idle   int // idle in the pool, or parked idle in database/sql (mode b)
-	// Evicting counts the connections marked for closing when they are returned or checked
-	// out (EvictHost, SoftEvict, MaxLifetime of a busy connection); they are in Total.
-	Evicting int
-	Created  uint64 // connections opened to the host
-	Closed   uint64 // connections to the host closed
+	Host     string
+	Total    int // physical connections open to the host
+	Active   int // in use by a borrower
+	Idle     int // idle in the pool, or parked in database/sql
+	Evicting int // marked for closing at return or checkout; in Total
+	Created  uint64
+	Closed   uint64
 }
 
 // hostConnector returns the pool's HostConnector, or nil.
@@ -114,8 +101,8 @@ func (p *Pool) connect(ctx context.Context) (driver.Conn, *hostState, error) {
 
 // host returns the state of the host called name, creating it on first use.
 func (p *Pool) host(name string) *hostState {
-	p.regMu.Lock()
-	defer p.regMu.Unlock()
+	p.reg.mu.Lock()
+	defer p.reg.mu.Unlock()
 	if p.hosts == nil {
 		p.hosts = make(map[string]*hostState)
 	}
@@ -130,7 +117,7 @@ func (p *Pool) host(name string) *hostState {
 // attachHosts lets a HostConnector attach itself; called by New before the first dial.
 func (p *Pool) attachHosts() error {
 	if hc := p.hostConnector(); hc != nil {
-		if err := hc.AttachPool(hostPool{p}); err != nil {
+		if err := hc.AttachPool(&HostPool{p}); err != nil {
 			return fmt.Errorf("sqlpool: %s: New: %w", p.cfg.Name, err)
 		}
 	}
@@ -169,7 +156,7 @@ func (p *Pool) serverGone(e *entry, err error) {
 	p.signalCreator()
 }
 
-// hostOpenedLocked and hostClosedLocked keep the per-host counters; the caller holds regMu.
+// hostOpenedLocked and hostClosedLocked keep the per-host counters; the caller holds reg.mu.
 func (e *entry) hostOpenedLocked() {
 	if h := e.host; h != nil {
 		h.created++
@@ -184,8 +171,8 @@ func (e *entry) hostClosedLocked() {
 
 // hostStats is HostPool.HostStats.
 func (p *Pool) hostStats() []HostStats {
-	p.regMu.Lock()
-	defer p.regMu.Unlock()
+	p.reg.mu.Lock()
+	defer p.reg.mu.Unlock()
 	if len(p.hosts) == 0 {
 		return nil
 	}
@@ -198,9 +185,9 @@ func (p *Pool) hostStats() []HostStats {
 	for i := range out {
 		byHost[p.hosts[out[i].Host]] = &out[i]
 	}
-	for e := range p.all {
+	for _, e := range p.reg.entries() {
 		s := byHost[e.host]
-		if s == nil {
+		if s == nil || e.state.Load() == stateRemoved {
 			continue
 		}
 		s.Total++
@@ -226,9 +213,9 @@ func (p *Pool) evictHost(host string, n int) int {
 	if n == 0 {
 		return 0
 	}
-	p.regMu.Lock()
+	p.reg.mu.Lock()
 	h := p.hosts[host]
-	p.regMu.Unlock()
+	p.reg.mu.Unlock()
 	if h == nil {
 		return 0
 	}
@@ -244,8 +231,8 @@ func (p *Pool) evictHost(host string, n int) int {
 	}
 	count := len(taken)
 	if n != 0 {
-		p.regMu.Lock()
-		for e := range p.all {
+		p.reg.mu.Lock()
+		for _, e := range p.reg.entries() {
 			if n == 0 {
 				break
 			}
@@ -259,7 +246,7 @@ func (p *Pool) evictHost(host string, n int) int {
 				n--
 			}
 		}
-		p.regMu.Unlock()
+		p.reg.mu.Unlock()
 	}
 	p.signalCreator()
 	return count
@@ -280,8 +267,7 @@ func (p *Pool) setUnavailable(err error) {
 	s.mu.Unlock()
 }
 
-// ErrUnavailable is matched (errors.Is) by the error an acquire returns while the pool is in the
-// fail-fast state of HostPool.SetUnavailable.
+// ErrUnavailable is matched by acquire errors in HostPool.SetUnavailable's fail-fast state.
 var ErrUnavailable = errors.New("sqlpool: no connection can be opened")
 
 // unavailableErr returns the fail-fast error, or nil.

@@ -20,7 +20,7 @@ type twoHosts struct {
 	onlyA    atomic.Bool // new connections go to "a" only
 	mu       sync.Mutex
 	gone     []string
-	attached HostPool
+	attached *HostPool
 	detached bool
 }
 
@@ -41,7 +41,10 @@ func (h *twoHosts) ConnectHost(ctx context.Context) (driver.Conn, string, error)
 	c, err := h.fakes[name].Connect(ctx)
 	return c, name, err
 }
-func (h *twoHosts) AttachPool(p HostPool) error { h.attached = p; return nil }
+func (h *twoHosts) ConnectTo(ctx context.Context, host string) (driver.Conn, error) {
+	return h.fakes[host].Connect(ctx)
+}
+func (h *twoHosts) AttachPool(p *HostPool) error { h.attached = p; return nil }
 func (h *twoHosts) HostGone(host string, err error) {
 	h.mu.Lock()
 	h.gone = append(h.gone, host)
@@ -49,7 +52,7 @@ func (h *twoHosts) HostGone(host string, err error) {
 }
 func (h *twoHosts) DetachPool() { h.mu.Lock(); h.detached = true; h.mu.Unlock() }
 
-func hostTotals(hp HostPool) map[string]HostStats {
+func hostTotals(hp *HostPool) map[string]HostStats {
 	m := map[string]HostStats{}
 	for _, s := range hp.HostStats() {
 		m[s.Host] = s
@@ -65,7 +68,7 @@ func TestHostHooks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if hp, ok := hc.attached.(hostPool); !ok || hp.p != p {
+	if hp := hc.attached; hp == nil || hp.p != p {
 		t.Fatal("New did not attach the pool to its HostConnector")
 	}
 	if name := hc.attached.Name(); name != p.Config().Name {

@@ -61,7 +61,7 @@ func (p *Pool) housekeep() {
 	// Connections parked in the DBs from OpenDB come back first, so that the rules below reach
 	// every idle connection wherever it was parked (lend.go); borrowers take them again from
 	// the pool and database/sql parks them again on return.
-	if p.store.count(stateLent) > 0 {
+	if p.reg.count(stateLent) > 0 {
 		p.flushDBs(true)
 	}
 	taken := p.store.takeIf(func(e *entry, remaining int) bool {
@@ -101,18 +101,14 @@ func (p *Pool) housekeep() {
 		}
 		e.lastAlive = p.nanotime()
 		p.clearLastError()
-		if !p.store.put(e) {
-			p.closeEntry(e, ClosePoolClosed)
-		}
+		p.park(e)
 	}
 	// Connections in use (or parked in a DB the pool does not know: sql.OpenDB(p)) are only
 	// marked; they are closed when returned or checked out.
-	p.regMu.Lock()
-	for e := range p.all {
+	for _, e := range p.reg.entries() {
 		if e.expired(now) {
 			e.evict.Store(true)
 		}
 	}
-	p.regMu.Unlock()
 	p.signalCreator()
 }

@@ -31,7 +31,7 @@ type openedDB struct {
 // reclaimLent brings back the connections parked in the pool's DBs, if there are any. A waiter
 // calls it after it queued (and so after it counted itself in store.waiting).
 func (p *Pool) reclaimLent() {
-	if p.store.count(stateLent) == 0 {
+	if p.reg.count(stateLent) == 0 {
 		return
 	}
 	p.flushDBs(true)
@@ -54,6 +54,52 @@ func (p *Pool) flushDBs(restore bool) {
 		}
 	}
 	p.flushes.Add(1)
+}
+
+// lend parks c's connection, released, in database/sql's idle list (state lent) and reports
+// true; or, when the pool needs it — a goroutine waits in it, it is closing, or it is above
+// MaxConns — it reports false: database/sql then closes its wrapper, and conn.Close parks the
+// connection in the pool (c.routed) or finds it closed (retireExcess).
+func (p *Pool) lend(c *conn) bool {
+	e := c.e
+	if p.routeToPool() {
+		c.routed = true
+		return false
+	}
+	e.state.Store(stateLent)
+	// Publish, then look again: a goroutine that began to wait after the look above, and so
+	// after its scan of lent connections may have missed this one, must find it routed.
+	if p.routeToPool() && e.state.CompareAndSwap(stateLent, stateInUse) {
+		c.routed = true
+		return false
+	}
+	// The same for a SetMaxConns that lowered the limit after release's retireExcess (its
+	// bring-back may have missed this connection).
+	if p.reg.open() > p.maxConns() && e.state.CompareAndSwap(stateLent, stateInUse) {
+		if p.retireExcess(e) {
+			return false
+		}
+		e.state.Store(stateLent)
+	}
+	return true
+}
+
+// unlend takes back a connection database/sql dropped while it was parked (conn.Close: a
+// bring-back, SetMaxIdleConns, DB.Close). IsValid released it already: it is only closed when
+// marked or expired meanwhile, else parked in the pool; its return stamp is kept, so that
+// IdleTimeout counts from its last use.
+func (p *Pool) unlend(e *entry) {
+	if !e.state.CompareAndSwap(stateLent, stateReserved) {
+		return
+	}
+	switch {
+	case e.evict.Load():
+		p.closeEntry(e, CloseEvicted)
+	case e.expired(p.now()):
+		p.closeEntry(e, CloseMaxLifetime)
+	default:
+		p.park(e)
+	}
 }
 
 // routeToPool reports whether a connection being returned through database/sql must go to the

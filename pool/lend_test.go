@@ -28,7 +28,7 @@ func park(t *testing.T, p *Pool, db *sql.DB, n int) {
 	if got := db.Stats().Idle; got != n {
 		t.Fatalf("database/sql holds %d idle; want %d parked", got, n)
 	}
-	if got := p.store.count(stateLent); got != n {
+	if got := p.reg.count(stateLent); got != n {
 		t.Fatalf("%d entries lent; want %d", got, n)
 	}
 }

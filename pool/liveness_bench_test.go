@@ -13,7 +13,7 @@ import (
 
 // BenchmarkAcquireReleaseMySQL is the core's borrow and return inside the bypass window over
 // go-sql-driver/mysql connections (MariaDB with MYSQL_TEST_DSN, else the embedded server): the
-// hot path with the driver's liveness check at hand-out (driverLive), which
+// hot path with the driver's liveness check at hand-out (checkout), which
 // the fake driver's benchmarks do not show. No bytes are sent.
 func BenchmarkAcquireReleaseMySQL(b *testing.B) {
 	dsn := mysqltest.DSN(b)
@@ -36,12 +36,12 @@ func BenchmarkAcquireReleaseMySQL(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			runConcurrent(b, g, func() {
-				e, err := p.acquire(ctx)
+				e, err := p.acquire(ctx, nil)
 				if err != nil {
 					b.Error(err)
 					return
 				}
-				p.release(e)
+				p.release(e, nil)
 			})
 		})
 	}

@@ -1,39 +1,16 @@
 // Package pool is a HikariCP-style connection pool behind database/sql.
 //
-// A *Pool opens physical connections with any driver.Connector (New) and is itself a
-// driver.Connector. database/sql goes in front of it in one of two ways, which differ in where
-// a borrow (db.Conn, db.QueryContext, db.BeginTx, …) is served:
+// A *Pool opens physical connections with any driver.Connector (New) and is itself one. Use it
+// through p.OpenDB(): database/sql serves borrows from its own idle list while connections are
+// free, and the pool checks each checkout and cleans each return; when none is free, borrowers
+// wait in the pool, first come, first served, bounded by AcquireTimeout and MaxWaiters.
+// sql.OpenDB(p) also works: every connection database/sql opens is then an acquire (Connect).
 //
-//   - p.OpenDB() returns a *sql.DB that keeps up to MaxConns of the pool's connections in its
-//     own idle list. A borrow takes a connection from that list when there is one, as plain
-//     database/sql does; the pool sees it only through the driver connection's ResetSession,
-//     where it runs its acquire checks (marked, MaxLifetime, the bypass window and probe, the
-//     driver's liveness check), and sees the return through IsValid, where it runs the release
-//     plan. Only when the list is empty does database/sql call Connect, an acquire from the
-//     pool. While a goroutine waits in the pool, returned connections go to it instead of the
-//     idle list and connections already parked there are brought back, so waiting is first
-//     come, first served, bounded by AcquireTimeout and MaxWaiters. This is the way to use
-//     the pool; see OpenDB.
-//   - sql.OpenDB(p) uses the pool as a plain driver.Connector: every connection database/sql
-//     asks for is an acquire (Connect) and every one it closes is a release. database/sql still
-//     keeps idle connections of its own (two by default): a borrow it serves from them takes
-//     the ResetSession path above, but the pool cannot bring them back for a waiter or for
-//     housekeeping. After db.SetMaxIdleConns(0) it keeps none, and every borrow is an acquire.
-//     Closing that DB closes the pool.
-//
-// Either way a connection parked in database/sql's idle list still belongs to the pool: Stats
-// counts it as idle, and SoftEvict, MaxLifetime and Close mark it so that database/sql's next
-// checkout or drop of it closes it. The DBs from p.OpenDB() also give parked connections back
-// for housekeeping (IdleTimeout, KeepaliveTime) and to waiters.
-//
-// What the pool adds to database/sql: validation on acquire for connections idle longer than
-// AliveBypassWindow, a release that rolls back and resets only what the borrower left behind
-// (the Dialect's tracker: package txstate for MySQL, pgdialect for PostgreSQL), eviction of
-// connections that saw a fatal error (the Dialect's Classify: package validate for MySQL), FIFO
-// waiting bounded by AcquireTimeout and MaxWaiters, one creator goroutine with backoff,
-// MinIdleConns, IdleTimeout, MaxLifetime with jitter, KeepaliveTime, leak detection, SoftEvict,
-// Suspend/Resume and a bounded Close. A clean borrow/return cycle sends nothing to the server.
-// See docs/ARCHITECTURE.md for the design and its invariants.
+// The pool adds validation past AliveBypassWindow, a release that rolls back and resets only
+// what the borrower left (the Dialect's tracker), eviction after fatal errors, one creator
+// goroutine with backoff, MinIdleConns, IdleTimeout, MaxLifetime with jitter, KeepaliveTime,
+// leak detection, SoftEvict, Suspend/Resume and a bounded Close. A clean borrow/return cycle
+// sends nothing to the server. See docs/ARCHITECTURE.md.
 package pool
 
 import (
@@ -43,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -51,8 +29,7 @@ import (
 	"weak"
 )
 
-// Pool is a connection pool. Its methods are safe for concurrent use. Create one with New and
-// release it with Close.
+// Pool is a connection pool, safe for concurrent use. Create one with New; Close it.
 type Pool struct {
 	cfg       Config
 	connector driver.Connector
@@ -63,13 +40,9 @@ type Pool struct {
 	// live holds the settings that can change at runtime (resize.go).
 	live liveConfig
 
-	regMu sync.Mutex
-	all   map[*entry]struct{}
-	total atomic.Int32
-	seq   uint64
-	// closing counts the entries closeEntry has taken out of all and whose driver connection it
-	// has not closed yet: Close waits for them too.
-	closing atomic.Int32
+	// reg is every physical connection, and the source of every count (entry.go).
+	reg registry
+	seq uint64 // the last entry id given; under reg.mu
 
 	closed atomic.Bool
 	// housekeeping is set while a housekeeping pass runs, so that passes never overlap.
@@ -104,7 +77,7 @@ type Pool struct {
 	// creator backs off before each dial, as after a failed dial.
 	deadOnArrival atomic.Int32
 
-	// hosts is the per-host state when the connector is a HostConnector (hosts.go); under regMu.
+	// hosts is the per-host state when the connector is a HostConnector (hosts.go); under reg.mu.
 	hosts map[string]*hostState
 	// unavailable is the fail-fast error set by SetUnavailable, or nil.
 	unavailable atomic.Pointer[errBox]
@@ -114,7 +87,7 @@ type Pool struct {
 	timeouts      atomic.Uint64
 	created       atomic.Uint64
 	closedN       atomic.Uint64
-	handouts      atomic.Uint64 // hand-outs of entries since closed (entry.handouts folded in)
+	handouts      atomic.Uint64 // hand-outs of entries that left the registry (entry.handouts folded in); under reg.mu
 	exhausted     atomic.Uint64
 	validations   atomic.Uint64
 	probeFailed   atomic.Uint64
@@ -130,34 +103,26 @@ type errBox struct{ err error }
 type Stats struct {
 	Name     string
 	MaxConns int
-	Total    int // physical connections open
-	Active   int // in use by a borrower
+	Total    int // physical connections open, Cancelling included
+	Active   int // in use by a borrower, Cancelling included
 	Idle     int // idle in the pool, or parked in a database/sql idle list
 	Waiting  int // goroutines waiting in Connect
-	// Cancelling counts closed connections whose cancelled statement the pool is waiting to
-	// see end on the server (Config.ServerCancelTimeout); they are in Total and Active, so
-	// that MaxConns bounds the server threads running the pool's statements.
+	// Cancelling: closed connections whose cancelled statement may still run on the server
+	// (Config.ServerCancelTimeout); they count against MaxConns.
 	Cancelling int
 
-	// Acquires counts connections handed out: by Connect, or checked out of a database/sql idle
-	// list (ResetSession). A connection taken from the stack and then closed (failed probe,
-	// expired, evicted) is not counted.
-	Acquires      uint64
-	Timeouts      uint64 // acquires that reached their deadline
-	Exhausted     uint64 // acquires refused with ErrPoolExhausted
-	Created       uint64 // physical connections opened
-	Closed        uint64 // physical connections closed
-	Validations   uint64 // liveness probes run on acquire (bypass window passed)
-	ProbeFailures uint64 // probes that found a dead connection
-	ReleasePlans  uint64 // releases that had to run statements (rollback or reset)
-	// LeakedStatements counts statements a borrower left open, closed by the pool on release.
-	LeakedStatements uint64
-	// StatementCacheFull counts ER_MAX_PREPARED_STMT_COUNT_REACHED (1461) errors that made a
-	// connection empty its statement cache.
-	StatementCacheFull uint64
-	// LastError is the error of the pool's last attempt to open or validate a connection when
-	// that attempt failed, or nil: it is cleared when a connection is opened, or passes a probe
-	// (on acquire or keepalive), as HikariCP does.
+	Acquires           uint64 // hand-outs (Connect, or a checkout from database/sql's idle list)
+	Timeouts           uint64 // acquires that reached their deadline
+	Exhausted          uint64 // acquires refused with ErrPoolExhausted
+	Created            uint64 // physical connections opened
+	Closed             uint64 // physical connections closed
+	Validations        uint64 // liveness probes run on acquire (bypass window passed)
+	ProbeFailures      uint64 // probes that found a dead connection
+	ReleasePlans       uint64 // releases that had to run statements (rollback or reset)
+	LeakedStatements   uint64 // statements a borrower left open, closed on release
+	StatementCacheFull uint64 // errors 1461 that emptied a connection's statement cache
+	// LastError is the error of the last failed attempt to open or validate a connection;
+	// nil once one is opened or passes a probe, as in HikariCP.
 	LastError error
 }
 
@@ -166,9 +131,8 @@ func (s Stats) String() string {
 		s.Name, s.Total, s.Active, s.Idle, s.Waiting, s.Acquires, s.Timeouts, s.Created, s.Closed)
 }
 
-// New returns a pool that opens connections with c. It validates cfg (see Config), starts the
-// creator and housekeeper goroutines and, unless InitializationFailTimeout is negative, opens a
-// first connection and fails if it cannot within InitializationFailTimeout.
+// New returns a pool that opens connections with c. Unless InitializationFailTimeout is
+// negative, it fails when it cannot open a first connection within it.
 func New(c driver.Connector, cfg Config) (*Pool, error) {
 	if c == nil {
 		return nil, errors.New("sqlpool: New: the driver.Connector is nil; pass mysql.NewConnector(cfg) or another connector")
@@ -185,7 +149,6 @@ func New(c driver.Connector, cfg Config) (*Pool, error) {
 		cfg:       rc,
 		connector: c,
 		dialect:   d,
-		all:       make(map[*entry]struct{}),
 		done:      make(chan struct{}),
 		createCh:  make(chan struct{}, 1),
 		returnedC: make(chan struct{}, 1),
@@ -248,12 +211,10 @@ func (p *Pool) checkFailFast() error {
 	}
 }
 
-// Config returns the pool's configuration with defaults and fix-ups applied, and the current
-// values of the settings changed since New (SetMaxConns and the other setters in resize.go).
+// Config returns the pool's configuration with defaults applied and the setters' changes.
 func (p *Pool) Config() Config { return p.liveOverlay(p.cfg) }
 
-// Driver implements driver.Connector. The driver it returns cannot open connections by name;
-// it exists because database/sql asks for one.
+// Driver implements driver.Connector; the driver cannot open connections by name.
 func (p *Pool) Driver() driver.Driver { return poolDriver{p} }
 
 type poolDriver struct{ p *Pool }
@@ -262,28 +223,21 @@ func (d poolDriver) Open(string) (driver.Conn, error) {
 	return nil, fmt.Errorf("sqlpool: %s: a pool's driver cannot open connections by name; use sql.OpenDB(pool) or pool.OpenDB()", d.p.cfg.Name)
 }
 
-// Connect implements driver.Connector: it acquires a connection and returns a proxy whose
-// Close gives it back to the pool. database/sql calls it when its own idle list has no
-// connection for a borrow: through sql.OpenDB(p) for every connection it opens, through
-// p.OpenDB() only on a miss (see the package doc). The acquire takes an idle connection from
-// the pool (probing it first when it was idle longer than AliveBypassWindow) or waits for one,
-// first come, first served, until the earlier of ctx's end and AcquireTimeout. It returns
-// ErrClosed after Close; ErrPoolExhausted at once when MaxWaiters goroutines already wait; an
-// *AcquireTimeoutError (matching ErrAcquireTimeout) when AcquireTimeout or ctx's deadline ends
-// the wait; ctx's error, wrapped, when ctx is cancelled; an error matching ErrUnavailable
-// instead of a wait while a HostConnector reports every host down; never driver.ErrBadConn.
+// Connect implements driver.Connector: it acquires a connection, waiting first come, first
+// served until the earlier of ctx's end and AcquireTimeout, and returns a proxy whose Close
+// gives it back. Errors: ErrClosed, ErrPoolExhausted (MaxWaiters), an *AcquireTimeoutError,
+// ctx's error wrapped, or one matching ErrUnavailable (HostPool.SetUnavailable).
 func (p *Pool) Connect(ctx context.Context) (driver.Conn, error) {
-	e, err := p.acquire(ctx)
+	e, err := p.acquire(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
 	return &conn{p: p, e: e}, nil
 }
 
-// Stats returns a snapshot of the pool. It takes the pool's locks briefly; it is meant for
-// metrics scrapes and logs, not for hot paths.
+// Stats returns a snapshot of the pool, for metrics and logs (it takes locks briefly).
 func (p *Pool) Stats() Stats {
-	idle, waiting := p.store.counts()
+	_, waiting := p.store.counts()
 	s := Stats{
 		Name:               p.cfg.Name,
 		MaxConns:           p.maxConns(),
@@ -299,39 +253,38 @@ func (p *Pool) Stats() Stats {
 		StatementCacheFull: p.stmtCacheFull.Load(),
 		LastError:          p.lastError(),
 	}
-	p.regMu.Lock()
+	p.reg.mu.Lock()
 	s.Cancelling = p.cancelling()
-	s.Total = len(p.all) + s.Cancelling
-	lent := 0
-	for e := range p.all {
-		if e.state.Load() == stateLent {
-			lent++
-		}
+	for _, e := range p.reg.entries() {
 		s.Acquires += e.handouts.Load()
+		switch e.state.Load() {
+		case stateRemoved: // being closed: counted only while Cancelling
+			continue
+		case stateIdle, stateLent:
+			s.Idle++
+		}
+		s.Total++
 	}
+	s.Total += s.Cancelling
 	s.Acquires += p.handouts.Load()
-	p.regMu.Unlock()
-	s.Idle = min(idle+lent, s.Total-s.Cancelling)
+	p.reg.mu.Unlock()
 	s.Active = s.Total - s.Idle
 	return s
 }
 
-// SoftEvict marks every connection for closing: idle ones are closed now, ones in use (or
-// parked in database/sql) when they are next returned or checked out. The creator replaces them.
+// SoftEvict closes idle connections now and marks the others for closing at their return or
+// checkout; the creator replaces them.
 func (p *Pool) SoftEvict() {
-	p.regMu.Lock()
-	for e := range p.all {
+	for _, e := range p.reg.entries() {
 		e.evict.Store(true)
 	}
-	p.regMu.Unlock()
 	for _, e := range p.store.takeIf(func(*entry, int) bool { return true }) {
 		p.closeEntry(e, CloseEvicted)
 	}
 	p.signalCreator()
 }
 
-// Suspend makes new acquires wait until Resume; each still ends at its deadline. Connections
-// already handed out are not affected. Suspend on a suspended pool does nothing.
+// Suspend makes new acquires wait until Resume (each still ends at its deadline).
 func (p *Pool) Suspend() {
 	p.suspendMu.Lock()
 	if !p.suspended.Load() {
@@ -341,8 +294,7 @@ func (p *Pool) Suspend() {
 	p.suspendMu.Unlock()
 }
 
-// Resume lets acquires waiting because of Suspend go on. Resume on a pool that is not
-// suspended does nothing.
+// Resume lets acquires held by Suspend go on.
 func (p *Pool) Resume() {
 	p.suspendMu.Lock()
 	if p.suspended.Load() {
@@ -353,12 +305,10 @@ func (p *Pool) Resume() {
 	p.signalCreator()
 }
 
-// Close closes the pool: new acquires fail with ErrClosed at once, waiters are woken with
-// ErrClosed, idle connections are closed, and Close waits up to CloseTimeout for connections in
-// use, closing each as it comes back. It returns an error naming the connections still out
-// after that; they are closed when returned. Connections parked in the idle list of a DB from
-// OpenDB are brought back and closed; those parked in a DB from sql.OpenDB(p) are marked and
-// closed when that DB drops or checks them out: close the DBs before the pool. Close stops every goroutine the pool started. A second Close returns nil.
+// Close fails new acquires and waiters with ErrClosed, closes idle connections (those parked in
+// DBs from OpenDB too), and waits up to CloseTimeout for connections in use; it returns an
+// error naming those still out, which are closed when returned. Close the DBs first. A second
+// Close returns nil.
 func (p *Pool) Close() error {
 	if !p.closed.CompareAndSwap(false, true) {
 		return nil
@@ -382,18 +332,16 @@ func (p *Pool) Close() error {
 	// are only marked: database/sql may still be closing statements on them, so they are
 	// closed when database/sql drops them or checks them out (close the DB first), and Close
 	// does not wait for them.
-	p.regMu.Lock()
-	for e := range p.all {
+	for _, e := range p.reg.entries() {
 		e.evict.Store(true)
 	}
-	p.regMu.Unlock()
 	p.wg.Wait()
 	p.stopCanceller()
 	p.detachHosts()
 
 	deadline := time.NewTimer(p.cfg.CloseTimeout)
 	defer deadline.Stop()
-	for p.inUse() > 0 || p.closing.Load() > 0 {
+	for p.outstanding() > 0 {
 		select {
 		case <-p.returnedC:
 		case <-deadline.C:
@@ -403,31 +351,20 @@ func (p *Pool) Close() error {
 	return nil
 }
 
-// inUse counts the connections still out, not counting those parked in database/sql.
-func (p *Pool) inUse() int {
-	p.regMu.Lock()
-	defer p.regMu.Unlock()
-	n := 0
-	for e := range p.all {
-		if e.state.Load() != stateLent {
-			n++
-		}
-	}
-	return n
-}
+// outstanding counts the connections Close waits for: in use (not parked in database/sql), or
+// still being closed.
+func (p *Pool) outstanding() int { return p.reg.open() - p.reg.count(stateLent) }
 
 func (p *Pool) stillOutError() error {
-	p.regMu.Lock()
 	var out []string
 	now := p.nanotime()
-	for e := range p.all {
-		if e.state.Load() == stateLent {
+	for _, e := range p.reg.entries() {
+		if st := e.state.Load(); st == stateLent || st == stateRemoved {
 			continue
 		}
 		out = append(out, fmt.Sprintf("conn %d (%s, opened %v ago)", e.id, e.stateName(),
 			time.Duration(now-e.createdAt).Round(time.Millisecond)))
 	}
-	p.regMu.Unlock()
 	sort.Strings(out)
 	return fmt.Errorf("sqlpool: %s: closed with %d connection(s) still in use after CloseTimeout %v: %s; each is closed when returned",
 		p.cfg.Name, len(out), p.cfg.CloseTimeout, strings.Join(out, ", "))
@@ -467,19 +404,18 @@ func (p *Pool) lastError() error {
 
 // register adds a new entry to the registry.
 func (p *Pool) register(e *entry) {
-	p.regMu.Lock()
+	p.reg.mu.Lock()
 	p.seq++
 	e.id = p.seq
-	p.all[e] = struct{}{}
+	p.reg.addLocked(e)
 	e.hostOpenedLocked()
-	p.store.add(e)
-	p.total.Add(1)
-	p.regMu.Unlock()
+	p.reg.mu.Unlock()
 	p.created.Add(1)
 }
 
-// closeEntry removes e from the registry and closes its connection. The caller owns e (it is
-// in use, reserved or lent to the caller), so no one else can hand it out.
+// closeEntry closes e's connection; e stays in the registry, in state removed, until closeDone.
+// The caller owns e (it is in use, reserved or lent to the caller), so no one else can hand it
+// out.
 func (p *Pool) closeEntry(e *entry, reason CloseReason) {
 	if e.state.Swap(stateRemoved) == stateRemoved {
 		return
@@ -488,18 +424,12 @@ func (p *Pool) closeEntry(e *entry, reason CloseReason) {
 		e.leak.stop(p, e)
 		e.leak = nil
 	}
-	p.regMu.Lock()
-	_, ok := p.all[e]
+	p.reg.mu.Lock()
+	ok := slices.Contains(p.reg.entries(), e)
 	if ok {
 		e.hostClosedLocked()
 	}
-	delete(p.all, e)
-	if ok {
-		p.store.remove(e)
-		p.closing.Add(1)
-	}
-	p.handouts.Add(e.handouts.Load())
-	p.regMu.Unlock()
+	p.reg.mu.Unlock()
 	if !ok {
 		return
 	}
@@ -510,10 +440,12 @@ func (p *Pool) closeEntry(e *entry, reason CloseReason) {
 	p.closeDone(e, reason, err)
 }
 
-// closeDone finishes closeEntry once e no longer counts against MaxConns.
+// closeDone finishes closeEntry once e no longer counts against MaxConns: e leaves the registry.
 func (p *Pool) closeDone(e *entry, reason CloseReason, err error) {
-	p.closing.Add(-1)
-	p.total.Add(-1)
+	p.reg.mu.Lock()
+	p.reg.removeLocked(e)
+	p.handouts.Add(e.handouts.Load())
+	p.reg.mu.Unlock()
 	p.closedN.Add(1)
 	if ev := p.cfg.Trace; ev != nil && ev.Closed != nil {
 		ev.Closed(p.cfg.Name, reason)
@@ -539,26 +471,10 @@ func (p *Pool) lifetime(now int64) (expiresAt, keepaliveGap int64) {
 }
 
 // OpenDB returns a *sql.DB over the pool: database/sql's speed when connections are free, the
-// pool's fairness when they are not.
-//
-// database/sql keeps up to MaxConns idle connections in its own list (SetMaxIdleConns(MaxConns),
-// no MaxOpen), and a borrow through the DB takes one from that list when there is one, at what
-// a borrow costs in plain database/sql. The pool checks each such checkout in the driver
-// connection's ResetSession (marked, MaxLifetime, the bypass window and probe, the driver's
-// liveness check; a connection that fails is closed and database/sql tries the next) and cleans
-// each return in IsValid (the release plan). Only a borrow that finds the list empty calls
-// Connect, an acquire from the pool. While any goroutine waits in the pool, a returned
-// connection is not parked but given to the pool's first waiter, and connections parked before
-// the wait began are brought back; so waiting is first come, first served, bounded by
-// AcquireTimeout and MaxWaiters, as for every other Connect. Housekeeping (IdleTimeout,
-// KeepaliveTime, MaxLifetime, MinIdleConns) and Close reach parked connections by bringing them
-// back the same way.
-//
-// The DB's idle setting belongs to the pool: do not change it with SetMaxIdleConns, or call
-// SetMaxOpenConns (database/sql would then queue borrowers itself, in random order and without
-// AcquireTimeout or MaxWaiters; the pool logs a warning). Closing the returned DB does not close
-// the pool (unlike sql.OpenDB(p), which closes the pool with the DB); close both, DB first.
-// See docs/ARCHITECTURE.md.
+// pool's fairness when they are not. The DB keeps up to MaxConns idle connections, still owned
+// by the pool (checked at checkout, cleaned at return); while a goroutine waits in the pool,
+// returns go to it and parked connections are brought back. Do not call SetMaxIdleConns or
+// SetMaxOpenConns on it. Closing the DB does not close the pool; close both, DB first.
 func (p *Pool) OpenDB() *sql.DB {
 	db := sql.OpenDB(connector{p})
 	db.SetMaxOpenConns(0)

@@ -913,11 +913,11 @@ func TestOpenTransactionRolledBackOnRelease(t *testing.T) {
 }
 
 func (p *Pool) snapshot() []*entry {
-	p.regMu.Lock()
-	defer p.regMu.Unlock()
 	var es []*entry
-	for e := range p.all {
-		es = append(es, e)
+	for _, e := range p.reg.entries() {
+		if e.state.Load() != stateRemoved {
+			es = append(es, e)
+		}
 	}
 	return es
 }
@@ -1135,11 +1135,11 @@ func BenchmarkAcquireReleaseWithEvents(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		e, err := p.acquire(ctx)
+		e, err := p.acquire(ctx, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
-		p.release(e)
+		p.release(e, nil)
 	}
 }
 
@@ -1150,7 +1150,6 @@ func TestBargedWaiterGetsDirectHandOff(t *testing.T) {
 	e1, e2 := &entry{id: 1}, &entry{id: 2}
 	for _, e := range []*entry{e1, e2} {
 		e.state.Store(stateInUse)
-		s.add(e)
 	}
 	w := &waiter{ch: make(chan *entry, 1)}
 	s.waiting.Add(1) // as wait does

@@ -7,8 +7,7 @@ import (
 	"time"
 )
 
-// CloseResized is the reason for closing a connection because SetMaxConns lowered the limit
-// below the number of open connections.
+// CloseResized: SetMaxConns lowered the limit below the open connections.
 const CloseResized CloseReason = "resized"
 
 // liveConfig holds the settings that can change on a live pool (SetMaxConns, SetMinIdleConns,
@@ -61,13 +60,8 @@ func (p *Pool) liveOverlay(cfg Config) Config {
 	return cfg
 }
 
-// SetMaxConns changes MaxConns on a live pool. Raising it lets the creator open connections
-// for waiters (and up to MinIdleConns) at once. Lowering it closes idle connections over the
-// new limit now, oldest return first, and connections in use when they are returned, until the
-// pool is within the limit; waiters keep their places and are served in arrival order. When
-// MinIdleConns is "MaxConns" (zero in the Config), it follows; otherwise it is capped by the
-// new limit. The DBs from OpenDB keep up to the new limit idle. It returns an error, and
-// changes nothing, for n < 1 or after Close.
+// SetMaxConns changes MaxConns on a live pool (n ≥ 1). Lowering it closes idle connections over
+// the limit now and others when returned. MinIdleConns follows when it was zero in the Config.
 func (p *Pool) SetMaxConns(n int) error {
 	if n < 1 {
 		return fmt.Errorf("sqlpool: %s: SetMaxConns(%d): MaxConns must be at least 1", p.cfg.Name, n)
@@ -94,10 +88,7 @@ func (p *Pool) SetMaxConns(n int) error {
 	return nil
 }
 
-// SetMinIdleConns changes MinIdleConns on a live pool: n as in Config (zero: MaxConns, and it
-// follows later SetMaxConns calls; negative: no minimum). Raising it makes the creator open
-// connections now; lowering it lets IdleTimeout retire idle connections above it at the next
-// housekeeping pass. It returns an error for n above MaxConns or after Close.
+// SetMinIdleConns changes MinIdleConns on a live pool: n as in Config, not above MaxConns.
 func (p *Pool) SetMinIdleConns(n int) error {
 	if p.closed.Load() {
 		return ErrClosed
@@ -120,10 +111,8 @@ func (p *Pool) SetMinIdleConns(n int) error {
 	return nil
 }
 
-// SetAcquireTimeout changes AcquireTimeout on a live pool: d as in Config (zero: 30 s;
-// negative: only the ctx bounds a wait). It applies to acquires that begin to wait or probe
-// after the call, and to the creator's backoff cap; acquires already waiting keep the limit
-// they started with. ConnectTimeout and ValidationTimeout keep the values New derived.
+// SetAcquireTimeout changes AcquireTimeout on a live pool (d as in Config) for acquires that
+// begin to wait after the call; ConnectTimeout and ValidationTimeout keep New's values.
 func (p *Pool) SetAcquireTimeout(d time.Duration) error {
 	if p.closed.Load() {
 		return ErrClosed
@@ -138,10 +127,8 @@ func (p *Pool) SetAcquireTimeout(d time.Duration) error {
 	return nil
 }
 
-// SetMaxLifetime changes MaxLifetime on a live pool: d as in Config (zero: 30 min; negative:
-// unlimited). It applies to connections opened after the call, as HikariCP does; open ones keep
-// the lifetime they were given (call SoftEvict to replace them now). It returns an error for a
-// value below 30 s (MinMaxLifetime), or one not above an enabled IdleTimeout by more than 1 s.
+// SetMaxLifetime changes MaxLifetime on a live pool (d as in Config, and validated as there) for
+// connections opened after the call; SoftEvict replaces the open ones.
 func (p *Pool) SetMaxLifetime(d time.Duration) error {
 	if p.closed.Load() {
 		return ErrClosed
@@ -163,10 +150,8 @@ func (p *Pool) SetMaxLifetime(d time.Duration) error {
 	return nil
 }
 
-// SetIdleTimeout changes IdleTimeout on a live pool: d as in Config (zero: 10 min; negative:
-// never). The next housekeeping pass applies it to every idle connection, counted from its last
-// return; like IdleTimeout it only applies while MinIdleConns < MaxConns. It returns an error
-// for a value below 10 s (MinIdleTimeout), or within 1 s of MaxLifetime or above it.
+// SetIdleTimeout changes IdleTimeout on a live pool (d as in Config, and validated as there);
+// the next housekeeping pass applies it.
 func (p *Pool) SetIdleTimeout(d time.Duration) error {
 	if p.closed.Load() {
 		return ErrClosed
@@ -188,19 +173,11 @@ func (p *Pool) SetIdleTimeout(d time.Duration) error {
 	return nil
 }
 
-// registered is the number of connections in the registry (closeEntry removes a connection
-// from it before closing the driver connection, unlike p.total).
-func (p *Pool) registered() int {
-	p.regMu.Lock()
-	defer p.regMu.Unlock()
-	return len(p.all)
-}
-
 // shrinkIdle closes idle connections, oldest return first, while the pool is above MaxConns.
 func (p *Pool) shrinkIdle() {
 	p.live.shrinkMu.Lock()
 	defer p.live.shrinkMu.Unlock()
-	excess := p.registered() - p.maxConns()
+	excess := p.reg.live() - p.maxConns()
 	if excess <= 0 {
 		return
 	}
@@ -220,23 +197,23 @@ func (p *Pool) shrinkIdle() {
 // have run before the put and missed the connection; this second look sees the new limit
 // (SetMaxConns stores it before it shrinks), so one of the two finds the connection.
 func (p *Pool) trimAfterPut() {
-	if int(p.total.Load()) > p.maxConns() {
+	if p.reg.open() > p.maxConns() {
 		p.shrinkIdle()
 	}
 }
 
 // retireExcess closes e, which the caller owns and would otherwise make idle, when the pool is
 // above MaxConns, and reports whether it did. The check against the total is the fast path (two
-// atomic loads); the decision is taken under shrinkMu against the registry, which closeEntry
-// shrinks before it closes the driver connection, so concurrent returns close exactly the
-// excess.
+// atomic loads); the decision is taken under shrinkMu against the registry's live entries
+// (closeEntry marks an entry removed before it closes the driver connection), so concurrent
+// returns close exactly the excess.
 func (p *Pool) retireExcess(e *entry) bool {
-	if int(p.total.Load()) <= p.maxConns() {
+	if p.reg.open() <= p.maxConns() {
 		return false
 	}
 	p.live.shrinkMu.Lock()
 	defer p.live.shrinkMu.Unlock()
-	if p.registered() <= p.maxConns() {
+	if p.reg.live() <= p.maxConns() {
 		return false
 	}
 	p.releaseLocks(e)

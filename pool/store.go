@@ -31,9 +31,6 @@ import (
 // Once the first waiter has waited handOffAge (1 ms), releases hand connections over
 // directly: the pool is saturated, and fairness, not a microsecond of hand-off, decides the
 // tail.
-//
-// The registry snapshot (all) lists every registered entry for the counts by state (count)
-// that lend.go, the creator and housekeeping read without a lock.
 type store struct {
 	mu         sync.Mutex
 	idle       []*entry // LIFO: the most recently returned last
@@ -47,9 +44,6 @@ type store struct {
 	// they return. conn.IsValid reads it to route returns to the pool instead of parking
 	// them in database/sql (lend.go).
 	waiting atomic.Int32
-	// all is the registry snapshot: every entry the pool has registered and not closed,
-	// copied on write (a connection opens or closes).
-	all atomic.Pointer[[]*entry]
 }
 
 // waiter is one goroutine waiting for a connection.
@@ -90,47 +84,6 @@ func (s *store) popLocked() *entry {
 	s.idle = s.idle[:n-1]
 	e.state.Store(stateInUse)
 	return e
-}
-
-// count returns how many entries are in state st (a snapshot; entries move meanwhile).
-func (s *store) count(st int32) int {
-	all := s.all.Load()
-	if all == nil {
-		return 0
-	}
-	n := 0
-	for _, e := range *all {
-		if e.state.Load() == st {
-			n++
-		}
-	}
-	return n
-}
-
-// add and remove keep the registry snapshot; the caller holds Pool.regMu.
-func (s *store) add(e *entry) {
-	var next []*entry
-	if cur := s.all.Load(); cur != nil {
-		next = make([]*entry, len(*cur), len(*cur)+1)
-		copy(next, *cur)
-	}
-	next = append(next, e)
-	s.all.Store(&next)
-}
-
-func (s *store) remove(e *entry) {
-	cur := s.all.Load()
-	if cur == nil {
-		return
-	}
-	i := slices.Index(*cur, e)
-	if i < 0 {
-		return
-	}
-	next := make([]*entry, 0, len(*cur)-1)
-	next = append(next, (*cur)[:i]...)
-	next = append(next, (*cur)[i+1:]...)
-	s.all.Store(&next)
 }
 
 // put makes e, which the caller owns, idle, or hands it to a waiter that already lost one race

@@ -10,7 +10,6 @@ func storeEntries(s *store, n int) []*entry {
 	for i := range es {
 		es[i] = &entry{id: uint64(i + 1)}
 		es[i].state.Store(stateInUse)
-		s.add(es[i])
 	}
 	return es
 }
@@ -128,5 +127,43 @@ func TestStoreHandsOffToAgedWaiter(t *testing.T) {
 	}
 	if v := <-w.ch; v != es[0] || v.state.Load() != stateInUse {
 		t.Fatalf("the aged waiter got %v; want conn 1 in use", v)
+	}
+}
+
+// The registry is the one count of connections: an entry counts against MaxConns (open) from
+// register until closeDone, while closing too, but is neither live nor idle once removed.
+func TestRegistryCounts(t *testing.T) {
+	var r registry
+	es := make([]*entry, 4)
+	r.mu.Lock()
+	for i := range es {
+		es[i] = &entry{id: uint64(i + 1)}
+		r.addLocked(es[i])
+	}
+	r.mu.Unlock()
+	es[0].state.Store(stateIdle)
+	es[1].state.Store(stateLent)
+	es[2].state.Store(stateInUse)
+	es[3].state.Store(stateRemoved) // closeEntry ran; closeDone has not
+	if got := r.open(); got != 4 {
+		t.Fatalf("open = %d; want 4 (a closing connection still counts against MaxConns)", got)
+	}
+	if got := r.live(); got != 3 {
+		t.Fatalf("live = %d; want 3", got)
+	}
+	if got := r.idle(); got != 2 {
+		t.Fatalf("idle = %d; want 2 (on the stack, and parked in database/sql)", got)
+	}
+	if got := r.count(stateLent); got != 1 {
+		t.Fatalf("count(lent) = %d; want 1", got)
+	}
+	snap := r.entries()
+	r.mu.Lock()
+	if !r.removeLocked(es[3]) || r.removeLocked(es[3]) {
+		t.Fatal("removeLocked: want true once, then false")
+	}
+	r.mu.Unlock()
+	if got := r.open(); got != 3 || len(snap) != 4 || !slices.Contains(snap, es[3]) {
+		t.Fatalf("after closeDone's remove: open = %d, old snapshot %d entries; want 3, and the snapshot unchanged", got, len(snap))
 	}
 }
