@@ -1,16 +1,9 @@
 // Package pool is a HikariCP-style connection pool behind database/sql.
 //
-// A *Pool opens physical connections with any driver.Connector (New) and is itself one. Use it
-// through p.OpenDB(): database/sql serves borrows from its own idle list while connections are
-// free, and the pool checks each checkout and cleans each return; when none is free, borrowers
-// wait in the pool, first come, first served, bounded by AcquireTimeout and MaxWaiters.
-// sql.OpenDB(p) also works: every connection database/sql opens is then an acquire (Connect).
-//
-// The pool adds validation past AliveBypassWindow, a release that rolls back and resets only
-// what the borrower left (the Dialect's tracker), eviction after fatal errors, one creator
-// goroutine with backoff, MinIdleConns, IdleTimeout, MaxLifetime with jitter, KeepaliveTime,
-// leak detection, SoftEvict, Suspend/Resume and a bounded Close. A clean borrow/return cycle
-// sends nothing to the server. See docs/ARCHITECTURE.md.
+// New returns a *Pool over any driver.Connector; use it through p.OpenDB(), or sql.OpenDB(p), where
+// every connection database/sql opens is an acquire (Connect). Borrowers wait first come, first
+// served, bounded by AcquireTimeout and MaxWaiters. A clean borrow/return cycle sends nothing to
+// the server. See docs/ARCHITECTURE.md.
 package pool
 
 import (
