@@ -17,8 +17,7 @@ const (
 	DefaultAcquireTimeout = 30 * time.Second
 	// DefaultValidationTimeout is ValidationTimeout when the field is zero.
 	DefaultValidationTimeout = 5 * time.Second
-	// DefaultAliveBypassWindow is AliveBypassWindow when the field is zero
-	// (HikariCP's aliveBypassWindowMs).
+	// DefaultAliveBypassWindow is AliveBypassWindow when the field is zero.
 	DefaultAliveBypassWindow = 500 * time.Millisecond
 	// DefaultIdleTimeout is IdleTimeout when the field is zero.
 	DefaultIdleTimeout = 10 * time.Minute

@@ -7,9 +7,6 @@ import (
 	"time"
 )
 
-// CloseResized: SetMaxConns lowered the limit below the open connections.
-const CloseResized CloseReason = "resized"
-
 // liveConfig holds the settings that can change on a live pool (SetMaxConns, SetMinIdleConns,
 // SetAcquireTimeout, SetMaxLifetime, SetIdleTimeout). Readers load them atomically; the
 // setters serialize on mu. Pool.cfg keeps the values New resolved, and Config overlays these.

@@ -6,10 +6,9 @@ import (
 	"time"
 )
 
-// Trace receives the pool's events, for package metrics, package otelpool or logs. Every field is
-// optional; a nil one costs one check. The functions run on the goroutine where the event happens,
-// every acquire and release included: they must be safe for concurrent use, must not block, and
-// should not allocate or take a lock borrowers share. Their pool argument is Config.Name.
+// Trace receives the pool's events, for packages metrics and otelpool or logs. Every field is
+// optional. The functions run on the event's goroutine, every acquire and release included: they
+// must be safe for concurrent use and must not block. Their pool argument is Config.Name.
 type Trace struct {
 	// Acquired: a connection was handed out after waiting wait (0 without a wait or probe).
 	Acquired func(pool string, wait time.Duration)
