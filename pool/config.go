@@ -57,85 +57,75 @@ const (
 // "none", as each field says. New fixes values out of range with one warning naming the field, and
 // fails on values it cannot fix.
 type Config struct {
-	// Name labels the pool in errors, logs and metrics. Zero value: "pool-N", N counting the pools
-	// this process created.
+	// Name labels the pool in errors, logs and metrics. Zero value: "pool-N".
 	Name string
 
-	// MaxConns is the most physical connections the pool holds, idle and in use. Zero value: 10.
-	// Negative: an error.
+	// MaxConns caps the connections open, idle and in use. Zero value: 10. Negative: an error.
 	MaxConns int
 
-	// MinIdleConns is how many idle connections the pool keeps ready. Zero value: MaxConns (a
-	// fixed-size pool; IdleTimeout then never applies). Negative: no minimum. Values above MaxConns
-	// are lowered to it.
+	// MinIdleConns is how many idle connections the pool keeps ready. Zero value: MaxConns (fixed
+	// size). Negative: none. Values above MaxConns are lowered to it.
 	MinIdleConns int
 
 	// MaxWaiters bounds the goroutines waiting for a connection; one more fails at once with
 	// ErrPoolExhausted. Zero value: unbounded. Negative: no waiting.
 	MaxWaiters int
 
-	// AcquireTimeout bounds how long Connect waits for a connection, from when it first has to wait
-	// or probe; ctx may end it sooner. Zero value: 30 s. Negative: only ctx bounds it. A short
-	// value also shortens the defaults of ConnectTimeout and ValidationTimeout.
+	// AcquireTimeout bounds how long Connect waits or probes; ctx may end it sooner. Zero value:
+	// 30 s. Negative: only ctx. A short one lowers the ConnectTimeout and ValidationTimeout
+	// defaults.
 	AcquireTimeout time.Duration
 
-	// ConnectTimeout bounds each dial, Hooks.AfterConnect and the session baseline included. Zero
-	// value: AcquireTimeout but at least 250 ms; 30 s when AcquireTimeout is negative. Negative:
-	// unbounded.
+	// ConnectTimeout bounds each dial, AfterConnect and baseline included. Zero value:
+	// AcquireTimeout, at least 250 ms (30 s if AcquireTimeout is off). Negative: unbounded.
 	ConnectTimeout time.Duration
 
-	// ValidationTimeout bounds one liveness probe or release plan. Zero value: 5 s, or half an
-	// enabled AcquireTimeout when shorter, but at least 125 ms. Values below 250 ms are raised to 5
-	// s, and values not below an enabled AcquireTimeout lowered to half of it. Negative: an error.
+	// ValidationTimeout bounds a probe or release plan. Zero value: 5 s, or half an enabled
+	// AcquireTimeout (at least 125 ms). Below 250 ms: 5 s; not below AcquireTimeout: half of it.
+	// Negative: an error.
 	ValidationTimeout time.Duration
 
 	// AliveBypassWindow: a connection returned more recently than this is handed out without a
 	// probe. Zero value: 500 ms. Negative: probe on every acquire.
 	AliveBypassWindow time.Duration
 
-	// IdleTimeout closes connections idle this long while more than MinIdleConns are idle, so it
-	// applies only when MinIdleConns < MaxConns. Zero value: 10 min. Negative: never. Values below
-	// 10 s are raised to 10 min; values within 1 s of MaxLifetime, or above it, turn it off.
+	// IdleTimeout closes connections idle this long beyond MinIdleConns (never at its default).
+	// Zero value: 10 min. Negative: never. Below 10 s: 10 min. Within 1 s of MaxLifetime or above
+	// it: off.
 	IdleTimeout time.Duration
 
-	// MaxLifetime is the longest a connection lives, less a random 0–2.5 % each; one in use is
-	// retired when it comes back. Zero value: 30 min. Negative: unlimited. Values below 30 s are
-	// raised to 30 min.
+	// MaxLifetime is the longest a connection lives, less a random 0–2.5 %; one in use retires on
+	// return. Zero value: 30 min. Negative: unlimited. Below 30 s: raised to 30 min.
 	MaxLifetime time.Duration
 
-	// KeepaliveTime pings a connection idle this long (less a random 0–10 %) so that middleboxes
-	// and wait_timeout do not drop it. Zero value and negative: off. Values below 30 s, or not
-	// below MaxLifetime, turn it off.
+	// KeepaliveTime pings a connection idle this long (less a random 0–10 %) against middlebox and
+	// wait_timeout drops. Zero value, negative, below 30 s, or not below MaxLifetime: off.
 	KeepaliveTime time.Duration
 
-	// LeakDetectionThreshold logs a warning with the borrower's stack for a connection held longer
-	// than this. Zero value and negative: off. Values below 2 s, or above MaxLifetime, turn it off.
+	// LeakDetectionThreshold logs the borrower's stack for a connection held longer. Zero value,
+	// negative, below 2 s or above MaxLifetime: off.
 	LeakDetectionThreshold time.Duration
 
-	// InitializationFailTimeout is how long New retries to open a first good connection before it
-	// returns the last error. Zero value: 1 ms (one attempt). Negative: New does not connect and
-	// the pool fills in the background. An AfterConnect failure fails New at once.
+	// InitializationFailTimeout is how long New tries to open a first connection. Zero value: 1 ms
+	// (one attempt). Negative: New does not connect; the pool fills in the background.
 	InitializationFailTimeout time.Duration
 
-	// CloseTimeout bounds how long Close waits for connections in use. Zero value: 10 s. Negative:
-	// no wait.
+	// CloseTimeout bounds Close's wait for connections in use. Zero value: 10 s. Negative: none.
 	CloseTimeout time.Duration
 
-	// StatementCacheSize is how many prepared statements each connection keeps (LRU), so that a
-	// statement prepares once per connection. Zero value: 64. Negative: no cache.
+	// StatementCacheSize is how many prepared statements each connection keeps (LRU). Zero value:
+	// 64. Negative: no cache.
 	StatementCacheSize int
 
-	// ServerCancelTimeout: when a statement fails because its ctx ended, the pool stops it on the
-	// server (ServerCancel) and counts its connection against MaxConns until the session is gone or
-	// this long has passed (docs/reliability.md). Zero value: ValidationTimeout. Negative: off.
+	// ServerCancelTimeout bounds how long a connection cancelled on the server (ServerCancel) still
+	// counts against MaxConns. Zero value: ValidationTimeout. Negative: off.
 	ServerCancelTimeout time.Duration
 
 	// Hooks are the lifecycle hooks. Zero value: none.
 	Hooks Hooks
 
 	// Dialect is the database knowledge the pool uses. Zero value: the one registered for the
-	// connector's package (RegisterDialect; importing mysqldialect or pgdialect registers theirs);
-	// New fails when there is none.
+	// connector (importing mysqldialect or pgdialect registers it); New fails without one.
 	Dialect Dialect
 
 	// Trace receives the pool's events; New copies it. Zero value: none.

@@ -7,17 +7,13 @@ import (
 	"fmt"
 )
 
-// CredentialSource returns the connector for one new connection to host, built with the credentials
-// valid now (an IAM token, a Vault lease, a rotated password). It is called before every dial with
-// the dial's ctx and must be safe for concurrent use. Open connections keep working after a
-// rotation until MaxLifetime or SoftEvict closes them.
+// CredentialSource returns the connector for one new connection to host, with the credentials valid
+// now. It is called before every dial with the dial's ctx and must be safe for concurrent use.
 type CredentialSource func(ctx context.Context, host string) (driver.Connector, error)
 
-// WithCredentials returns a driver.Connector that calls source before every dial and dials with the
-// connector it returns: give it to New, or to package cluster as one host's Connector. The source
-// runs on the pool's creator goroutine; its error (or a nil connector) is a failed dial: logged,
-// kept as Stats.LastError, and followed by backoff. Its Driver cannot Open. See docs/lifecycle.md
-// for an example.
+// WithCredentials returns a driver.Connector that calls source before every dial, on the pool's
+// creator goroutine, and dials with the connector it returns; an error from source is a failed
+// dial. Give it to New, or to package cluster as one host's Connector. See docs/lifecycle.md.
 func WithCredentials(host string, source CredentialSource) driver.Connector {
 	return &credConnector{host: host, source: source}
 }

@@ -22,15 +22,14 @@ type Dialect interface {
 	// Classify says what err, from a driver call, means for its connection; it must not block.
 	Classify(err error, s ErrorContext) ErrorClass
 
-	// NewSession returns the tracker of a new connection, after AfterConnect; an error closes it. A
-	// nil tracker makes release send nothing.
+	// NewSession returns a new connection's tracker (nil: release sends nothing); an error closes
+	// it.
 	NewSession(ctx context.Context, dc driver.Conn) (SessionTracker, error)
 
 	// Probe returns nil when dc answered within timeout, and ctx's error when ctx ended.
 	Probe(ctx context.Context, dc driver.Conn, timeout time.Duration) error
 
-	// Commit commits t (or through dc with ctx) and returns a *CommitUnknownError when the outcome
-	// is unknown.
+	// Commit commits t, or through dc with ctx; an unknown outcome is a *CommitUnknownError.
 	Commit(ctx context.Context, dc driver.Conn, t driver.Tx) error
 }
 
@@ -114,16 +113,14 @@ type SessionTracker interface {
 // SessionCaps is what a SessionTracker can do besides following the session. The zero value asks
 // for nothing. See docs/postgresql.md.
 type SessionCaps struct {
-	// Alive, if set, reports without blocking or I/O whether the server still holds the connection;
-	// a dead one is closed at hand-out.
+	// Alive, if set, tells without blocking or I/O that the connection is alive; else it is closed.
 	Alive func() bool
-	// SkipDriverReset: the driver's ResetSession only repeats the pool's checks, so it is not
-	// called.
+	// SkipDriverReset: do not call the driver's ResetSession, which repeats the pool's checks.
 	SkipDriverReset bool
 	// IsValid, if set with SkipDriverReset, stands in for a missing driver.Validator at return.
 	IsValid func() bool
-	// CacheFirst, if set and true, runs a parameterized statement seen before through the statement
-	// cache; it must be false in a transaction.
+	// CacheFirst, if set and true, runs repeated statements through the cache; false in a
+	// transaction.
 	CacheFirst func() bool
 }
 
@@ -172,12 +169,12 @@ type validatorFunc func() bool
 
 func (f validatorFunc) IsValid() bool { return f() }
 
-// ReleasePlan is what release does with a connection whose session is not clean.
+// ReleasePlan is what release does with a session that is not clean.
 type ReleasePlan struct {
-	// Statements run in order; the first error closes the connection. A plan that starts with
-	// "ROLLBACK" is reported as a rollback to Trace.ReleasePlanRun.
+	// Statements run in order; the first error closes the connection. A first "ROLLBACK" counts as
+	// a rollback.
 	Statements []string
-	// Discard closes the connection instead: nothing finer restores the session.
+	// Discard closes the connection instead.
 	Discard bool
 	// Reason is a short description for logs.
 	Reason string

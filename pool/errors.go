@@ -51,7 +51,6 @@ func (e *AcquireTimeoutError) Error() string {
 	return msg
 }
 
-// Is matches ErrAcquireTimeout, and context.DeadlineExceeded when the ctx deadline ended the wait.
 func (e *AcquireTimeoutError) Is(target error) bool {
 	return target == ErrAcquireTimeout || (e.CtxDeadline && target == context.DeadlineExceeded)
 }

@@ -50,8 +50,7 @@ type HookError struct {
 	Hook string // HookAfterConnect, HookBeforeAcquire or HookAfterRelease
 	// Panic is the value the hook panicked with, or nil.
 	Panic any
-	// TimedOut is set when the hook's ctx reached its time limit (Hooks.Timeout, or the
-	// acquire's AcquireTimeout) before the hook returned; Limit is that limit.
+	// TimedOut: the hook outlived its time limit, Limit.
 	TimedOut bool
 	Limit    time.Duration
 	Err      error
@@ -76,16 +75,14 @@ func (e *HookError) Error() string {
 func (e *HookError) Is(target error) bool { return target == ErrHook }
 func (e *HookError) Unwrap() error        { return e.Err }
 
-// HookConn is the connection a hook runs on. Its statements go through the pool's connection
-// wrapper, so the session tracker sees them as it sees a borrower's. It is valid only during
-// the hook call.
+// HookConn is the connection a hook runs on, valid only during the call; the session tracker sees
+// its statements as a borrower's.
 type HookConn struct{ c *conn }
 
-// Conn returns the connection as a driver.Conn (the pool's wrapper, with every optional
-// interface database/sql uses), for what Exec and QueryRow do not cover.
+// Conn returns the connection as a driver.Conn, for what Exec and QueryRow do not cover.
 func (h HookConn) Conn() driver.Conn { return h.c }
 
-// Exec runs one statement with arguments (converted as database/sql converts them).
+// Exec runs one statement, converting args as database/sql does.
 func (h HookConn) Exec(ctx context.Context, query string, args ...any) error {
 	nv, err := h.namedValues(args)
 	if err != nil {

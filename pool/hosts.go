@@ -258,7 +258,7 @@ func (p *Pool) setUnavailable(err error) {
 	s.mu.Unlock()
 }
 
-// ErrUnavailable is matched by acquire errors in HostPool.SetUnavailable's fail-fast state.
+// ErrUnavailable is matched by acquire errors while HostPool.SetUnavailable is in force.
 var ErrUnavailable = errors.New("sqlpool: no connection can be opened")
 
 // unavailableErr returns the fail-fast error, or nil.

@@ -1,9 +1,8 @@
 // Package pool is a HikariCP-style connection pool behind database/sql.
 //
-// New returns a *Pool over any driver.Connector; use it through p.OpenDB(), or sql.OpenDB(p), where
-// every connection database/sql opens is an acquire (Connect). Borrowers wait first come, first
-// served, bounded by AcquireTimeout and MaxWaiters. A clean borrow/return cycle sends nothing to
-// the server. See docs/ARCHITECTURE.md.
+// New returns a *Pool over any driver.Connector; use it through p.OpenDB() (or sql.OpenDB(p)).
+// Borrowers wait first come, first served, bounded by AcquireTimeout and MaxWaiters. A clean borrow
+// and return sends nothing to the server. See docs/ARCHITECTURE.md.
 package pool
 
 import (

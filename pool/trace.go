@@ -7,15 +7,14 @@ import (
 )
 
 // Trace receives the pool's events, for packages metrics and otelpool or logs. Every field is
-// optional. The functions run on the event's goroutine, every acquire and release included: they
-// must be safe for concurrent use and must not block. Their pool argument is Config.Name.
+// optional. The functions run on the event's goroutine, so they must be safe for concurrent use and
+// must not block; see docs/metrics.md. Their pool argument is Config.Name.
 type Trace struct {
 	// Acquired: a connection was handed out after waiting wait (0 without a wait or probe).
 	Acquired func(pool string, wait time.Duration)
 	// AcquireTimedOut: an acquire reached its deadline after waiting wait.
 	AcquireTimedOut func(pool string, wait time.Duration)
-	// AcquireEnded: an acquire that had to wait or probe ended, with err or nil; ctx is the
-	// acquire's.
+	// AcquireEnded: an acquire that had to wait or probe ended (err: nil or why).
 	AcquireEnded func(ctx context.Context, pool string, waited time.Duration, probes int, err error)
 	// Released: a connection came back after being used for usage.
 	Released func(pool string, usage time.Duration)
@@ -25,16 +24,14 @@ type Trace struct {
 	Closed func(pool string, reason CloseReason)
 	// Validated: an acquire probed a connection in took; alive is the outcome.
 	Validated func(ctx context.Context, pool string, took time.Duration, alive bool)
-	// ReleasePlanRun: a release ran statements statements (rollback: a ROLLBACK first); ok: all
+	// ReleasePlanRun: a release ran statements statements, rollback first or not; ok: all
 	// succeeded.
 	ReleasePlanRun func(pool string, rollback bool, statements int, ok bool)
-	// ReleasePlanEnded: a release plan ended in took (statements 0: the session could not be
-	// reset); err is why the connection was closed, or nil.
+	// ReleasePlanEnded: a release plan ended (statements 0: no reset possible); err: why it closed.
 	ReleasePlanEnded func(pool string, took time.Duration, statements int, rollback bool, err error)
 	// LeakedStatementClosed: a statement the borrower left open was closed on release.
 	LeakedStatementClosed func(pool string)
-	// StatementDone: an Exec or Query took d until the driver answered; query is SQL text, never a
-	// label.
+	// StatementDone: an Exec or Query took d; query is SQL text, never a label.
 	StatementDone func(ctx context.Context, pool, query string, d time.Duration, err error)
 	// ServerCancelled: a server-side cancel ended with outcome, d after its connection closed.
 	ServerCancelled func(pool string, outcome CancelOutcome, d time.Duration)
