@@ -89,9 +89,9 @@ type Config struct {
 	// probe. Zero value: 500 ms. Negative: probe on every acquire.
 	AliveBypassWindow time.Duration
 
-	// IdleTimeout closes connections idle this long beyond MinIdleConns (never at its default).
-	// Zero value: 10 min. Negative: never. Below 10 s: 10 min. Within 1 s of MaxLifetime or above
-	// it: off.
+	// IdleTimeout closes connections idle this long while more than MinIdleConns are idle (so never
+	// with the default MinIdleConns). Zero value: 10 min. Negative: never. Below 10 s: 10 min.
+	// Within 1 s of MaxLifetime or above it: off.
 	IdleTimeout time.Duration
 
 	// MaxLifetime is the longest a connection lives, less a random 0–2.5 %; one in use retires on
