@@ -40,40 +40,28 @@ import (
 // before the driver sent anything) is kept, and its mark is harmless: it matters only when the
 // connection is closed, and then costs one KILL of a session that is already ending.
 
-// ServerCancel is implemented by a Dialect that can stop a statement on the server: the
-// vendor-specific part of server-side cancel (mysqldialect's Dialect implements it with KILL
-// QUERY). Cancel and Running run on the pool's cancel goroutine, one call at a time; side is
-// a connection of the pool's own to the same server as the cancelled one.
+// ServerCancel is implemented by a Dialect that can stop a statement on the server
+// (docs/reliability.md). Cancel and Running run on the pool's cancel goroutine, one call at a time;
+// side is the pool's own connection to the same server.
 type ServerCancel interface {
-	// NewCancellableSession is Dialect.NewSession for a pool with server-side cancel on: it
-	// also returns the server's id of the session, learnt at dial time (ideally in the same
-	// round trip as the baseline). id 0 means it cannot be told: the connection is then not
-	// cancelled on the server.
+	// NewCancellableSession is NewSession that also returns the server's session id; 0: not
+	// cancellable.
 	NewCancellableSession(ctx context.Context, dc driver.Conn) (t SessionTracker, id int64, err error)
 	// Cancel asks the server to stop the statement running in session id.
 	Cancel(ctx context.Context, side driver.Conn, id int64) error
-	// Running returns those of ids whose sessions still exist on the server (a server thread
-	// or backend still works for them).
+	// Running returns those of ids whose sessions still exist on the server.
 	Running(ctx context.Context, side driver.Conn, ids []int64) (map[int64]bool, error)
 }
 
-// CancelOutcome says how a server-side cancel ended; the set is small and fixed, so it can be
-// a metric label.
+// CancelOutcome says how a server-side cancel ended (a metric label); see docs/metrics.md.
 type CancelOutcome string
 
 // The outcomes of a server-side cancel.
 const (
-	// CancelEnded: the server reported the session gone within ServerCancelTimeout.
-	CancelEnded CancelOutcome = "ended"
-	// CancelTimedOut: the session was still on the server after ServerCancelTimeout; the
-	// connection stopped counting against MaxConns anyway.
-	CancelTimedOut CancelOutcome = "timeout"
-	// CancelFailed: the side connection could not be opened or the server could not be asked
-	// (the error is logged); the connection stopped counting at once.
-	CancelFailed CancelOutcome = "failed"
-	// CancelPoolClosed: the pool closed first; the slot was freed without waiting for the
-	// session's end (and a KILL not yet sent was not sent).
-	CancelPoolClosed CancelOutcome = "pool_closed"
+	CancelEnded      CancelOutcome = "ended"       // the session was gone within ServerCancelTimeout
+	CancelTimedOut   CancelOutcome = "timeout"     // still on the server after ServerCancelTimeout
+	CancelFailed     CancelOutcome = "failed"      // no side connection, or the server could not be asked
+	CancelPoolClosed CancelOutcome = "pool_closed" // the pool closed first
 )
 
 // cancelPoll is how often a cancel goroutine asks the server whether cancelled sessions are

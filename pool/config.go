@@ -17,8 +17,7 @@ const (
 	DefaultAcquireTimeout = 30 * time.Second
 	// DefaultValidationTimeout is ValidationTimeout when the field is zero.
 	DefaultValidationTimeout = 5 * time.Second
-	// DefaultAliveBypassWindow is AliveBypassWindow when the field is zero
-	// (HikariCP's aliveBypassWindowMs).
+	// DefaultAliveBypassWindow is AliveBypassWindow when the field is zero.
 	DefaultAliveBypassWindow = 500 * time.Millisecond
 	// DefaultIdleTimeout is IdleTimeout when the field is zero.
 	DefaultIdleTimeout = 10 * time.Minute
@@ -54,126 +53,82 @@ const (
 	minDerivedTimeout = TimeoutFloor / 2
 )
 
-// Config configures a Pool. The zero value of every field means "the default" and a negative
-// duration or count means "off" or "none", as each field's comment says. New fixes up values out
-// of range the way HikariCP does, with one warning log line naming the field, and rejects values
-// that cannot be fixed with an error naming the field.
+// Config configures a Pool. A field's zero value means its default and a negative one "off" or
+// "none", as each field says. New fixes values out of range with one warning naming the field, and
+// fails on values it cannot fix.
 type Config struct {
-	// Name labels the pool in errors, logs and metrics. Zero value: "pool-N", N counting pools
-	// created by this process.
+	// Name labels the pool in errors, logs and metrics. Zero value: "pool-N".
 	Name string
 
-	// MaxConns is the most physical connections the pool holds at once, idle and in use.
-	// Zero value: 10. Negative: an error.
+	// MaxConns caps the connections open, idle and in use. Zero value: 10. Negative: an error.
 	MaxConns int
 
-	// MinIdleConns is how many idle connections the pool tries to keep ready. Zero value:
-	// MaxConns (a fixed-size pool, as HikariCP recommends; IdleTimeout then never applies).
-	// Negative: no minimum. Values above MaxConns are lowered to MaxConns.
+	// MinIdleConns is how many idle connections the pool keeps ready. Zero value: MaxConns (fixed
+	// size). Negative: none. Values above MaxConns are lowered to it.
 	MinIdleConns int
 
-	// MaxWaiters bounds how many goroutines may wait for a connection at once; one more fails at
-	// once with ErrPoolExhausted. Zero value: unbounded. Negative: no waiting at all (an acquire
-	// that finds no idle connection fails at once).
+	// MaxWaiters bounds the goroutines waiting for a connection; one more fails at once with
+	// ErrPoolExhausted. Zero value: unbounded. Negative: no waiting.
 	MaxWaiters int
 
-	// AcquireTimeout bounds how long an acquire (Connect) waits for a connection, counted from
-	// when it first has to wait or probe; the caller's ctx may end it sooner. Zero value: 30 s.
-	// Negative: only the ctx bounds the wait. Any positive value is used as given (HikariCP
-	// would raise one below 250 ms to 30 s); a short one also shortens the defaults of
-	// ConnectTimeout and ValidationTimeout, down to 250 ms and 125 ms, and the creator's
-	// backoff between failed dials, to half of it but at least 125 ms.
+	// AcquireTimeout bounds how long Connect waits or probes; ctx may end it sooner. Zero value:
+	// 30 s. Negative: only ctx. A short one lowers the ConnectTimeout and ValidationTimeout
+	// defaults.
 	AcquireTimeout time.Duration
 
-	// ConnectTimeout bounds each dial by the creator, including Hooks.AfterConnect and the
-	// session baseline query. Zero value: AcquireTimeout, but at least 250 ms (TimeoutFloor); 30 s when
-	// AcquireTimeout is off. Negative: no bound beyond the pool's lifetime.
+	// ConnectTimeout bounds each dial, AfterConnect and baseline included. Zero value:
+	// AcquireTimeout, at least 250 ms (30 s if AcquireTimeout is off). Negative: unbounded.
 	ConnectTimeout time.Duration
 
-	// ValidationTimeout bounds one liveness probe (on acquire, also by the acquire's
-	// AcquireTimeout deadline; on keepalive) or one release plan. Zero value: 5 s, or half of an
-	// enabled AcquireTimeout when that is shorter, but at least 125 ms. Values below 250 ms
-	// (TimeoutFloor) are raised to 5 s, and values not below an enabled AcquireTimeout are
-	// lowered to half of it (at least 125 ms), each with a warning. Negative: an error.
+	// ValidationTimeout bounds a probe or release plan. Zero value: 5 s, or half an enabled
+	// AcquireTimeout (at least 125 ms). Below 250 ms: 5 s; not below AcquireTimeout: half of it.
+	// Negative: an error.
 	ValidationTimeout time.Duration
 
-	// AliveBypassWindow is how recently a connection must have been returned for Connect to hand
-	// it out without probing it. Zero value: 500 ms. Negative: probe on every acquire.
+	// AliveBypassWindow: a connection returned more recently than this is handed out without a
+	// probe. Zero value: 500 ms. Negative: probe on every acquire.
 	AliveBypassWindow time.Duration
 
-	// IdleTimeout closes connections that have been idle this long while more than
-	// MinIdleConns are idle, checked every 30 s by the housekeeper. It applies only when
-	// MinIdleConns < MaxConns: with the default MinIdleConns (MaxConns, a fixed-size pool) it
-	// never closes anything, and idle connections live until MaxLifetime; set MinIdleConns lower
-	// (or negative) for it to apply. Zero value: 10 min. Negative: never. When it applies,
-	// values below 10 s are raised to 10 min, and values within 1 s of MaxLifetime, or above it,
-	// turn it off.
+	// IdleTimeout closes connections idle this long while more than MinIdleConns are idle (so never
+	// with the default MinIdleConns). Zero value: 10 min. Negative: never. Below 10 s: 10 min.
+	// Within 1 s of MaxLifetime or above it: off.
 	IdleTimeout time.Duration
 
-	// MaxLifetime is the longest a physical connection lives; each connection gets a lifetime
-	// shortened by a random 0–2.5 % so that connections do not expire together. An in-use
-	// connection is retired when it comes back. Zero value: 30 min. Negative: unlimited. Values
-	// below 30 s are raised to 30 min.
+	// MaxLifetime is the longest a connection lives, less a random 0–2.5 %; one in use retires on
+	// return. Zero value: 30 min. Negative: unlimited. Below 30 s: raised to 30 min.
 	MaxLifetime time.Duration
 
-	// KeepaliveTime pings idle connections this long after their last use (minus a random
-	// 0–10 %) so that middleboxes and wait_timeout do not drop them; the housekeeper looks for
-	// connections due every 30 s. Zero value and negative: off. Values below 30 s, or not below
-	// MaxLifetime, turn it off.
+	// KeepaliveTime pings a connection idle this long (less a random 0–10 %) against middlebox and
+	// wait_timeout drops. Zero value, negative, below 30 s, or not below MaxLifetime: off.
 	KeepaliveTime time.Duration
 
-	// LeakDetectionThreshold logs one warning, with the borrower's stack, for a connection held
-	// longer than this, and an info line if it comes back later. Zero value and negative: off.
-	// Values below 2 s, or above MaxLifetime, turn it off.
+	// LeakDetectionThreshold logs the borrower's stack for a connection held longer. Zero value,
+	// negative, below 2 s or above MaxLifetime: off.
 	LeakDetectionThreshold time.Duration
 
-	// InitializationFailTimeout governs New's first connection: New retries for up to this long
-	// to open one good connection and returns the last error if it cannot. Zero value: 1 ms, that
-	// is one attempt that must succeed (HikariCP's default). Negative: New does not connect; the
-	// pool starts at once and fills in the background (HikariCP's "skip the check"). A failure of
-	// Hooks.AfterConnect fails New at once without further attempts.
+	// InitializationFailTimeout is how long New tries to open a first connection. Zero value: 1 ms
+	// (one attempt). Negative: New does not connect; the pool fills in the background.
 	InitializationFailTimeout time.Duration
 
-	// CloseTimeout bounds how long Close waits for connections still in use. Zero value: 10 s.
-	// Negative: Close does not wait.
+	// CloseTimeout bounds Close's wait for connections in use. Zero value: 10 s. Negative: none.
 	CloseTimeout time.Duration
 
-	// StatementCacheSize is how many prepared statements each physical connection keeps, least
-	// recently used first out. Through p.OpenDB(), a sql.Stmt then prepares once per
-	// connection instead of on every borrow, and a parameterized query the driver cannot run
-	// directly (go-sql-driver/mysql without interpolateParams) costs one round trip instead of
-	// three (prepare, execute, close). Zero value: 64. Negative: no cache; database/sql's own
-	// behaviour.
+	// StatementCacheSize is how many prepared statements each connection keeps (LRU). Zero value:
+	// 64. Negative: no cache.
 	StatementCacheSize int
 
-	// ServerCancelTimeout turns on server-side cancel and bounds how long a connection stays
-	// counted against MaxConns after its statement was cancelled. When a statement fails
-	// because its context ended, go-sql-driver/mysql has already closed the socket and the
-	// server goes on running the statement; the pool then has the dialect stop it (ServerCancel:
-	// KILL QUERY on MySQL, pg_cancel_backend on PostgreSQL) over a side connection of its own and keeps counting the connection (in
-	// Stats.Total, Active and Cancelling) until the server no longer lists the session, or
-	// until ServerCancelTimeout has passed. The caller is not delayed. See ServerCancel. Zero
-	// value: ValidationTimeout (5 s by default). Negative: off (the statement runs on after a
-	// cancel and the pool dials a replacement at once, as plain database/sql does).
+	// ServerCancelTimeout bounds how long a connection cancelled on the server (ServerCancel) still
+	// counts against MaxConns. Zero value: ValidationTimeout. Negative: off.
 	ServerCancelTimeout time.Duration
 
-	// Hooks are the lifecycle hooks (after connect, before hand-out, after return); see
-	// Hooks. Zero value: none.
+	// Hooks are the lifecycle hooks. Zero value: none.
 	Hooks Hooks
 
-	// Dialect is the database's knowledge the pool uses: error classification, session
-	// tracking and release plans, liveness, commit. Zero value: the dialect registered for the
-	// connector's package (RegisterDialect; importing mysqldialect or pgdialect registers
-	// theirs), else the one registered for every other connector (mysqldialect's); New fails
-	// when there is none, and for go-sql-driver's, pgx's stdlib or lib/pq connector whose
-	// dialect package is not imported. To add to or veto a dialect's decision that an error is
-	// fatal, set a type that embeds the dialect (such as mysqldialect.Dialect) and overrides
-	// Classify.
+	// Dialect is the database knowledge the pool uses. Zero value: the one registered for the
+	// connector (importing mysqldialect or pgdialect registers it); New fails without one.
 	Dialect Dialect
 
-	// Trace receives the pool's events, for metrics and tracing (see Trace, and packages
-	// metrics and otelpool); New copies it. Zero value: none, and the pool then reads no
-	// clock for durations on the hot path.
+	// Trace receives the pool's events; New copies it. Zero value: none.
 	Trace *Trace
 
 	// Logger receives the pool's structured log lines. Zero value: slog.Default().

@@ -55,8 +55,8 @@ func (c *conn) Unwrap() driver.Conn {
 	return c.e.conn
 }
 
-// Unwrap returns the driver connection under a connection handed out by a Pool (the value
-// sql.Conn.Raw passes to its function), or dc itself when it is not one of the pool's.
+// Unwrap returns the driver connection under one of the pool's connections (as sql.Conn.Raw passes
+// it), or dc itself.
 func Unwrap(dc any) driver.Conn {
 	if c, ok := dc.(*conn); ok {
 		return c.Unwrap()

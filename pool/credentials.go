@@ -7,41 +7,13 @@ import (
 	"fmt"
 )
 
-// CredentialSource returns the connector for one new connection to host, built with the
-// credentials valid now: an IAM auth token that expires in 15 minutes, a Vault lease, a password
-// read from a rotated secret. It is called before every dial and must be safe for concurrent use;
-// ctx is the dial's (it ends at ConnectTimeout). Credentials are checked by the server only when
-// a connection is opened, so connections already open keep working after a rotation until they
-// are closed (MaxLifetime, SoftEvict).
+// CredentialSource returns the connector for one new connection to host, with the credentials valid
+// now. It is called before every dial with the dial's ctx and must be safe for concurrent use.
 type CredentialSource func(ctx context.Context, host string) (driver.Connector, error)
 
-// WithCredentials returns a driver.Connector that asks source for a connector before every
-// dial and dials with it: give it to New as the pool's connector, or as one host's Connector in
-// package cluster (one per host, with that host's name). The pool's creator dials, so the source
-// runs on the creator's goroutine, never on a borrower's; an error from it (or a nil connector)
-// is a failed dial like any other: logged, recorded as Stats.LastError, and followed by the
-// creator's backoff, while borrowers keep using the open connections and wait (bounded by
-// AcquireTimeout) only when none is idle.
-//
-// With go-sql-driver/mysql, build the connector from a copy of a base *mysql.Config:
-//
-//	src := func(ctx context.Context, host string) (driver.Connector, error) {
-//		pw, err := secrets.Password(ctx) // the current password, token or lease
-//		if err != nil {
-//			return nil, err
-//		}
-//		c := base.Clone()
-//		c.Passwd = pw
-//		return mysql.NewConnector(c)
-//	}
-//	p, err := pool.New(pool.WithCredentials(base.Addr, src), pool.Config{})
-//
-// mysql.NewConnector costs a few small allocations per dial, nothing per borrow. The driver's
-// own mysql.BeforeConnect option (a func that edits the Config copy before each dial) does the
-// same for go-sql-driver/mysql alone; WithCredentials works with any driver.Connector (pgx's
-// stdlib, lib/pq), and lets the source also change the user or the address.
-//
-// Driver returns a driver whose Open fails: database/sql does not call it through a pool.
+// WithCredentials returns a driver.Connector that calls source before every dial, on the pool's
+// creator goroutine, and dials with the connector it returns; an error from source is a failed
+// dial. Give it to New, or to package cluster as one host's Connector. See docs/lifecycle.md.
 func WithCredentials(host string, source CredentialSource) driver.Connector {
 	return &credConnector{host: host, source: source}
 }

@@ -10,45 +10,32 @@ import (
 	"time"
 )
 
-// Dialect is one database product's knowledge that the pool needs, so that the pool imports no
-// driver and knows no vendor: what an error means for its connection, how to follow and undo
-// the session state a borrower leaves behind, whether a connection is alive, how to commit. It
-// is called from many goroutines at once; a SessionTracker it returns, from one at a time.
-// Packages mysqldialect and pgdialect hold MySQL's and PostgreSQL's and register them
-// ([RegisterDialect]) when imported. A dialect that can stop a running statement on the server
-// implements [ServerCancel] as well. To change a dialect's answers (such as which errors are
-// fatal), set Config.Dialect to a type that embeds it and overrides the method.
+// Dialect is one database product's knowledge the pool needs, so that the pool imports no driver:
+// what an error means, how to undo a borrower's session state, whether a connection is alive, how
+// to commit. It is called from many goroutines at once. Packages mysqldialect and pgdialect
+// register theirs when imported. To change a dialect's answers, set Config.Dialect to a type that
+// embeds it and overrides the method.
 type Dialect interface {
-	// Name is a short lower-case name for logs and errors, such as "mysql" or "postgres".
+	// Name is a short lower-case name for logs, such as "mysql".
 	Name() string
 
-	// Classify decides what err, returned by a driver call on a connection, means for that
-	// connection. It is called with every such error and must not block.
+	// Classify says what err, from a driver call, means for its connection; it must not block.
 	Classify(err error, s ErrorContext) ErrorClass
 
-	// NewSession returns the tracker of a freshly dialled connection, after
-	// Hooks.AfterConnect ran. It may run queries on dc (a baseline); a non-nil error fails
-	// the connection, which the pool then closes. A dialect that follows no session state
-	// returns a nil tracker: release then sends nothing.
+	// NewSession returns a new connection's tracker (nil: release sends nothing); an error closes
+	// it.
 	NewSession(ctx context.Context, dc driver.Conn) (SessionTracker, error)
 
-	// Probe checks that dc is alive within timeout and returns nil when it answered; see
-	// validate.Probe for the contract every dialect keeps (ctx's error when ctx ended, a
-	// non-nil result means dc must not be handed out).
+	// Probe returns nil when dc answered within timeout, and ctx's error when ctx ended.
 	Probe(ctx context.Context, dc driver.Conn, timeout time.Duration) error
 
-	// Commit commits t, begun on dc with ctx; a dialect with nothing to add returns
-	// t.Commit(). It may commit through dc with ctx instead (driver.Tx.Commit takes no
-	// context), leaving t as t.Commit would. When the outcome is unknown (ctx ended after
-	// COMMIT was sent, or the driver's error does not tell) it returns a *CommitUnknownError.
+	// Commit commits t, or through dc with ctx; an unknown outcome is a *CommitUnknownError.
 	Commit(ctx context.Context, dc driver.Conn, t driver.Tx) error
 }
 
-// CommitUnknownError is the error of a COMMIT whose outcome is unknown: the transaction may or
-// may not have been committed. A Dialect's Commit returns it when a COMMIT's context ended
-// after the COMMIT was sent and before the server answered (Reason is empty), and when the
-// driver's error does not tell (Reason says so). It unwraps to the driver's error. Package
-// retry classifies it as an ambiguous commit.
+// CommitUnknownError is the error of a COMMIT whose outcome is unknown: the transaction may or may
+// not have been committed. Reason is empty when the COMMIT's context ended before the server
+// answered. It unwraps to the driver's error.
 type CommitUnknownError struct {
 	Err error
 	// Reason says why the outcome is unknown; empty for a COMMIT whose context ended.
@@ -69,95 +56,71 @@ func (e *CommitUnknownError) AmbiguousCommit() bool { return true }
 
 // ErrorContext is what the pool knows about the connection an error came from.
 type ErrorContext struct {
-	// ReadOnlyTx reports that the borrower itself opened a read-only transaction, so that a
-	// "read-only transaction" error is its own doing and not a failover.
+	// ReadOnlyTx: the borrower opened a read-only transaction itself.
 	ReadOnlyTx bool
-	// Conn is the driver connection the error came from; nil when there is none (a failed
-	// connect).
+	// Conn is the connection the error came from; nil for a failed connect.
 	Conn driver.Conn
 }
 
 // ErrorClass is a Dialect's verdict on one error.
 type ErrorClass struct {
-	// Fatal reports that the connection must never be used again.
+	// Fatal: the connection must not be used again.
 	Fatal bool
-	// ServerGone reports that the whole server seems to have gone away or changed role; the
-	// pool then probes, on their next borrow, the idle connections created before. It is
-	// never true unless Fatal is.
+	// ServerGone: the server went away or changed role; idle connections are probed before reuse.
+	// Only with Fatal.
 	ServerGone bool
-	// Transient reports an error that a retry of the whole transaction may not meet again
-	// (a deadlock, a serialization failure, a lock timeout); the connection stays usable.
+	// Transient: a retried transaction may not meet it again (deadlock, lock timeout); the
+	// connection stays usable.
 	Transient bool
-	// StatementLimit reports that the server refused to prepare one more statement on the
-	// connection; the pool then empties the connection's statement cache and prepares again.
+	// StatementLimit: the server refused to prepare one more statement; the cache is emptied.
 	StatementLimit bool
-	// StaleStatement reports that the server refused a statement the connection prepared
-	// earlier as no longer fitting (PostgreSQL: 0A000 after a table changed, 26000). One the
-	// pool ran through its cache first (SessionCaps.CacheFirst) is then dropped and run directly.
+	// StaleStatement: the server refused a statement prepared earlier as no longer fitting.
 	StaleStatement bool
 	// Reason is a short static description of a fatal error; empty when Fatal is false.
 	Reason string
 }
 
-// SessionTracker follows the session state of one connection from the statements a borrower
-// sends through the pool, and plans the statements that reset it at release. The pool calls
-// it from the goroutine that holds the connection only.
+// SessionTracker follows one connection's session state from the statements a borrower sends, and
+// plans its reset at release. It is called only from the goroutine holding the connection.
 type SessionTracker interface {
-	// Begin, Commit and Rollback report database/sql's transaction calls.
+	// Begin, Commit, Rollback, Statement and Result report the borrower's calls; Failed follows one
+	// that failed.
 	Begin(opts driver.TxOptions)
 	Commit()
 	Rollback()
-	// Statement reports a statement that ran (successfully or not: Failed follows a failure).
 	Statement(query string)
-	// Result reports the result of a successful Exec.
 	Result(r driver.Result)
-	// Failed reports that the last call reported (statement, Begin, Commit, Rollback)
-	// returned an error: what it would have ended may still be in place.
 	Failed()
-	// Unknown reports that the borrower reached the driver connection directly
-	// (sql.Conn.Raw): any state is possible.
+	// Unknown: the borrower reached the driver connection directly (sql.Conn.Raw).
 	Unknown()
-	// Clean reports that the session is as it was at connect: release then sends nothing.
+	// Clean: the session is as at connect, so release sends nothing.
 	Clean() bool
-	// ReadOnlyTx reports that the borrower opened a read-only transaction itself.
+	// ReadOnlyTx: the borrower opened a read-only transaction itself.
 	ReadOnlyTx() bool
-	// Plan returns what release must do; Done follows a plan that ran without error (or an
-	// empty one) and marks the session clean.
+	// Plan says what release must do; Done follows its success and marks the session clean.
 	Plan() ReleasePlan
 	Done()
-	// BeforeClose returns the statements to run, errors ignored, on a healthy connection the
-	// pool is about to close although its borrower may hold server-side locks (MySQL's
-	// named locks outlive the socket briefly); nil for none.
+	// BeforeClose returns statements to run, errors ignored, before the pool closes a healthy
+	// connection whose borrower may hold server-side locks; nil for none.
 	BeforeClose() []string
-	// Scope names what the server resolves a statement's names against (MySQL: the current
-	// database), for the pool's statement cache key; known is false while it cannot be told,
-	// and the pool then does not cache.
+	// Scope names what statement names resolve against, for the statement cache key; not known: no
+	// caching.
 	Scope() (scope string, known bool)
-	// Caps is asked once, right after NewSession; see SessionCaps.
+	// Caps is asked once, right after NewSession.
 	Caps() SessionCaps
 }
 
-// SessionCaps is what a SessionTracker can do besides following the session. The zero value
-// asks for nothing: no liveness peek, the driver's ResetSession at every hand-out, statements
-// run as the driver runs them.
+// SessionCaps is what a SessionTracker can do besides following the session. The zero value asks
+// for nothing. See docs/postgresql.md.
 type SessionCaps struct {
-	// Alive, when not nil, reports without blocking or sending anything whether the server
-	// still holds the connection (a socket peek finds no EOF nor unsolicited message, such as
-	// PostgreSQL's FATAL after pg_terminate_backend). The pool asks it at hand-out, unless it
-	// handed the connection out within the last millisecond, and closes a dead one.
+	// Alive, if set, tells without blocking or I/O that the connection is alive; else it is closed.
 	Alive func() bool
-	// SkipDriverReset reports that the driver's ResetSession only repeats the pool's own
-	// hand-out checks (Alive, the probe after AliveBypassWindow, the release plan's ROLLBACK):
-	// the pool then does not call it (pgx's stdlib reads the wall clock there per checkout).
+	// SkipDriverReset: do not call the driver's ResetSession, which repeats the pool's checks.
 	SkipDriverReset bool
-	// IsValid, when not nil and SkipDriverReset is set, stands in for the driver's
-	// driver.Validator at every return when the driver connection has none (pgx's stdlib).
+	// IsValid, if set with SkipDriverReset, stands in for a missing driver.Validator at return.
 	IsValid func() bool
-	// CacheFirst, when not nil, is asked before each parameterized ExecContext or
-	// QueryContext; while it reports true, a statement already seen on the connection runs
-	// through the statement cache (one round trip) instead of the driver's direct call, for a
-	// driver that parses each anew (lib/pq). It must report false where a statement the server
-	// rejects as stale (ErrorClass.StaleStatement) cannot simply run again: in a transaction.
+	// CacheFirst, if set and true, runs repeated statements through the cache; false in a
+	// transaction.
 	CacheFirst func() bool
 }
 
@@ -206,12 +169,12 @@ type validatorFunc func() bool
 
 func (f validatorFunc) IsValid() bool { return f() }
 
-// ReleasePlan is what release does with a connection whose session is not clean.
+// ReleasePlan is what release does with a session that is not clean.
 type ReleasePlan struct {
-	// Statements run in order; the first error closes the connection. A plan that starts with
-	// "ROLLBACK" is reported as a rollback to Trace.ReleasePlanRun.
+	// Statements run in order; the first error closes the connection. A first "ROLLBACK" counts as
+	// a rollback.
 	Statements []string
-	// Discard closes the connection instead: nothing finer restores the session.
+	// Discard closes the connection instead.
 	Discard bool
 	// Reason is a short description for logs.
 	Reason string
@@ -225,10 +188,8 @@ var dialectRegistry struct {
 }
 
 // RegisterDialect makes d the dialect New chooses, when Config.Dialect is nil, for a connector
-// whose type, or whose Driver()'s type, is defined in one of pkgPaths (such as
-// "github.com/lib/pq"); the empty path, for every connector no other path matches
-// (mysqldialect's). A later registration for a path replaces the earlier one. Dialect packages
-// call it from init.
+// whose type or Driver() type is in one of pkgPaths; the empty path matches every other connector.
+// A later registration replaces an earlier one. Dialect packages call it from init.
 func RegisterDialect(d Dialect, pkgPaths ...string) {
 	dialectRegistry.mu.Lock()
 	defer dialectRegistry.mu.Unlock()

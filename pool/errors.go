@@ -18,9 +18,9 @@ var (
 	ErrPoolExhausted = errors.New("sqlpool: pool exhausted: too many goroutines waiting for a connection")
 )
 
-// AcquireTimeoutError says that an acquire reached its deadline. It matches ErrAcquireTimeout,
-// and context.DeadlineExceeded when the ctx deadline came first. Failing (LastErr set, and
-// returned by Unwrap for retry.Classify) tells a failing pool from a merely busy one.
+// AcquireTimeoutError says an acquire reached its deadline. It matches ErrAcquireTimeout, and
+// context.DeadlineExceeded when the ctx deadline came first. Failing tells a failing pool from a
+// busy one.
 type AcquireTimeoutError struct {
 	Pool        string        // the pool's Config.Name
 	Waited      time.Duration // how long the acquire waited
@@ -51,7 +51,6 @@ func (e *AcquireTimeoutError) Error() string {
 	return msg
 }
 
-// Is matches ErrAcquireTimeout, and context.DeadlineExceeded when the ctx deadline ended the wait.
 func (e *AcquireTimeoutError) Is(target error) bool {
 	return target == ErrAcquireTimeout || (e.CtxDeadline && target == context.DeadlineExceeded)
 }

@@ -1,7 +1,6 @@
 package pool
 
-// CloseReason says why the pool closed a physical connection. The set is small and fixed, so
-// it can be a metric label.
+// CloseReason says why the pool closed a physical connection (a metric label).
 type CloseReason string
 
 // The reasons a connection is closed.
@@ -17,4 +16,5 @@ const (
 	ClosePoolClosed       CloseReason = "pool_closed"       // Close
 	CloseHookRejected     CloseReason = "hook_rejected"     // BeforeAcquire rejected it, or AfterRelease vetoed its reuse
 	CloseHookFailed       CloseReason = "hook_failed"       // a hook returned an error, panicked or timed out on it
+	CloseResized          CloseReason = "resized"           // SetMaxConns lowered the limit below the open connections
 )

@@ -8,38 +8,28 @@ import (
 	"time"
 )
 
-// Hooks are code the pool runs on a connection (HookConn) at points of its life, each with a
-// context and a time limit (Timeout). What BeforeAcquire and AfterRelease run is seen by the
-// session tracker as a borrower's statements: a SET @tenant run by BeforeAcquire is undone (or
-// the connection discarded) when the borrower returns the connection. A hook that returns an
-// error, panics or outlives its ctx fails with a *HookError naming the hook, and the
-// connection it ran on is closed (the creator replaces it). A hook runs on the calling
-// goroutine and must return when its ctx ends. The zero value runs no hooks, for one nil
-// check per acquire and release.
+// Hooks are code the pool runs on a connection at points of its life, each bounded by its ctx and
+// Timeout; a hook must return when its ctx ends. The session tracker sees what BeforeAcquire and
+// AfterRelease run as a borrower's statements, and resets it at release. A hook that fails, panics
+// or times out fails with a *HookError and its connection is closed. The zero value runs no hooks.
+// See docs/lifecycle.md.
 type Hooks struct {
-	// AfterConnect runs once on every new physical connection, before the session baseline
-	// is recorded, so that what it sets is kept for the connection's life (release plans
-	// restore it); pool.Unwrap(c.Conn()) is the driver's connection. A failure is a failed
-	// dial (logged, Stats.LastError, backoff), and fails New at once for its first connection.
-	// Its ctx also ends at ConnectTimeout. Zero value: none.
+	// AfterConnect runs once on each new connection, before the session baseline is recorded, so
+	// what it sets is kept for the connection's life. A failure is a failed dial, and fails New at
+	// once for the first connection. Zero value: none.
 	AfterConnect func(ctx context.Context, c HookConn) error
 
-	// BeforeAcquire runs before every hand-out of a connection (Connect, or a checkout from a
-	// DB's idle list), after the pool's own checks. It returns ok=false to reject the
-	// connection, which is closed while the acquire goes on with another (keeping its place
-	// in the queue), or an error to fail the acquire (a *HookError); on a checkout from a DB's
-	// idle list the connection is closed instead and database/sql retries. Its ctx is the
-	// acquire's, also ended by AcquireTimeout. Zero value: none.
+	// BeforeAcquire runs before every hand-out, after the pool's own checks. ok=false closes the
+	// connection and the acquire goes on with another; an error fails the acquire. Zero value:
+	// none.
 	BeforeAcquire func(ctx context.Context, c HookConn) (ok bool, err error)
 
 	// AfterRelease runs when a borrower returns a connection the pool would keep, before the
-	// release plan, so that what it sets is reset too. It returns keep=false to close the
-	// connection instead; an error (logged) closes it too. Its ctx is bounded by Timeout
-	// only. Zero value: none.
+	// release plan. keep=false or an error closes the connection. Zero value: none.
 	AfterRelease func(ctx context.Context, c HookConn) (keep bool, err error)
 
-	// Timeout bounds each hook call. Zero value: ValidationTimeout. Negative: only the ctx
-	// each hook is given bounds it.
+	// Timeout bounds each hook call. Zero value: ValidationTimeout. Negative: only the hook's ctx
+	// bounds it.
 	Timeout time.Duration
 }
 
@@ -60,8 +50,7 @@ type HookError struct {
 	Hook string // HookAfterConnect, HookBeforeAcquire or HookAfterRelease
 	// Panic is the value the hook panicked with, or nil.
 	Panic any
-	// TimedOut is set when the hook's ctx reached its time limit (Hooks.Timeout, or the
-	// acquire's AcquireTimeout) before the hook returned; Limit is that limit.
+	// TimedOut: the hook outlived its time limit, Limit.
 	TimedOut bool
 	Limit    time.Duration
 	Err      error
@@ -86,16 +75,14 @@ func (e *HookError) Error() string {
 func (e *HookError) Is(target error) bool { return target == ErrHook }
 func (e *HookError) Unwrap() error        { return e.Err }
 
-// HookConn is the connection a hook runs on. Its statements go through the pool's connection
-// wrapper, so the session tracker sees them as it sees a borrower's. It is valid only during
-// the hook call.
+// HookConn is the connection a hook runs on, valid only during the call; the session tracker sees
+// its statements as a borrower's.
 type HookConn struct{ c *conn }
 
-// Conn returns the connection as a driver.Conn (the pool's wrapper, with every optional
-// interface database/sql uses), for what Exec and QueryRow do not cover.
+// Conn returns the connection as a driver.Conn, for what Exec and QueryRow do not cover.
 func (h HookConn) Conn() driver.Conn { return h.c }
 
-// Exec runs one statement with arguments (converted as database/sql converts them).
+// Exec runs one statement, converting args as database/sql does.
 func (h HookConn) Exec(ctx context.Context, query string, args ...any) error {
 	nv, err := h.namedValues(args)
 	if err != nil {

@@ -13,48 +13,39 @@ import (
 // pool can do for a connector that dials several hosts. With a plain driver.Connector none of it
 // runs: an entry's host is nil and the hot path pays one nil check in checkout (see goneFor).
 
-// HostConnector is a driver.Connector over several database hosts, such as package cluster's
-// Connector. When New is given one, the pool records which host each connection reached, keeps
-// "the server went away" per host instead of for the whole pool, reports such errors to the
-// connector, and gives it a *HostPool: per-host figures, eviction and a fail-fast state. One
-// HostConnector serves one pool.
+// HostConnector is a driver.Connector over several hosts, such as package cluster's Connector.
+// Given one, New tracks each connection's host, keeps "server gone" per host, and gives the
+// connector a *HostPool. One HostConnector serves one pool; see docs/cluster.md.
 type HostConnector interface {
 	driver.Connector
-	// ConnectHost opens a connection and names the host it reached (a small, fixed set).
+	// ConnectHost opens a connection and names the host it reached.
 	ConnectHost(ctx context.Context) (conn driver.Conn, host string, err error)
-	// ConnectTo opens a connection to the host called host, for server-side cancel's side
-	// connection; an error ends that cancel with CancelFailed.
+	// ConnectTo opens server-side cancel's side connection to host.
 	ConnectTo(ctx context.Context, host string) (driver.Conn, error)
 	// AttachPool is called once by New, before the first dial; an error fails New.
 	AttachPool(p *HostPool) error
-	// HostGone is called, on the failed call's goroutine (return quickly), when a connection
-	// to host reported the server gone (validate.ServerGone).
+	// HostGone reports, on the failed call's goroutine, that host's server went away.
 	HostGone(host string, err error)
-	// DetachPool is called once by Close (or a failing New) to stop the connector's goroutines.
+	// DetachPool is called once by Close, or a failing New.
 	DetachPool()
 }
 
-// HostPool is the pool as its HostConnector sees it: what only a connector over several hosts
-// needs from the pool, kept off Pool's own methods. Its methods are safe for concurrent use.
+// HostPool is the pool as its HostConnector sees it. Its methods are safe for concurrent use.
 type HostPool struct{ p *Pool }
 
 // Name returns the pool's name (Config.Name).
 func (h *HostPool) Name() string { return h.p.cfg.Name }
 
-// HostStats returns per-host figures, sorted by host name; empty until a connection to a host
-// was opened. Like Pool.Stats it takes the pool's registry lock briefly.
+// HostStats returns per-host figures, sorted by host name.
 func (h *HostPool) HostStats() []HostStats { return h.p.hostStats() }
 
-// EvictHost closes up to n connections to host (n < 0: all of them) and returns how many it
-// closed or marked: idle ones first, oldest first, closed now; then connections in use (or
-// parked in database/sql) are marked and closed when returned or checked out. The creator
-// replaces them through the connector. Closes are reported with CloseEvicted.
+// EvictHost closes up to n connections to host (n < 0: all), idle ones now and the others when
+// returned or checked out, and returns how many it closed or marked. The close reason is
+// CloseEvicted.
 func (h *HostPool) EvictHost(host string, n int) int { return h.p.evictHost(host, n) }
 
-// SetUnavailable puts the pool in a fail-fast state (err != nil) or takes it out of it (nil).
-// While in it, an acquire that finds no idle connection fails at once with an error that wraps
-// err (and matches ErrUnavailable) instead of waiting, and waiting goroutines are woken to fail
-// the same way. Package cluster uses it when every host is down.
+// SetUnavailable, with err != nil, makes an acquire that finds no idle connection fail at once with
+// an error wrapping err and matching ErrUnavailable, waiters included; nil ends it.
 func (h *HostPool) SetUnavailable(err error) { h.p.setUnavailable(err) }
 
 // hostState is what the pool keeps per host. Entries point at it; the map of them only grows.
@@ -267,7 +258,7 @@ func (p *Pool) setUnavailable(err error) {
 	s.mu.Unlock()
 }
 
-// ErrUnavailable is matched by acquire errors in HostPool.SetUnavailable's fail-fast state.
+// ErrUnavailable is matched by acquire errors while HostPool.SetUnavailable is in force.
 var ErrUnavailable = errors.New("sqlpool: no connection can be opened")
 
 // unavailableErr returns the fail-fast error, or nil.

@@ -1,16 +1,8 @@
 // Package pool is a HikariCP-style connection pool behind database/sql.
 //
-// A *Pool opens physical connections with any driver.Connector (New) and is itself one. Use it
-// through p.OpenDB(): database/sql serves borrows from its own idle list while connections are
-// free, and the pool checks each checkout and cleans each return; when none is free, borrowers
-// wait in the pool, first come, first served, bounded by AcquireTimeout and MaxWaiters.
-// sql.OpenDB(p) also works: every connection database/sql opens is then an acquire (Connect).
-//
-// The pool adds validation past AliveBypassWindow, a release that rolls back and resets only
-// what the borrower left (the Dialect's tracker), eviction after fatal errors, one creator
-// goroutine with backoff, MinIdleConns, IdleTimeout, MaxLifetime with jitter, KeepaliveTime,
-// leak detection, SoftEvict, Suspend/Resume and a bounded Close. A clean borrow/return cycle
-// sends nothing to the server. See docs/ARCHITECTURE.md.
+// New returns a *Pool over any driver.Connector; use it through p.OpenDB() (or sql.OpenDB(p)).
+// Borrowers wait first come, first served, bounded by AcquireTimeout and MaxWaiters. A clean borrow
+// and return sends nothing to the server. See docs/ARCHITECTURE.md.
 package pool
 
 import (
@@ -101,15 +93,13 @@ type errBox struct{ err error }
 
 // Stats is a snapshot of a pool's state and cumulative counters.
 type Stats struct {
-	Name     string
-	MaxConns int
-	Total    int // physical connections open, Cancelling included
-	Active   int // in use by a borrower, Cancelling included
-	Idle     int // idle in the pool, or parked in a database/sql idle list
-	Waiting  int // goroutines waiting in Connect
-	// Cancelling: closed connections whose cancelled statement may still run on the server
-	// (Config.ServerCancelTimeout); they count against MaxConns.
-	Cancelling int
+	Name       string
+	MaxConns   int
+	Total      int // physical connections open, Cancelling included
+	Active     int // in use by a borrower, Cancelling included
+	Idle       int // idle in the pool, or parked in a database/sql idle list
+	Waiting    int // goroutines waiting in Connect
+	Cancelling int // closed, but their cancelled statement may still run (ServerCancelTimeout)
 
 	Acquires           uint64 // hand-outs (Connect, or a checkout from database/sql's idle list)
 	Timeouts           uint64 // acquires that reached their deadline
@@ -121,9 +111,7 @@ type Stats struct {
 	ReleasePlans       uint64 // releases that had to run statements (rollback or reset)
 	LeakedStatements   uint64 // statements a borrower left open, closed on release
 	StatementCacheFull uint64 // errors 1461 that emptied a connection's statement cache
-	// LastError is the error of the last failed attempt to open or validate a connection;
-	// nil once one is opened or passes a probe, as in HikariCP.
-	LastError error
+	LastError          error  // of the last failed open or probe; nil after a success
 }
 
 func (s Stats) String() string {
@@ -223,10 +211,9 @@ func (d poolDriver) Open(string) (driver.Conn, error) {
 	return nil, fmt.Errorf("sqlpool: %s: a pool's driver cannot open connections by name; use sql.OpenDB(pool) or pool.OpenDB()", d.p.cfg.Name)
 }
 
-// Connect implements driver.Connector: it acquires a connection, waiting first come, first
-// served until the earlier of ctx's end and AcquireTimeout, and returns a proxy whose Close
-// gives it back. Errors: ErrClosed, ErrPoolExhausted (MaxWaiters), an *AcquireTimeoutError,
-// ctx's error wrapped, or one matching ErrUnavailable (HostPool.SetUnavailable).
+// Connect implements driver.Connector: it acquires a connection, waiting first come, first served
+// until ctx ends or AcquireTimeout passes. Errors: ErrClosed, ErrPoolExhausted,
+// *AcquireTimeoutError, ctx's error wrapped, or one matching ErrUnavailable.
 func (p *Pool) Connect(ctx context.Context) (driver.Conn, error) {
 	e, err := p.acquire(ctx, nil)
 	if err != nil {
@@ -235,7 +222,7 @@ func (p *Pool) Connect(ctx context.Context) (driver.Conn, error) {
 	return &conn{p: p, e: e}, nil
 }
 
-// Stats returns a snapshot of the pool, for metrics and logs (it takes locks briefly).
+// Stats returns a snapshot of the pool.
 func (p *Pool) Stats() Stats {
 	_, waiting := p.store.counts()
 	s := Stats{
@@ -305,10 +292,9 @@ func (p *Pool) Resume() {
 	p.signalCreator()
 }
 
-// Close fails new acquires and waiters with ErrClosed, closes idle connections (those parked in
-// DBs from OpenDB too), and waits up to CloseTimeout for connections in use; it returns an
-// error naming those still out, which are closed when returned. Close the DBs first. A second
-// Close returns nil.
+// Close fails new acquires with ErrClosed, closes idle connections, and waits up to CloseTimeout
+// for those in use; it returns an error naming those still out. Close the DBs from OpenDB first. A
+// second Close returns nil.
 func (p *Pool) Close() error {
 	if !p.closed.CompareAndSwap(false, true) {
 		return nil
@@ -470,11 +456,9 @@ func (p *Pool) lifetime(now int64) (expiresAt, keepaliveGap int64) {
 	return
 }
 
-// OpenDB returns a *sql.DB over the pool: database/sql's speed when connections are free, the
-// pool's fairness when they are not. The DB keeps up to MaxConns idle connections, still owned
-// by the pool (checked at checkout, cleaned at return); while a goroutine waits in the pool,
-// returns go to it and parked connections are brought back. Do not call SetMaxIdleConns or
-// SetMaxOpenConns on it. Closing the DB does not close the pool; close both, DB first.
+// OpenDB returns a *sql.DB over the pool; its idle connections stay the pool's. Do not call
+// SetMaxIdleConns or SetMaxOpenConns on it. Closing the DB does not close the pool; close the DB
+// first, then the pool.
 func (p *Pool) OpenDB() *sql.DB {
 	db := sql.OpenDB(connector{p})
 	db.SetMaxOpenConns(0)

@@ -7,9 +7,6 @@ import (
 	"time"
 )
 
-// CloseResized: SetMaxConns lowered the limit below the open connections.
-const CloseResized CloseReason = "resized"
-
 // liveConfig holds the settings that can change on a live pool (SetMaxConns, SetMinIdleConns,
 // SetAcquireTimeout, SetMaxLifetime, SetIdleTimeout). Readers load them atomically; the
 // setters serialize on mu. Pool.cfg keeps the values New resolved, and Config overlays these.
@@ -111,8 +108,8 @@ func (p *Pool) SetMinIdleConns(n int) error {
 	return nil
 }
 
-// SetAcquireTimeout changes AcquireTimeout on a live pool (d as in Config) for acquires that
-// begin to wait after the call; ConnectTimeout and ValidationTimeout keep New's values.
+// SetAcquireTimeout changes AcquireTimeout (d as in Config) for acquires that begin to wait after
+// the call; ConnectTimeout and ValidationTimeout keep their values.
 func (p *Pool) SetAcquireTimeout(d time.Duration) error {
 	if p.closed.Load() {
 		return ErrClosed
@@ -127,8 +124,8 @@ func (p *Pool) SetAcquireTimeout(d time.Duration) error {
 	return nil
 }
 
-// SetMaxLifetime changes MaxLifetime on a live pool (d as in Config, and validated as there) for
-// connections opened after the call; SoftEvict replaces the open ones.
+// SetMaxLifetime changes MaxLifetime (d as in Config) for connections opened after the call;
+// SoftEvict replaces the open ones.
 func (p *Pool) SetMaxLifetime(d time.Duration) error {
 	if p.closed.Load() {
 		return ErrClosed
@@ -150,8 +147,7 @@ func (p *Pool) SetMaxLifetime(d time.Duration) error {
 	return nil
 }
 
-// SetIdleTimeout changes IdleTimeout on a live pool (d as in Config, and validated as there);
-// the next housekeeping pass applies it.
+// SetIdleTimeout changes IdleTimeout (d as in Config); the next housekeeping pass applies it.
 func (p *Pool) SetIdleTimeout(d time.Duration) error {
 	if p.closed.Load() {
 		return ErrClosed

@@ -6,41 +6,32 @@ import (
 	"time"
 )
 
-// Trace receives the pool's events, for metrics (package metrics), tracing (package otelpool)
-// or logs. Every field is optional: the pool skips a nil one, and a pool without a Trace pays
-// one nil check per event and reads no clock for durations. The functions run on the goroutine
-// where the event happens, every acquire and release included, so they must be safe for
-// concurrent use, must not block, and should not allocate or take a lock borrowers share.
-// Their pool argument is Config.Name.
+// Trace receives the pool's events, for packages metrics and otelpool or logs. Every field is
+// optional. The functions run on the event's goroutine, so they must be safe for concurrent use and
+// must not block; see docs/metrics.md. Their pool argument is Config.Name.
 type Trace struct {
-	// Acquired: a connection was handed out (Connect, or a checkout from a DB's idle list)
-	// after waiting wait (0 for an idle one handed out without a probe).
+	// Acquired: a connection was handed out after waiting wait (0 without a wait or probe).
 	Acquired func(pool string, wait time.Duration)
 	// AcquireTimedOut: an acquire reached its deadline after waiting wait.
 	AcquireTimedOut func(pool string, wait time.Duration)
-	// AcquireEnded: an acquire that had to wait or probe ended, waited after it first had to,
-	// having run probes probes; err is its error or nil, ctx the acquire's (for a span).
+	// AcquireEnded: an acquire that had to wait or probe ended (err: nil or why).
 	AcquireEnded func(ctx context.Context, pool string, waited time.Duration, probes int, err error)
 	// Released: a connection came back after being used for usage.
 	Released func(pool string, usage time.Duration)
-	// Created: a physical connection was opened, in dial (AfterConnect and baseline included).
+	// Created: a connection was opened in dial, AfterConnect and baseline included.
 	Created func(pool string, dial time.Duration)
-	// Closed: a physical connection was closed.
+	// Closed: a connection was closed.
 	Closed func(pool string, reason CloseReason)
-	// Validated: an acquire probed a connection idle longer than AliveBypassWindow, under its
-	// ctx, in took; alive is the outcome.
+	// Validated: an acquire probed a connection in took; alive is the outcome.
 	Validated func(ctx context.Context, pool string, took time.Duration, alive bool)
-	// ReleasePlanRun: a release ran statements statements to clean the session (rollback: a
-	// ROLLBACK first); ok says whether they all succeeded.
+	// ReleasePlanRun: a release ran statements statements, rollback first or not; ok: all
+	// succeeded.
 	ReleasePlanRun func(pool string, rollback bool, statements int, ok bool)
-	// ReleasePlanEnded: a release ran a plan of statements (rollback: a ROLLBACK first) in
-	// took, or found the session could not be reset (statements 0); err is why the
-	// connection was then closed, or nil.
+	// ReleasePlanEnded: a release plan ended (statements 0: no reset possible); err: why it closed.
 	ReleasePlanEnded func(pool string, took time.Duration, statements int, rollback bool, err error)
 	// LeakedStatementClosed: a statement the borrower left open was closed on release.
 	LeakedStatementClosed func(pool string)
-	// StatementDone: an Exec or Query took d until the driver answered (a query: its first
-	// result); err is its error or nil, ctx the caller's. query is SQL text, never a label.
+	// StatementDone: an Exec or Query took d; query is SQL text, never a label.
 	StatementDone func(ctx context.Context, pool, query string, d time.Duration, err error)
 	// ServerCancelled: a server-side cancel ended with outcome, d after its connection closed.
 	ServerCancelled func(pool string, outcome CancelOutcome, d time.Duration)

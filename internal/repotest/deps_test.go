@@ -17,7 +17,8 @@ var driverPackages = []string{
 }
 
 // TestPoolImportsNoDriver fails when `go list -deps` of package pool (or of validate and
-// txstate, which pool uses for MySQL's rules) names a database driver.
+// txstate, which mysqldialect builds on) names a database driver. TestPoolLinksNoDialect
+// (poolapi_test.go) keeps those and the dialect packages out of pool's own dependencies.
 func TestPoolImportsNoDriver(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
