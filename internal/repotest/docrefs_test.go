@@ -139,6 +139,7 @@ func TestDocRefCheck(t *testing.T) {
 		"zipkin/nosuchpackage":           false,
 		"github.com/jackc/pgx/v5":        true, // outside the repository: not checked
 		"SELECT 1":                       true,
+		"../shared/reference/zipkin.md":  false,
 	} {
 		if why := idx.check(ref); (why == "") != ok {
 			t.Errorf("check(%q) = %q, want accepted %v", ref, why, ok)
@@ -337,6 +338,9 @@ func (idx *repoIndex) check(ref string) string {
 		}
 		if !pathLike.MatchString(path) || strings.Contains(ref, "://") {
 			return ""
+		}
+		if strings.HasPrefix(path, "../") {
+			return "a path outside the repository: a reader of the repository does not have it"
 		}
 		top := strings.SplitN(path, "/", 2)[0]
 		if !idx.topLevel(top) {
