@@ -66,7 +66,7 @@ func killTagged(t *testing.T, admin *sql.DB, tag string) {
 
 // A cancelled SELECT SLEEP(10) and a cancelled long cross join end on the server within
 // 100 ms of their context's end through the pool (after a first cancel that opened the side
-// connection, allowed 1 s); through plain database/sql on the same
+// connection, allowed 2 s more); through plain database/sql on the same
 // server, in the same test, they are still running 2 s later. The pool's connection stays
 // counted (Stats.Cancelling) until the server thread is gone, and the cancel is counted with
 // outcome "ended".
@@ -96,8 +96,11 @@ func TestServerCancelStopsStatement(t *testing.T) {
 		return err == nil && len(ids) == 0
 	})
 	t.Logf("first cancel of the pool (opens the side connection): statement gone %v after its context ended", time.Since(wend).Round(time.Millisecond))
-	if d := time.Since(wend); d > time.Second {
-		t.Errorf("the pool's first cancelled statement left the server %v after its context ended, want ≤ 1s", d)
+	// The first cancel also dials the side connection: under -race on a loaded 2-core CI
+	// machine that dial alone has taken over a second, so it gets 2 s more than the others
+	// (still far short of the 10 s the statement would run without the cancel).
+	if d, bound := time.Since(wend), cancelBoundForTest(t)+2*time.Second; d > bound {
+		t.Errorf("the pool's first cancelled statement left the server %v after its context ended, want ≤ %v", d, bound)
 	}
 
 	for i, q := range cancelQueries {
