@@ -3,11 +3,10 @@ package mysqldialect
 import (
 	"context"
 	"database/sql/driver"
-	"fmt"
 	"io"
 	"strconv"
-	"strings"
 
+	"github.com/sqlpool/sqlpool/internal/rawconn"
 	"github.com/sqlpool/sqlpool/pool"
 	"github.com/sqlpool/sqlpool/txstate"
 	"github.com/sqlpool/sqlpool/validate"
@@ -34,46 +33,18 @@ func (d dialect) NewCancellableSession(ctx context.Context, dc driver.Conn) (poo
 
 // Cancel runs KILL QUERY id on side.
 func (dialect) Cancel(ctx context.Context, side driver.Conn, id int64) error {
-	return execDriver(ctx, side, "KILL QUERY "+strconv.FormatInt(id, 10))
+	return rawconn.Exec(ctx, side, "KILL QUERY "+strconv.FormatInt(id, 10))
 }
 
 // Running selects ids from information_schema.PROCESSLIST on side.
 func (dialect) Running(ctx context.Context, side driver.Conn, ids []int64) (map[int64]bool, error) {
-	var q strings.Builder
-	q.WriteString("SELECT ID FROM information_schema.PROCESSLIST WHERE ID IN (")
-	for i, id := range ids {
-		if i > 0 {
-			q.WriteByte(',')
-		}
-		q.WriteString(strconv.FormatInt(id, 10))
-	}
-	q.WriteByte(')')
-	rows, err := queryDriver(ctx, side, q.String())
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	running := make(map[int64]bool, len(ids))
-	dest := make([]driver.Value, 1)
-	for {
-		if err := rows.Next(dest); err != nil {
-			if err == io.EOF {
-				return running, nil
-			}
-			return nil, err
-		}
-		id, err := int64Value(dest[0])
-		if err != nil {
-			return nil, fmt.Errorf("PROCESSLIST.ID: %w", err)
-		}
-		running[id] = true
-	}
+	return rawconn.IDsPresent(ctx, side, "SELECT ID FROM information_schema.PROCESSLIST WHERE ID IN ", "PROCESSLIST.ID", ids)
 }
 
 // baselineWithID runs txstate.BaselineQuery with col appended. ok is false when the server
 // rejected it with an ordinary error or its row is not as expected; err is a fatal error.
 func baselineWithID(ctx context.Context, dc driver.Conn, col string) (b txstate.Baseline, id int64, ok bool, err error) {
-	rows, err := queryDriver(ctx, dc, txstate.BaselineQuery+", "+col)
+	rows, err := rawconn.Query(ctx, dc, txstate.BaselineQuery+", "+col)
 	if err != nil {
 		if v := validate.Check(err, validate.Session{}); v.Fatal || ctx.Err() != nil {
 			return b, 0, false, err
@@ -95,22 +66,8 @@ func baselineWithID(ctx context.Context, dc driver.Conn, col string) (b txstate.
 	if b, err = txstate.BaselineFromRow(dest[:n-1]); err != nil {
 		return b, 0, false, nil
 	}
-	if id, err = int64Value(dest[n-1]); err != nil || id <= 0 {
+	if id, err = rawconn.Int64(dest[n-1]); err != nil || id <= 0 {
 		return b, 0, false, nil
 	}
 	return b, id, true, nil
-}
-
-func int64Value(v driver.Value) (int64, error) {
-	switch v := v.(type) {
-	case int64:
-		return v, nil
-	case uint64:
-		return int64(v), nil
-	case []byte:
-		return strconv.ParseInt(string(v), 10, 64)
-	case string:
-		return strconv.ParseInt(v, 10, 64)
-	}
-	return 0, fmt.Errorf("unexpected %T", v)
 }

@@ -27,6 +27,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sqlpool/sqlpool/internal/rawconn"
 	"github.com/sqlpool/sqlpool/pool"
 	"github.com/sqlpool/sqlpool/validate"
 )
@@ -100,7 +101,7 @@ func commitContext(ctx context.Context, dc driver.Conn, t driver.Tx) error {
 	if pkgPath(t) != goSQLDriver {
 		return t.Commit()
 	}
-	err := execDriver(ctx, dc, "COMMIT")
+	err := rawconn.Exec(ctx, dc, "COMMIT")
 	if errors.Is(err, driver.ErrBadConn) {
 		// go-sql-driver sent nothing (its connection was closed already): the driver's own
 		// Commit answers as plain database/sql would (mysql.ErrInvalidConn).

@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"io"
 
+	"github.com/sqlpool/sqlpool/internal/rawconn"
 	"github.com/sqlpool/sqlpool/pool"
 	"github.com/sqlpool/sqlpool/txstate"
 	"github.com/sqlpool/sqlpool/validate"
@@ -97,7 +98,7 @@ func queryBaseline(ctx context.Context, dc driver.Conn) (txstate.Baseline, bool,
 // runBaseline runs one baseline query and reads its row. rejected reports an ordinary error
 // from the server (the query may be retried); err is a fatal one (or the ctx's).
 func runBaseline(ctx context.Context, dc driver.Conn, q string) (b txstate.Baseline, known, rejected bool, err error) {
-	rows, err := queryDriver(ctx, dc, q)
+	rows, err := rawconn.Query(ctx, dc, q)
 	if err != nil {
 		if v := validate.Check(err, validate.Session{}); v.Fatal || ctx.Err() != nil {
 			return b, false, false, err

@@ -3,15 +3,13 @@ package pgdialect
 import (
 	"context"
 	"database/sql/driver"
-	"fmt"
-	"io"
 	"reflect"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/sqlpool/sqlpool/internal/rawconn"
 	"github.com/sqlpool/sqlpool/pool"
 )
 
@@ -31,7 +29,7 @@ func (d dialect) NewCancellableSession(ctx context.Context, dc driver.Conn) (poo
 
 // Cancel runs SELECT pg_cancel_backend(id) on side (a role may cancel its own backends).
 func (dialect) Cancel(ctx context.Context, side driver.Conn, id int64) error {
-	rows, err := queryDriver(ctx, side, "SELECT pg_cancel_backend("+strconv.FormatInt(id, 10)+")")
+	rows, err := rawconn.Query(ctx, side, "SELECT pg_cancel_backend("+strconv.FormatInt(id, 10)+")")
 	if err != nil {
 		return err
 	}
@@ -40,35 +38,7 @@ func (dialect) Cancel(ctx context.Context, side driver.Conn, id int64) error {
 
 // Running selects ids from pg_stat_activity on side: a backend is listed until it exited.
 func (dialect) Running(ctx context.Context, side driver.Conn, ids []int64) (map[int64]bool, error) {
-	var q strings.Builder
-	q.WriteString("SELECT pid FROM pg_stat_activity WHERE pid IN (")
-	for i, id := range ids {
-		if i > 0 {
-			q.WriteByte(',')
-		}
-		q.WriteString(strconv.FormatInt(id, 10))
-	}
-	q.WriteByte(')')
-	rows, err := queryDriver(ctx, side, q.String())
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	running := make(map[int64]bool, len(ids))
-	dest := make([]driver.Value, 1)
-	for {
-		if err := rows.Next(dest); err != nil {
-			if err == io.EOF {
-				return running, nil
-			}
-			return nil, err
-		}
-		id, ok := dest[0].(int64)
-		if !ok {
-			return nil, fmt.Errorf("pg_stat_activity.pid: unexpected %T", dest[0])
-		}
-		running[id] = true
-	}
+	return rawconn.IDsPresent(ctx, side, "SELECT pid FROM pg_stat_activity WHERE pid IN ", "pg_stat_activity.pid", ids)
 }
 
 // backendPID returns dc's backend PID, or 0 when it cannot be told.
@@ -101,14 +71,4 @@ func pqPIDField(t reflect.Type) (int, bool) {
 		}
 	})
 	return pqPID.idx, pqPID.ok && pqPID.typ == t
-}
-
-// queryDriver runs a query without arguments on a driver connection (both drivers implement
-// QueryerContext).
-func queryDriver(ctx context.Context, dc driver.Conn, q string) (driver.Rows, error) {
-	qc, ok := dc.(driver.QueryerContext)
-	if !ok {
-		return nil, fmt.Errorf("pgdialect: %T cannot run a query without preparing it", dc)
-	}
-	return qc.QueryContext(ctx, q, nil)
 }

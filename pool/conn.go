@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+
+	"github.com/sqlpool/sqlpool/internal/rawconn"
 )
 
 // conn is the driver.Conn that database/sql sees: one per borrow, over one physical connection.
@@ -85,7 +87,7 @@ func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, e
 		}
 		return c.track(newStmt(c, ds, query, cs)), nil
 	}
-	ds, err := prepareDriver(ctx, c.e.conn, query)
+	ds, err := rawconn.Prepare(ctx, c.e.conn, query)
 	if err != nil {
 		return nil, c.observe(err)
 	}

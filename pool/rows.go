@@ -23,10 +23,9 @@ import (
 // type of any, and "not available" for length, nullability and precision.
 type rows struct {
 	driver.Rows
-	c    *conn       // the borrow whose connection errors are observed; nil: the pool's own query
-	cs   *cachedStmt // with ds, the statement released on Close (queryCached); nil ds: none
-	ds   driver.Stmt
-	done func() // called once, on Close; for the pool's own queries (queryDriver)
+	c  *conn       // the borrow whose connection errors are observed
+	cs *cachedStmt // with ds, the statement released on Close (queryCached); nil ds: none
+	ds driver.Stmt
 }
 
 var (
@@ -74,10 +73,6 @@ func (r *rows) Close() error {
 	if r.ds != nil {
 		releaseStmt(r.cs, r.ds)
 		r.cs, r.ds = nil, nil
-	}
-	if r.done != nil {
-		r.done()
-		r.done = nil
 	}
 	if c := r.c; c != nil && r == &c.rw {
 		c.rwBusy = false

@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql/driver"
 	"fmt"
+
+	"github.com/sqlpool/sqlpool/internal/rawconn"
 )
 
 // orNop returns t, or a tracker that follows nothing when t is nil (a dialect without session
@@ -13,45 +15,6 @@ func orNop(t SessionTracker) SessionTracker {
 		return nopTracker{}
 	}
 	return t
-}
-
-// queryDriver runs a query without arguments on a driver connection.
-func queryDriver(ctx context.Context, dc driver.Conn, q string) (driver.Rows, error) {
-	if qc, ok := dc.(driver.QueryerContext); ok {
-		rows, err := qc.QueryContext(ctx, q, nil)
-		if err != driver.ErrSkip {
-			return rows, err
-		}
-	}
-	st, err := prepareDriver(ctx, dc, q)
-	if err != nil {
-		return nil, err
-	}
-	r, err := stmtQuery(ctx, st, nil)
-	if err != nil {
-		_ = st.Close()
-		return nil, err
-	}
-	return &rows{Rows: r, done: func() { _ = st.Close() }}, nil
-}
-
-// prepareDriver prepares q, with database/sql's fallback for a driver without
-// ConnPrepareContext.
-func prepareDriver(ctx context.Context, dc driver.Conn, q string) (driver.Stmt, error) {
-	if pc, ok := dc.(driver.ConnPrepareContext); ok {
-		return pc.PrepareContext(ctx, q)
-	}
-	ds, err := dc.Prepare(q)
-	if err != nil {
-		return nil, err
-	}
-	select {
-	case <-ctx.Done():
-		_ = ds.Close()
-		return nil, ctx.Err()
-	default:
-	}
-	return ds, nil
 }
 
 // runPlan executes the tracker's release plan within ValidationTimeout.
@@ -70,7 +33,7 @@ func (p *Pool) runPlan(e *entry) error {
 	ev := p.cfg.Trace.forPlans()
 	rollback := len(plan.Statements) > 0 && plan.Statements[0] == "ROLLBACK"
 	for i, q := range plan.Statements {
-		if err := execDriver(ctx, e.conn, q); err != nil {
+		if err := rawconn.Exec(ctx, e.conn, q); err != nil {
 			if ev != nil {
 				ev.ReleasePlanRun(p.cfg.Name, rollback, i+1, false)
 			}
@@ -101,25 +64,8 @@ func (p *Pool) releaseLocks(e *entry) {
 	ctx, cancel := context.WithTimeout(p.dialCtx, p.cfg.ValidationTimeout)
 	defer cancel()
 	for _, q := range stmts {
-		_ = execDriver(ctx, e.conn, q)
+		_ = rawconn.Exec(ctx, e.conn, q)
 	}
-}
-
-// execDriver runs one statement without arguments on a driver connection.
-func execDriver(ctx context.Context, dc driver.Conn, q string) error {
-	if ec, ok := dc.(driver.ExecerContext); ok {
-		_, err := ec.ExecContext(ctx, q, nil)
-		if err != driver.ErrSkip {
-			return err
-		}
-	}
-	st, err := prepareDriver(ctx, dc, q)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	_, err = stmtExec(ctx, st, nil)
-	return err
 }
 
 // nopTracker is the tracker of a connection whose dialect follows no session state (its

@@ -3,6 +3,8 @@ package pool
 import (
 	"context"
 	"database/sql/driver"
+
+	"github.com/sqlpool/sqlpool/internal/rawconn"
 )
 
 // stmtCache is one physical connection's prepared statements, by current database and query
@@ -148,7 +150,7 @@ func (c *conn) cached(ctx context.Context, q string) (cs *cachedStmt, ds driver.
 	cache := &c.e.stmts
 	db, known := c.e.sess.Scope()
 	if !known {
-		ds, err = prepareDriver(ctx, c.e.conn, q)
+		ds, err = rawconn.Prepare(ctx, c.e.conn, q)
 		return nil, ds, err
 	}
 	k := stmtKey{db: db, query: q}
@@ -156,11 +158,11 @@ func (c *conn) cached(ctx context.Context, q string) (cs *cachedStmt, ds driver.
 		cs.refs++
 		return cs, cs.ds, nil
 	}
-	ds, err = prepareDriver(ctx, c.e.conn, q)
+	ds, err = rawconn.Prepare(ctx, c.e.conn, q)
 	if err != nil && c.p.dialect.Classify(err, ErrorContext{Conn: c.e.conn}).StatementLimit {
 		cache.purge()
 		c.p.stmtCacheFull.Add(1)
-		ds, err = prepareDriver(ctx, c.e.conn, q)
+		ds, err = rawconn.Prepare(ctx, c.e.conn, q)
 		return nil, ds, err
 	}
 	if err != nil {
