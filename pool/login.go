@@ -96,9 +96,8 @@ type loginError struct {
 }
 
 func (e *loginError) Error() string {
-	return fmt.Sprintf("sqlpool: %s: no idle connection, and the server refused the pool's login "+
-		"(the pool dials again %v after the refusal, or at once on Pool.Redial: correct the credentials "+
-		"or grants, then call Redial): %v", e.pool, e.wait, e.err)
+	return fmt.Sprintf("sqlpool: %s: no idle connection: the server refused the pool's login, and the pool "+
+		"tries again %v after the refusal; fix the credentials or grants, then call Pool.Redial: %v", e.pool, e.wait, e.err)
 }
 
 func (e *loginError) Unwrap() []error { return []error{ErrUnavailable, e.err} }
