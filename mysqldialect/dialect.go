@@ -12,7 +12,8 @@
 //
 // Errors are classified by package validate; ER_LOCK_DEADLOCK (1213) and ER_LOCK_WAIT_TIMEOUT
 // (1205) are transient, ER_MAX_PREPARED_STMT_COUNT_REACHED (1461) empties the connection's
-// statement cache. The session is followed by package txstate's Tracker from a baseline
+// statement cache, and a refused login (1045, 1044, 1698, 1049, 1129, 1130, 1862, 4151) is
+// pool.ErrorClass.Login. The session is followed by package txstate's Tracker from a baseline
 // recorded at connect (txstate.BaselineQuery, one round trip); liveness is validate.Probe. A
 // transaction begun with a context that can end is committed with go-sql-driver's ExecContext,
 // which watches it. Server-side cancel is KILL QUERY (see Dialect). The package imports no
@@ -64,6 +65,12 @@ const (
 
 func (dialect) Name() string { return "mysql" }
 
+// loginRefused are the server's refusals of a login that a retry does not fix: access denied
+// (1045, 1698), no grant for the database (1044), unknown database (1049), host blocked after
+// too many connection errors (1129) or not allowed to connect (1130), password expired (1862),
+// account locked (4151, MariaDB).
+var loginRefused = map[uint16]bool{1044: true, 1045: true, 1049: true, 1129: true, 1130: true, 1698: true, 1862: true, 4151: true}
+
 func (dialect) Classify(err error, s pool.ErrorContext) pool.ErrorClass {
 	v := validate.Check(err, validate.Session{ReadOnlyTx: s.ReadOnlyTx})
 	c := pool.ErrorClass{Fatal: v.Fatal, ServerGone: v.ServerGone, Reason: v.Reason}
@@ -71,6 +78,7 @@ func (dialect) Classify(err error, s pool.ErrorContext) pool.ErrorClass {
 		if n, ok := validate.ErrorNumber(err); ok {
 			c.Transient = n == erLockDeadlock || n == erLockWaitTimeout
 			c.StatementLimit = n == erMaxPreparedStmtCount
+			c.Login = loginRefused[n]
 		}
 	}
 	return c

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"io"
 	"testing"
 
@@ -27,6 +28,16 @@ func TestClassify(t *testing.T) {
 		{"lock wait timeout", &mysql.MySQLError{Number: 1205, Message: "Lock wait timeout exceeded"}, pool.ErrorClass{Transient: true}},
 		{"statement limit", &mysql.MySQLError{Number: 1461, Message: "Can't create more than max_prepared_stmt_count statements"}, pool.ErrorClass{StatementLimit: true}},
 		{"duplicate key", &mysql.MySQLError{Number: 1062, Message: "Duplicate entry"}, pool.ErrorClass{}},
+		{"access denied", &mysql.MySQLError{Number: 1045, Message: "Access denied for user"}, pool.ErrorClass{Login: true}},
+		{"access denied, wrapped", fmt.Errorf("credentials: %w", &mysql.MySQLError{Number: 1045}), pool.ErrorClass{Login: true}},
+		{"no grant for the database", &mysql.MySQLError{Number: 1044}, pool.ErrorClass{Login: true}},
+		{"unknown database", &mysql.MySQLError{Number: 1049}, pool.ErrorClass{Login: true}},
+		{"host blocked", &mysql.MySQLError{Number: 1129}, pool.ErrorClass{Login: true}},
+		{"host not allowed", &mysql.MySQLError{Number: 1130}, pool.ErrorClass{Login: true}},
+		{"access denied, no password", &mysql.MySQLError{Number: 1698}, pool.ErrorClass{Login: true}},
+		{"password expired", &mysql.MySQLError{Number: 1862}, pool.ErrorClass{Login: true}},
+		{"account locked", &mysql.MySQLError{Number: 4151}, pool.ErrorClass{Login: true}},
+		{"too many connections", &mysql.MySQLError{Number: 1040}, pool.ErrorClass{}},
 	} {
 		if got := d.Classify(tc.err, pool.ErrorContext{}); got != tc.want {
 			t.Errorf("%s: Classify = %+v; want %+v", tc.name, got, tc.want)

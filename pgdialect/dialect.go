@@ -178,9 +178,9 @@ func classify(err error, readOnlyTx bool) pool.ErrorClass {
 			return pool.ErrorClass{Transient: m.Retry}
 		}
 		if severity == "FATAL" || severity == "PANIC" {
-			return pool.ErrorClass{Fatal: true, Reason: "FATAL error from server (" + state + ")"}
+			return pool.ErrorClass{Fatal: true, Login: sqlstate.Login(state), Reason: "FATAL error from server (" + state + ")"}
 		}
-		return pool.ErrorClass{}
+		return pool.ErrorClass{Login: sqlstate.Login(state)}
 	}
 	if errors.Is(err, pgconn.ErrConnClosed) {
 		return pool.ErrorClass{Fatal: true, Reason: "pgx: conn closed"}

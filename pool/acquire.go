@@ -42,7 +42,8 @@ import (
 // idle list (conn.ResetSession) lent is the parked connection, already taken back: it is checked
 // and handed out, or refused with errRefused and marked, so that the Close database/sql sends
 // next closes it. Errors: ErrClosed, ErrPoolExhausted, an *AcquireTimeoutError, ctx's error
-// wrapped when ctx was cancelled, or one matching ErrUnavailable.
+// wrapped when ctx was cancelled, or one matching ErrUnavailable (SetUnavailable, or a refused
+// login: login.go).
 func (p *Pool) acquire(ctx context.Context, lent *conn) (*entry, error) {
 	// 1. A closed pool hands out nothing.
 	if p.closed.Load() {
@@ -418,6 +419,11 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 		waiterPool.Put(w)
 		return nil, p.unavailableErr()
 	}
+	if err := p.loginErr(); err != nil { // a refused login (login.go)
+		s.mu.Unlock()
+		waiterPool.Put(w)
+		return nil, err
+	}
 	// 3. Queue by arrival (MaxWaiters bounds the queue), or go back to the place kept.
 	if dl.ticket != 0 {
 		// Back after the connection handed to it failed validation (or expired, or was
@@ -481,6 +487,11 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 				s.mu.Unlock()
 				waiterPool.Put(w)
 				return nil, p.unavailableErr()
+			}
+			if err := p.loginErr(); err != nil { // a refused login (login.go)
+				s.mu.Unlock()
+				waiterPool.Put(w)
+				return nil, err
 			}
 			// A running goroutine barged in; keep our place by arrival (the head, unless an
 			// older waiter came back meanwhile).

@@ -29,6 +29,8 @@ const (
 	DefaultStatementCacheSize = 64
 	// DefaultCloseTimeout is CloseTimeout when the field is zero.
 	DefaultCloseTimeout = 10 * time.Second
+	// DefaultLoginBackoffMax is LoginBackoffMax when the field is zero.
+	DefaultLoginBackoffMax = 30 * time.Second
 
 	// TimeoutFloor is the smallest ValidationTimeout accepted, and the least ConnectTimeout a
 	// short AcquireTimeout gives by default (HikariCP's timeout floor).
@@ -110,6 +112,11 @@ type Config struct {
 	// (one attempt). Negative: New does not connect; the pool fills in the background.
 	InitializationFailTimeout time.Duration
 
+	// LoginBackoffMax caps the wait before a dial after the server refused the login
+	// (ErrorClass.Login); the wait starts at 1 s (or the cap, if less) and doubles. Zero value:
+	// 30 s. Negative: off; such a failure is retried like any other.
+	LoginBackoffMax time.Duration
+
 	// CloseTimeout bounds Close's wait for connections in use. Zero value: 10 s. Negative: none.
 	CloseTimeout time.Duration
 
@@ -144,6 +151,8 @@ type Config struct {
 	testClock timeSource
 	// housekeepingPeriod is how often the housekeeper runs; zero: 30 s; negative: an error.
 	housekeepingPeriod time.Duration
+	// testAfter, if set, makes the timer the creator waits on after a refused login (loginWait).
+	testAfter func(time.Duration) <-chan time.Time
 }
 
 // timeSource tells the time. The pool reads it on every acquire and release, so an
@@ -312,6 +321,12 @@ func (cfg Config) resolved() (Config, error) {
 		c.StatementCacheSize = DefaultStatementCacheSize
 	case c.StatementCacheSize < 0:
 		c.StatementCacheSize = 0
+	}
+	switch {
+	case c.LoginBackoffMax == 0:
+		c.LoginBackoffMax = DefaultLoginBackoffMax
+	case c.LoginBackoffMax < 0:
+		c.LoginBackoffMax = -1
 	}
 	switch {
 	case c.CloseTimeout == 0:

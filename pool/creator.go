@@ -17,7 +17,8 @@ import (
 // dial, probe and close as fast as the server answers). While acquires wait, a backoff ends
 // after at most waitingBackoff: the first connection after a database comes back is dialled
 // within that of its return, and a database that stays down gets at most 1/waitingBackoff
-// dials a second.
+// dials a second. A dial the server refused for good (ErrorClass.Login) waits longer and is
+// not cut short by waiting acquires: see login.go.
 func (p *Pool) creator() {
 	defer p.wg.Done()
 	backoff := time.Duration(0)
@@ -29,6 +30,7 @@ func (p *Pool) creator() {
 		backoff = min(max(backoff*2, 10*time.Millisecond), maxBackoff)
 	}
 	dialFailed := false
+	loginWait := time.Duration(0) // after a refused login (login.go); 0 after a successful dial
 	for {
 		select {
 		case <-p.createCh:
@@ -51,6 +53,10 @@ func (p *Pool) creator() {
 			} else if !dialFailed {
 				backoff = 0
 			}
+			select {
+			case <-p.redialCh: // this dial answers a Redial made before it
+			default:
+			}
 			dialStart := p.nanotime()
 			e, err := p.dial()
 			if err != nil {
@@ -58,6 +64,19 @@ func (p *Pool) creator() {
 					return
 				}
 				p.setLastError(err)
+				if p.loginRefused(err) {
+					loginWait = p.nextLoginWait(loginWait)
+					p.loginFailed(err, loginWait)
+					p.cfg.Logger.Warn("sqlpool: the server refused the login; correct the credentials or grants, then call Redial",
+						"pool", p.cfg.Name, "error", err, "retry_in", loginWait)
+					if !p.loginWait(loginWait) {
+						return
+					}
+					continue
+				}
+				if p.login.Load() != nil {
+					p.login.Store(nil) // not a refused login: acquires wait again
+				}
 				dialFailed = true
 				grow()
 				p.cfg.Logger.Warn("sqlpool: cannot open a connection; retrying",
@@ -70,6 +89,10 @@ func (p *Pool) creator() {
 			if dialFailed {
 				dialFailed = false
 				backoff = 0
+			}
+			loginWait = 0
+			if p.login.Load() != nil {
+				p.login.Store(nil)
 			}
 			if p.closed.Load() {
 				_ = e.conn.Close()

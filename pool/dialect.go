@@ -76,6 +76,9 @@ type ErrorClass struct {
 	StatementLimit bool
 	// StaleStatement: the server refused a statement prepared earlier as no longer fitting.
 	StaleStatement bool
+	// Login: the server refused a login for a reason a retry does not fix (credentials, grants,
+	// unknown database, blocked host). A dial failing so is retried slowly: see Pool.Redial.
+	Login bool
 	// Reason is a short static description of a fatal error; empty when Fatal is false.
 	Reason string
 }

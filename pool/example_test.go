@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
@@ -128,4 +129,38 @@ func ExampleAcquireTimeoutError() {
 	var te *pool.AcquireTimeoutError
 	fmt.Println(errors.Is(err, pool.ErrAcquireTimeout), errors.As(err, &te) && te.Active == 1)
 	// Output: true true
+}
+
+func ExamplePool_Redial() {
+	connector, stop := embedded()
+	defer stop()
+	var rotated atomic.Bool // the secret store has caught up with the server's new password
+	source := func(ctx context.Context, host string) (driver.Connector, error) {
+		if !rotated.Load() {
+			// What the server answers a stale password with.
+			return nil, &mysql.MySQLError{Number: 1045, Message: "Access denied for user 'app'@'10.0.0.7' (using password: YES)"}
+		}
+		return connector, nil
+	}
+	p, err := pool.New(pool.WithCredentials("db", source), pool.Config{Name: "app", MaxConns: 2, InitializationFailTimeout: -1, Logger: quietLog})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer p.Close()
+	db := p.OpenDB()
+	defer db.Close()
+
+	// The pool retries a refused login after 1 s, 2 s, 4 s … (LoginBackoffMax); meanwhile a
+	// query that finds no idle connection gets the refusal at once.
+	err = db.PingContext(context.Background())
+	var me *mysql.MySQLError
+	fmt.Println(errors.As(err, &me) && me.Number == 1045, errors.Is(err, pool.ErrUnavailable))
+
+	rotated.Store(true)
+	p.Redial() // the new credentials are in place: dial now
+	fmt.Println(db.PingContext(context.Background()))
+	// Output:
+	// true true
+	// <nil>
 }

@@ -258,7 +258,8 @@ func (p *Pool) setUnavailable(err error) {
 	s.mu.Unlock()
 }
 
-// ErrUnavailable is matched by acquire errors while HostPool.SetUnavailable is in force.
+// ErrUnavailable is matched by acquire errors while HostPool.SetUnavailable is in force, and
+// while the server refuses the pool's login (see Pool.Redial).
 var ErrUnavailable = errors.New("sqlpool: no connection can be opened")
 
 // unavailableErr returns the fail-fast error, or nil.

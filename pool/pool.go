@@ -73,6 +73,9 @@ type Pool struct {
 	hosts map[string]*hostState
 	// unavailable is the fail-fast error set by SetUnavailable, or nil.
 	unavailable atomic.Pointer[errBox]
+	// login is set while the server refuses the pool's login (login.go), or nil.
+	login    atomic.Pointer[loginState]
+	redialCh chan struct{} // Redial: ends the creator's wait after a refused login
 	// cancel is the server-side cancel state (cancel.go); nil when ServerCancelTimeout is off.
 	cancel *canceller
 
@@ -140,6 +143,7 @@ func New(c driver.Connector, cfg Config) (*Pool, error) {
 		done:      make(chan struct{}),
 		createCh:  make(chan struct{}, 1),
 		returnedC: make(chan struct{}, 1),
+		redialCh:  make(chan struct{}, 1),
 	}
 	p.live.init(rc, cfg)
 	p.clk.init(&p.cfg, cfg.testClock != nil)

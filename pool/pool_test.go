@@ -104,6 +104,8 @@ func TestConfigRules(t *testing.T) {
 				c.InitializationFailTimeout == time.Millisecond && c.housekeepingPeriod == 30*time.Second &&
 				c.MaxWaiters == 0 && strings.HasPrefix(c.Name, "pool-") && c.Logger != nil && c.testClock != nil
 		}, ""},
+		{"zero LoginBackoffMax is 30s", Config{}, func(c Config) bool { return c.LoginBackoffMax == DefaultLoginBackoffMax }, ""},
+		{"negative LoginBackoffMax is off", Config{LoginBackoffMax: -5}, func(c Config) bool { return c.LoginBackoffMax == -1 }, ""},
 		{"negative MaxConns is an error", Config{MaxConns: -1}, nil, "MaxConns"},
 		{"negative ValidationTimeout is an error", Config{ValidationTimeout: -1}, nil, "ValidationTimeout"},
 		{"negative housekeepingPeriod is an error", Config{housekeepingPeriod: -1}, nil, "housekeepingPeriod"},

@@ -55,3 +55,10 @@ func Lookup(state string, readOnlyTx bool) (Meaning, bool) {
 	}
 	return Meaning{}, false
 }
+
+// Login reports whether state is the server refusing a login for a reason a retry does not fix:
+// 28P01 (invalid password), 28000 (invalid authorization specification: no pg_hba.conf entry,
+// no such role, role may not log in) and 3D000 (no such database).
+func Login(state string) bool {
+	return state == "28P01" || state == "28000" || state == "3D000"
+}

@@ -32,3 +32,11 @@ func TestLookup(t *testing.T) {
 		}
 	}
 }
+
+func TestLogin(t *testing.T) {
+	for state, want := range map[string]bool{"28P01": true, "28000": true, "3D000": true, "53300": false, "57P03": false, "08006": false, "": false} {
+		if got := Login(state); got != want {
+			t.Errorf("Login(%q) = %v; want %v", state, got, want)
+		}
+	}
+}
