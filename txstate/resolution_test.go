@@ -51,6 +51,17 @@ func TestResolution(t *testing.T) {
 	step("UNLOCK TABLES", st("UNLOCK TABLES"), "app", true, false)
 	step("XA START", st("XA START 'x'"), "app", false, false)
 	step("XA ROLLBACK", func() { tr.Statement("XA END 'x'"); tr.Statement("XA ROLLBACK 'x'") }, "app", true, false)
+	// A statement prepared against a temporary table would outlive the DROP at release, and the
+	// next borrower's Prepare of the same text would succeed where a new connection's fails with
+	// 1146 (found by the differential fuzzer, seed 30349).
+	tr.Statement("CREATE TEMPORARY TABLE tmp1 (x INT)")
+	if _, _, k := tr.Resolution(); k {
+		t.Fatal("CREATE TEMPORARY TABLE: known; want unknown while a temporary table exists")
+	}
+	tr.Done()
+	if d, _, k := tr.Resolution(); d != "app" || !k {
+		t.Fatalf("Done after a temporary table: %q known %v; want app, known", d, k)
+	}
 
 	var zero Tracker // no baseline: the database at connect is "", known until changed
 	if d, _, k := zero.Resolution(); d != "" || !k {

@@ -553,13 +553,15 @@ func (t *Tracker) discard(reason string) {
 // (MariaDB refuses to prepare a write in a read-only session or transaction,
 // error 1792, so a statement cached under the baseline would hide that error),
 // or LOCK TABLES holds locks (a statement on a table not locked fails to
-// prepare, 1100) or an XA transaction is open;
+// prepare, 1100) or an XA transaction is open, or a temporary table exists (a
+// statement prepared against it would outlive the DROP at release and let the
+// next borrower's Prepare succeed where a new connection's fails with 1146);
 // a cache must then prepare anew and not share the statement. gen changes whenever db or known may have
 // changed, and at every Done: a statement prepared at one
 // gen must be prepared again before it runs at another (keyed by db, that
 // is a cache lookup). Resolution does not allocate.
 func (t *Tracker) Resolution() (db string, gen uint32, known bool) {
-	known = !t.st.dbUnknown && t.st.dirty&(dDiscard|dIsolation|dTables|dXA) == 0 && t.st.vars&resolutionVars == 0 &&
+	known = !t.st.dbUnknown && t.st.dirty&(dDiscard|dIsolation|dTables|dXA|dTemp) == 0 && t.st.vars&resolutionVars == 0 &&
 		!(t.st.dirty&dTx != 0 && t.st.txMode == txModeReadOnly)
 	return t.st.db, t.gen, known
 }
