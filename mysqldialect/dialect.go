@@ -24,8 +24,6 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
-	"reflect"
-	"strings"
 	"time"
 
 	"github.com/sqlpool/sqlpool/internal/rawconn"
@@ -106,7 +104,7 @@ func (dialect) Commit(ctx context.Context, dc driver.Conn, t driver.Tx) error {
 }
 
 func commitContext(ctx context.Context, dc driver.Conn, t driver.Tx) error {
-	if pkgPath(t) != goSQLDriver {
+	if rawconn.PkgPath(t) != goSQLDriver {
 		return t.Commit()
 	}
 	err := rawconn.Exec(ctx, dc, "COMMIT")
@@ -116,20 +114,4 @@ func commitContext(ctx context.Context, dc driver.Conn, t driver.Tx) error {
 		return t.Commit()
 	}
 	return err
-}
-
-// pkgPath is the import path of the package that defines v's type (through one pointer).
-func pkgPath(v any) string {
-	t := reflect.TypeOf(v)
-	if t == nil {
-		return ""
-	}
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	p := t.PkgPath()
-	if i := strings.LastIndex(p, "/vendor/"); i >= 0 {
-		p = p[i+len("/vendor/"):]
-	}
-	return p
 }

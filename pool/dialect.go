@@ -4,10 +4,10 @@ import (
 	"context"
 	"database/sql/driver"
 	"fmt"
-	"reflect"
-	"strings"
 	"sync"
 	"time"
+
+	"github.com/sqlpool/sqlpool/internal/rawconn"
 )
 
 // Dialect is one database product's knowledge the pool needs, so that the pool imports no driver:
@@ -221,9 +221,9 @@ func chooseDialect(c driver.Connector, cfg Dialect) (Dialect, error) {
 	if cfg != nil {
 		return cfg, nil
 	}
-	paths := []string{pkgPath(c)}
+	paths := []string{rawconn.PkgPath(c)}
 	if d := safeDriver(c); d != nil {
-		paths = append(paths, pkgPath(d))
+		paths = append(paths, rawconn.PkgPath(d))
 	}
 	dialectRegistry.mu.RLock()
 	defer dialectRegistry.mu.RUnlock()
@@ -258,21 +258,4 @@ func safeDriver(c driver.Connector) (d driver.Driver) {
 		}
 	}()
 	return c.Driver()
-}
-
-// pkgPath is the import path of the package that defines v's type (through one pointer).
-func pkgPath(v any) string {
-	t := reflect.TypeOf(v)
-	if t == nil {
-		return ""
-	}
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	p := t.PkgPath()
-	// A vendored driver keeps its import path after "/vendor/".
-	if i := strings.LastIndex(p, "/vendor/"); i >= 0 {
-		p = p[i+len("/vendor/"):]
-	}
-	return p
 }

@@ -9,6 +9,7 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"io"
+	"reflect"
 	"strconv"
 	"strings"
 )
@@ -141,4 +142,22 @@ func Int64(v driver.Value) (int64, error) {
 		return strconv.ParseInt(v, 10, 64)
 	}
 	return 0, fmt.Errorf("unexpected %T", v)
+}
+
+// PkgPath is the import path of the package that defines v's type (through one pointer), with a
+// vendored path's prefix up to "/vendor/" removed: how the pool and the dialects recognize a
+// driver's connector, connection or transaction without importing the driver. "" for nil.
+func PkgPath(v any) string {
+	t := reflect.TypeOf(v)
+	if t == nil {
+		return ""
+	}
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	p := t.PkgPath()
+	if i := strings.LastIndex(p, "/vendor/"); i >= 0 {
+		p = p[i+len("/vendor/"):]
+	}
+	return p
 }
