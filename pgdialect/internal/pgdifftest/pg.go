@@ -1,8 +1,10 @@
-package difftest
-
-// The differential fuzzer on PostgreSQL: the same idea as Runner (one random program through
-// plain database/sql, a fresh physical connection per borrow, and through p.OpenDB() with
-// MaxConns 1 and package pgdialect), with PostgreSQL's statements and session view.
+// Package pgdifftest is the differential fuzzer on PostgreSQL: the same idea as
+// internal/difftest's Runner (one random program through plain database/sql, a fresh physical
+// connection per borrow, and through p.OpenDB() with MaxConns 1 and package pgdialect), with
+// PostgreSQL's statements and session view. It lives in the pgdialect module so that the
+// library module requires no PostgreSQL driver; the program vocabulary (Step, Program, the Op
+// constants) is internal/difftest's, dot-imported.
+package pgdifftest
 
 import (
 	"context"
@@ -20,9 +22,20 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/lib/pq"
 
+	. "github.com/sqlpool/sqlpool/internal/difftest" //nolint:revive // the shared program vocabulary
 	"github.com/sqlpool/sqlpool/pgdialect"
 	"github.com/sqlpool/sqlpool/pool"
 )
+
+// execer is what a step runs on: the borrowed *sql.Conn or its open *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+}
+
+func ex(q string, args ...any) []Step     { return []Step{{Op: OpExec, SQL: q, Args: args}} }
+func qu(q string, args ...any) []Step     { return []Step{{Op: OpQuery, SQL: q, Args: args}} }
+func pick[T any](r *rand.Rand, xs ...T) T { return xs[r.IntN(len(xs))] }
 
 // PGOptions configure a PostgreSQL run.
 type PGOptions struct {
@@ -235,7 +248,7 @@ type pgSide struct {
 	pid   int64
 	p     *pool.Pool
 	conn  *sql.Conn
-	txn   openTx
+	txn   OpenTx
 	stmts [Slots]*sql.Stmt
 }
 
@@ -246,7 +259,7 @@ func (s *pgSide) endBorrow() {
 			s.stmts[i] = nil
 		}
 	}
-	s.txn.abandon()
+	s.txn.Abandon()
 	if s.conn != nil {
 		if s.plain {
 			// The server frees a closed session's advisory locks only when its backend
@@ -288,8 +301,8 @@ func (s *pgSide) close() {
 }
 
 func (s *pgSide) x() execer {
-	if s.txn.tx != nil {
-		return s.txn.tx
+	if s.txn.Tx != nil {
+		return s.txn.Tx
 	}
 	return s.conn
 }
@@ -356,18 +369,18 @@ func (s *pgSide) step(ctx context.Context, st Step) string {
 		rows, err := s.x().QueryContext(ctx, st.SQL, st.Args...)
 		return pgRows(rows, err)
 	case OpBeginTx:
-		if s.txn.tx != nil {
+		if s.txn.Tx != nil {
 			return "tx already open"
 		}
-		if err := s.txn.begin(s.conn, st); err != nil {
+		if err := s.txn.Begin(s.conn, st); err != nil {
 			return pgErrText(err)
 		}
 		return "ok"
 	case OpCommitTx, OpRollback:
-		if s.txn.tx == nil {
+		if s.txn.Tx == nil {
 			return "no tx"
 		}
-		return pgErrText(s.txn.finish(st.Op == OpCommitTx))
+		return pgErrText(s.txn.Finish(st.Op == OpCommitTx))
 	case OpPrepare:
 		if s.stmts[st.Slot] != nil {
 			_ = s.stmts[st.Slot].Close()
@@ -384,8 +397,8 @@ func (s *pgSide) step(ctx context.Context, st Step) string {
 		if stmt == nil {
 			return "no stmt"
 		}
-		if s.txn.tx != nil {
-			stmt = s.txn.tx.StmtContext(ctx, stmt)
+		if s.txn.Tx != nil {
+			stmt = s.txn.Tx.StmtContext(ctx, stmt)
 		}
 		rows, err := stmt.QueryContext(ctx, st.Args...)
 		return pgRows(rows, err)
@@ -505,7 +518,7 @@ func (r *PGRunner) Run(p Program) (*Divergence, error) {
 			// PostgreSQL refuses (25001) once a statement ran in the block; a Prepare that
 			// pgx's stdlib answered from its cache sent none. The sides' transactions now
 			// differ, so the borrow ends on both.
-			_ = sides[1].txn.finish(false)
+			_ = sides[1].txn.Finish(false)
 			if d, err := borrow(i); d != nil || err != nil {
 				return d, err
 			}
