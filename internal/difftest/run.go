@@ -148,7 +148,7 @@ type side struct {
 	norm   *strings.Replacer
 	locks  []string
 	conn   *sql.Conn
-	txn    OpenTx
+	txn    openTx
 	stmts  [Slots]*sql.Stmt
 	texts  [Slots]string // the text each slot's statement was prepared from
 	// obs is the observer connection and freshSess a new connection's session part (freshView).
@@ -218,7 +218,7 @@ func (s *side) endBorrow() {
 			s.stmts[i] = nil
 		}
 	}
-	s.txn.Abandon()
+	s.txn.abandon()
 	if s.conn != nil {
 		_ = s.conn.Close()
 		s.conn = nil
@@ -231,8 +231,8 @@ type execer interface {
 }
 
 func (s *side) x() execer {
-	if s.txn.Tx != nil {
-		return s.txn.Tx
+	if s.txn.tx != nil {
+		return s.txn.tx
 	}
 	return s.conn
 }
@@ -247,18 +247,18 @@ func (s *side) step(ctx context.Context, st Step) string {
 		rows, err := s.x().QueryContext(ctx, q, st.Args...)
 		return s.norm.Replace(readRows(rows, err))
 	case OpBeginTx:
-		if s.txn.Tx != nil {
+		if s.txn.tx != nil {
 			return "tx already open"
 		}
-		if err := s.txn.Begin(s.conn, st); err != nil {
+		if err := s.txn.begin(s.conn, st); err != nil {
 			return errText(err)
 		}
 		return "ok"
 	case OpCommitTx, OpRollback:
-		if s.txn.Tx == nil {
+		if s.txn.tx == nil {
 			return "no tx"
 		}
-		return errText(s.txn.Finish(st.Op == OpCommitTx))
+		return errText(s.txn.finish(st.Op == OpCommitTx))
 	case OpPrepare:
 		if s.stmts[st.Slot] != nil {
 			_ = s.stmts[st.Slot].Close()

@@ -248,7 +248,7 @@ type pgSide struct {
 	pid   int64
 	p     *pool.Pool
 	conn  *sql.Conn
-	txn   OpenTx
+	txn   openTx
 	stmts [Slots]*sql.Stmt
 }
 
@@ -259,7 +259,7 @@ func (s *pgSide) endBorrow() {
 			s.stmts[i] = nil
 		}
 	}
-	s.txn.Abandon()
+	s.txn.abandon()
 	if s.conn != nil {
 		if s.plain {
 			// The server frees a closed session's advisory locks only when its backend
@@ -301,8 +301,8 @@ func (s *pgSide) close() {
 }
 
 func (s *pgSide) x() execer {
-	if s.txn.Tx != nil {
-		return s.txn.Tx
+	if s.txn.tx != nil {
+		return s.txn.tx
 	}
 	return s.conn
 }
@@ -369,18 +369,18 @@ func (s *pgSide) step(ctx context.Context, st Step) string {
 		rows, err := s.x().QueryContext(ctx, st.SQL, st.Args...)
 		return pgRows(rows, err)
 	case OpBeginTx:
-		if s.txn.Tx != nil {
+		if s.txn.tx != nil {
 			return "tx already open"
 		}
-		if err := s.txn.Begin(s.conn, st); err != nil {
+		if err := s.txn.begin(s.conn, st); err != nil {
 			return pgErrText(err)
 		}
 		return "ok"
 	case OpCommitTx, OpRollback:
-		if s.txn.Tx == nil {
+		if s.txn.tx == nil {
 			return "no tx"
 		}
-		return pgErrText(s.txn.Finish(st.Op == OpCommitTx))
+		return pgErrText(s.txn.finish(st.Op == OpCommitTx))
 	case OpPrepare:
 		if s.stmts[st.Slot] != nil {
 			_ = s.stmts[st.Slot].Close()
@@ -397,8 +397,8 @@ func (s *pgSide) step(ctx context.Context, st Step) string {
 		if stmt == nil {
 			return "no stmt"
 		}
-		if s.txn.Tx != nil {
-			stmt = s.txn.Tx.StmtContext(ctx, stmt)
+		if s.txn.tx != nil {
+			stmt = s.txn.tx.StmtContext(ctx, stmt)
 		}
 		rows, err := stmt.QueryContext(ctx, st.Args...)
 		return pgRows(rows, err)
@@ -518,7 +518,7 @@ func (r *PGRunner) Run(p Program) (*Divergence, error) {
 			// PostgreSQL refuses (25001) once a statement ran in the block; a Prepare that
 			// pgx's stdlib answered from its cache sent none. The sides' transactions now
 			// differ, so the borrow ends on both.
-			_ = sides[1].txn.Finish(false)
+			_ = sides[1].txn.finish(false)
 			if d, err := borrow(i); d != nil || err != nil {
 				return d, err
 			}
