@@ -141,6 +141,10 @@ type Config struct {
 	// Logger receives the pool's structured log lines. Zero value: slog.Default().
 	Logger *slog.Logger
 
+	// Addr names the server (host:port) in connection errors and logs. Zero value: what the
+	// dialect reads from the connector (mysqldialect: go-sql-driver's Config.Addr), else none.
+	Addr string
+
 	// Settings for the module's own tests, set through internal/testhook (or directly by this
 	// package's tests).
 	//
@@ -151,6 +155,9 @@ type Config struct {
 	testClock timeSource
 	// housekeepingPeriod is how often the housekeeper runs; zero: 30 s; negative: an error.
 	housekeepingPeriod time.Duration
+	// outageLogInterval is the least time between two summary WARN lines of an outage; zero:
+	// 30 s; negative: none (outage.go).
+	outageLogInterval time.Duration
 	// testAfter, if set, makes the timer the creator waits on after a refused login (loginWait).
 	testAfter func(time.Duration) <-chan time.Time
 }

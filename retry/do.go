@@ -47,6 +47,9 @@ func Do(ctx context.Context, p Policy, fn func(ctx context.Context) error) error
 // wrapping the last attempt's error and the number of attempts; errors.Is and
 // errors.As reach the cause.
 func Tx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, p Policy, fn func(ctx context.Context, tx *sql.Tx) error) error {
+	if p.Observer == nil {
+		p.Observer = poolObserver(db) // a pool instrumented with package metrics: its observer
+	}
 	return run(ctx, &p, OpTx, nil, db, opts, fn)
 }
 
