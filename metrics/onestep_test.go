@@ -50,7 +50,24 @@ func TestOneStepInstrumentsEverything(t *testing.T) {
 	for _, m := range regexp.MustCompile(`(?m)^([a-z_]+?)(?:_bucket|_sum|_count)?\{[^}]*pool="shop"`).FindAllStringSubmatch(body, -1) {
 		served[m[1]] = true
 	}
+	// Every family m describes (its descriptor list), and every one of allNames.
+	want := map[string]bool{}
 	for name := range allNames {
+		want[name] = true
+	}
+	descs := make(chan *prometheus.Desc, 256)
+	m.Describe(descs)
+	close(descs)
+	fq := regexp.MustCompile(`fqName: "([a-z_]+)"`)
+	for d := range descs {
+		if sm := fq.FindStringSubmatch(d.String()); sm != nil {
+			want[sm[1]] = true
+		}
+	}
+	if len(want) < len(allNames) {
+		t.Fatalf("%d families described; want at least %d", len(want), len(allNames))
+	}
+	for name := range want {
 		if lazyFamilies[name] {
 			continue
 		}

@@ -99,6 +99,9 @@ type outageState struct {
 	// summary (or the first WARN).
 	attempts, logged uint64
 	lastLog          int64 // pool time of the last WARN
+	// phases are the phases logged in this outage: a new one is logged at once (at most one
+	// WARN per phase per outage besides the summaries).
+	phases map[string]bool
 }
 
 // resolveAddr finds the server's address once: Config.Addr, else the credentials connector's
@@ -204,14 +207,20 @@ func (p *Pool) noteConnectFailed(ce *connectError, next string, nextAttrs ...any
 		o.attempts = 0
 		o.logged = 0
 		o.lastLog = now
+		clear(o.phases)
 	}
+	if o.phases == nil {
+		o.phases = make(map[string]bool, 4)
+	}
+	newPhase := !first && !o.phases[ce.phase]
+	o.phases[ce.phase] = true
 	o.attempts++
 	o.lastErr = ce
 	summary := false
 	var since, count, total uint64
 	var downFor time.Duration
 	if !first {
-		if iv := p.outageInterval(); iv > 0 && now-o.lastLog >= int64(iv) {
+		if iv := p.outageInterval(); newPhase || (iv > 0 && now-o.lastLog >= int64(iv)) {
 			summary = true
 			count = o.attempts - o.logged
 			total = o.attempts
@@ -238,7 +247,11 @@ func (p *Pool) noteConnectFailed(ce *connectError, next string, nextAttrs ...any
 			"failed_attempts", count, "over", time.Duration(since).Round(time.Millisecond),
 			"failed_attempts_total", total, "last_phase", ce.phase, "last_error", ce.err, "next", next}
 		attrs = append(attrs, nextAttrs...)
-		p.cfg.Logger.Warn("sqlpool: the database is still unreachable", attrs...)
+		msg := "sqlpool: the database is still unreachable"
+		if newPhase {
+			msg = "sqlpool: the database is still unreachable, and attempts now fail in another phase"
+		}
+		p.cfg.Logger.Warn(msg, attrs...)
 	}
 }
 

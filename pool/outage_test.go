@@ -156,6 +156,33 @@ func TestOutageLogsAreBoundedAndEndWithRecovery(t *testing.T) {
 	}
 }
 
+// A change of the failing phase during an outage (the database is back but refuses the login)
+// is logged at once, once.
+func TestOutageLogsAPhaseChange(t *testing.T) {
+	rec := newLogRecorder()
+	fc := fakedb.New()
+	fc.SetDialError(&net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connect: connection refused")})
+	p, _ := newPoolOver(t, fc, Config{Name: "orders", MaxConns: 1, Addr: "db:3306", InitializationFailTimeout: -1,
+		LoginBackoffMax: time.Hour, Logger: slog.New(rec)})
+	eventually(t, "the pool down", func() bool { return !p.Stats().DownSince.IsZero() })
+	fc.SetDialError(accessDenied)
+	eventually(t, "a WARN for the refused login", func() bool {
+		for _, w := range rec.warns() {
+			if attr(w, "last_phase") == "authentication" {
+				return true
+			}
+		}
+		return false
+	})
+	warns := rec.warns()
+	if len(warns) != 2 || attr(warns[0], "phase") != "dial" || !strings.Contains(attr(warns[1], "next"), "Redial") {
+		for _, w := range warns {
+			t.Logf("WARN %s %s", w.Message, attrsOf(w))
+		}
+		t.Errorf("%d WARN lines; want 2: the dial failure, then the refused login with what to do", len(warns))
+	}
+}
+
 func attrsOf(rec slog.Record) string {
 	var b strings.Builder
 	rec.Attrs(func(a slog.Attr) bool {
