@@ -41,6 +41,13 @@ type Policy struct {
 	// Observer receives the events of every call, for metrics. Zero value:
 	// none; nothing is called and nothing allocated for it.
 	Observer Observer
+
+	// Dialect classifies the errors the package's own rules do not name
+	// (see Policy.Classify): set it to the pool's dialect —
+	// mysqldialect.Dialect, pgdialect.Dialect, or your own type that embeds
+	// one and overrides Classify — so that retry and the pool read an error
+	// the same way. Zero value: none; such errors are Permanent.
+	Dialect Classifier
 }
 
 // policy is a Policy with its defaults resolved, for one call.
@@ -49,10 +56,11 @@ type policy struct {
 	base, cap   time.Duration // cap < 0: no cap; base <= 0: no wait
 	budget      *Budget
 	obs         Observer
+	dialect     Classifier
 }
 
 func (p *Policy) resolve() policy {
-	r := policy{maxAttempts: p.MaxAttempts, base: p.BaseDelay, cap: p.MaxDelay, budget: p.Budget, obs: p.Observer}
+	r := policy{maxAttempts: p.MaxAttempts, base: p.BaseDelay, cap: p.MaxDelay, budget: p.Budget, obs: p.Observer, dialect: p.Dialect}
 	switch {
 	case r.maxAttempts == 0:
 		r.maxAttempts = DefaultMaxAttempts
