@@ -23,13 +23,14 @@
 //
 // # The pool's dialect
 //
-// [Policy].Dialect takes the pool's dialect (mysqldialect.Dialect,
-// pgdialect.Dialect, or a type of the application's own that embeds one and
-// overrides Classify). The rules below decide every error they name; an
-// error they do not name is Transient when the dialect calls it transient
-// (pool.ErrorClass.Transient) or fatal to its connection for a reason other
-// than a refused login, and Permanent otherwise ([Policy.Classify]). With a
-// nil Dialect such errors are Permanent.
+// [Policy].Dialect takes the pool's dialect (p.Dialect(); or
+// mysqldialect.Dialect, pgdialect.Dialect, or a type of the application's
+// own that embeds one and overrides Classify). [Tx] over a pool's *sql.DB
+// finds it by itself when Policy.Dialect is nil. The rules below decide every
+// error they name; an error they do not name is Transient when the dialect
+// calls it transient (pool.ErrorClass.Transient) or fatal to its connection
+// for a reason other than a refused login, and Permanent otherwise
+// ([Policy.Classify]). Without a dialect such errors are Permanent.
 //
 // # Classes
 //

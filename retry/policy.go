@@ -43,10 +43,13 @@ type Policy struct {
 	Observer Observer
 
 	// Dialect classifies the errors the package's own rules do not name
-	// (see Policy.Classify): set it to the pool's dialect —
-	// mysqldialect.Dialect, pgdialect.Dialect, or your own type that embeds
-	// one and overrides Classify — so that retry and the pool read an error
-	// the same way. Zero value: none; such errors are Permanent.
+	// (see Policy.Classify). Set it to the pool's dialect, p.Dialect(), so
+	// that retry and the pool read an error the same way; a dialect of your
+	// own that embeds mysqldialect.Dialect or pgdialect.Dialect and overrides
+	// Classify, set as pool.Config.Dialect, then teaches both at once. Zero
+	// value: Tx over a pool's *sql.DB (or a type that embeds one, such as
+	// *sqlx.DB) uses the pool's dialect; Do, TxWith and other starters use
+	// none, and such errors are Permanent.
 	Dialect Classifier
 }
 

@@ -303,3 +303,54 @@ func TestClassifyPoolAcquireTimeout(t *testing.T) {
 		fc.SetPingError(nil)
 	})
 }
+
+// Tx over a pool's *sql.DB reads errors with the pool's dialect when Policy.Dialect is nil;
+// over a *sql.Conn it has no pool to ask, and TxWith takes only Policy.Dialect.
+func TestTxFindsThePoolsDialect(t *testing.T) {
+	c := fakedb.New()
+	d := groupReplication{mysqldialect.Dialect}
+	p, err := pool.New(c, pool.Config{MaxConns: 1, Logger: quietLog, Dialect: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := p.OpenDB()
+	defer func() {
+		_ = db.Close()
+		if err := p.Close(); err != nil {
+			t.Errorf("pool Close: %v", err)
+		}
+	}()
+	if got := p.Dialect(); got != pool.Dialect(d) {
+		t.Fatalf("p.Dialect() = %v; want the Config.Dialect", got)
+	}
+	rolledBack := myErr(3101, "HY000", "Plugin instructed the server to rollback the current transaction.")
+	failCommit := func(attempts *int) func(context.Context, *sql.Tx) error {
+		return func(ctx context.Context, tx *sql.Tx) error {
+			*attempts++
+			if *attempts == 1 {
+				liveConn(t, c).FailNext(rolledBack) // the next call is COMMIT
+			}
+			return nil
+		}
+	}
+	attempts := 0
+	if err := retry.Tx(context.Background(), db, nil, fast(3), failCommit(&attempts)); err != nil || attempts != 2 {
+		t.Fatalf("Tx over the pool's *sql.DB = %v after %d attempts; want nil after 2 (3101 transient by the pool's dialect)", err, attempts)
+	}
+
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	attempts = 0
+	if err := retry.Tx(context.Background(), conn, nil, fast(3), failCommit(&attempts)); !errors.Is(err, rolledBack) || attempts != 1 {
+		t.Fatalf("Tx over a *sql.Conn = %v after %d attempts; want 3101 after 1 (no dialect)", err, attempts)
+	}
+	pol := fast(3)
+	pol.Dialect = p.Dialect()
+	attempts = 0
+	if err := retry.Tx(context.Background(), conn, nil, pol, failCommit(&attempts)); err != nil || attempts != 2 {
+		t.Fatalf("Tx over a *sql.Conn with Policy.Dialect = p.Dialect(): %v after %d attempts; want nil after 2", err, attempts)
+	}
+}

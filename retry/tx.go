@@ -3,7 +3,10 @@ package retry
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
+
+	"github.com/sqlpool/sqlpool/pool"
 )
 
 // Beginner begins a *sql.Tx. *sql.DB and *sql.Conn are Beginners, and so is
@@ -32,8 +35,9 @@ var errNilStarter = errors.New("retry: the transaction starter is nil; pass a *s
 // read-only server — Tx rolls the transaction back and runs the whole
 // transaction again on a fresh begin, up to p's MaxAttempts, waiting a
 // jittered backoff between attempts, as long as p's Budget grants each retry
-// and ctx has not ended. p.Dialect, when set, classifies the errors the
-// package's own rules do not name (see Policy.Classify).
+// and ctx has not ended. p.Dialect classifies the errors the package's own
+// rules do not name (see Policy.Classify); when it is nil and db is a *sql.DB
+// over a pool (p.OpenDB()), or embeds one, the pool's dialect does.
 //
 // fn must do all its work through tx and must not commit or roll it back
 // itself; since it may run more than once, it must not have effects outside
@@ -55,6 +59,9 @@ func Tx(ctx context.Context, db Beginner, opts *sql.TxOptions, p Policy, fn func
 	if db == nil || isNilValue(db) || fn == nil {
 		return nilStarter(&p, fn == nil)
 	}
+	if p.Dialect == nil {
+		p.Dialect = dialectOf(db)
+	}
 	return run(ctx, &p, OpTx, nil, &txJob[*sql.Tx]{begin: db.BeginTx, opts: opts, fn: fn})
 }
 
@@ -75,6 +82,19 @@ func TxWith[T Committer](ctx context.Context, begin func(ctx context.Context, op
 		return nilStarter(&p, fn == nil)
 	}
 	return run(ctx, &p, OpTx, nil, &txJob[T]{begin: begin, opts: opts, fn: fn})
+}
+
+// dialectOf returns the dialect of the pool under db — a *sql.DB over a pool (p.OpenDB(), or
+// sql.OpenDB(p)), or a type that embeds one, such as *sqlx.DB — and nil for any other starter.
+func dialectOf(db Beginner) Classifier {
+	dr, ok := db.(interface{ Driver() driver.Driver })
+	if !ok {
+		return nil
+	}
+	if pd, ok := dr.Driver().(interface{ Dialect() pool.Dialect }); ok {
+		return pd.Dialect()
+	}
+	return nil
 }
 
 // nilStarter is the error of Tx or TxWith called without a starter or

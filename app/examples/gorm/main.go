@@ -23,7 +23,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/sqlpool/sqlpool/app/embedded"
-	"github.com/sqlpool/sqlpool/mysqldialect" // MySQL's pool.Dialect, registered on import
+	_ "github.com/sqlpool/sqlpool/mysqldialect" // MySQL's pool.Dialect, registered on import
 	"github.com/sqlpool/sqlpool/pool"
 	"github.com/sqlpool/sqlpool/retry"
 )
@@ -43,10 +43,6 @@ func beginGorm(db *gorm.DB) func(context.Context, *sql.TxOptions) (gormTx, error
 		return gormTx{tx}, tx.Error
 	}
 }
-
-// policy is how reprice retries: the defaults (3 attempts, 10 ms..1 s full-jitter backoff, the
-// process-wide budget), with errors read as the pool reads them.
-var policy = retry.Policy{Dialect: mysqldialect.Dialect}
 
 // reprice moves delta from one product's price to another's in one transaction, which
 // retry.TxWith commits, or rolls back and runs again on a deadlock (1213), a lock wait timeout
@@ -140,7 +136,10 @@ func run(dsn string) error {
 	if err != nil {
 		return fmt.Errorf("transaction: %w", err)
 	}
-	// A transaction that runs again when it is worth another try.
+	// A transaction that runs again when it is worth another try. The zero Policy is the
+	// defaults (3 attempts, 10 ms..1 s full-jitter backoff, the process-wide budget); Dialect
+	// reads errors as the pool does.
+	policy := retry.Policy{Dialect: p.Dialect()}
 	if err := reprice(ctx, db, policy, "E17", "F99", 10); err != nil {
 		return fmt.Errorf("reprice: %w", err)
 	}

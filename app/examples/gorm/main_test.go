@@ -96,8 +96,7 @@ func TestRepriceRetriedAfterDeadlockMariaDB(t *testing.T) {
 	}
 
 	var retried []error
-	pol := policy
-	pol.Budget = retry.NewBudget(retry.BudgetConfig{})
+	pol := retry.Policy{Dialect: p.Dialect(), Budget: retry.NewBudget(retry.BudgetConfig{})}
 	pol.Observer = &retry.Hooks{OnRetry: func(_ retry.Op, _ int, err error, _ time.Duration) { retried = append(retried, err) }}
 	done := make(chan error, 1)
 	go func() { done <- reprice(ctx, db, pol, "D42", "E17", 10) }() // takes D42 (id 1), then waits for E17

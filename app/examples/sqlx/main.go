@@ -20,14 +20,10 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/sqlpool/sqlpool/app/embedded"
-	"github.com/sqlpool/sqlpool/mysqldialect" // MySQL's pool.Dialect, registered on import
+	_ "github.com/sqlpool/sqlpool/mysqldialect" // MySQL's pool.Dialect, registered on import
 	"github.com/sqlpool/sqlpool/pool"
 	"github.com/sqlpool/sqlpool/retry"
 )
-
-// policy is how move retries: the defaults (3 attempts, 10 ms..1 s full-jitter backoff, the
-// process-wide budget), with errors read as the pool reads them.
-var policy = retry.Policy{Dialect: mysqldialect.Dialect}
 
 // move moves n units from one item to another in one transaction. retry.TxWith begins a
 // *sqlx.Tx with db.BeginTxx, and commits it when the function returns nil; on a deadlock (1213),
@@ -114,7 +110,10 @@ func run(dsn string) error {
 		return err
 	}
 
-	// A transaction that runs again when it is worth another try.
+	// A transaction that runs again when it is worth another try. The zero Policy is the
+	// defaults (3 attempts, 10 ms..1 s full-jitter backoff, the process-wide budget); Dialect
+	// reads errors as the pool does.
+	policy := retry.Policy{Dialect: p.Dialect()}
 	if err := move(ctx, db, policy, "plum", "apple", 2); err != nil {
 		return fmt.Errorf("move: %w", err)
 	}

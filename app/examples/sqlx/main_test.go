@@ -83,8 +83,7 @@ func TestMoveRetriedAfterDeadlockMariaDB(t *testing.T) {
 	}
 
 	var retried []error
-	pol := policy
-	pol.Budget = retry.NewBudget(retry.BudgetConfig{})
+	pol := retry.Policy{Dialect: p.Dialect(), Budget: retry.NewBudget(retry.BudgetConfig{})}
 	pol.Observer = &retry.Hooks{OnRetry: func(_ retry.Op, _ int, err error, _ time.Duration) { retried = append(retried, err) }}
 	done := make(chan error, 1)
 	go func() { done <- move(ctx, db, pol, "apple", "pear", 1) }() // takes apple, then waits for pear
