@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/sqlpool/sqlpool/internal/mysqltest"
 	"github.com/sqlpool/sqlpool/internal/pgtest"
 	"github.com/sqlpool/sqlpool/internal/testutil"
 	"github.com/sqlpool/sqlpool/pgdialect"
@@ -141,6 +142,9 @@ func TestRetryPostgresTransient(t *testing.T) {
 					"INSERT INTO "+table+" VALUES (1, 0), (2, 0)")
 				defer s.Exec(t, "DROP TABLE "+table)
 				p := newPool(t, d.conn(t, s), pool.Config{MaxConns: 2, AcquireTimeout: 10 * time.Second})
+				if p.Dialect() != pgdialect.Dialect {
+					t.Fatalf("p.Dialect() = %v; want pgdialect.Dialect", p.Dialect())
+				}
 				db := p.OpenDB()
 				defer db.Close()
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -242,6 +246,79 @@ func terminateOwnBackend(t *testing.T, ctx context.Context, tx *sql.Tx, admin *s
 	})
 }
 
+// beginOnConn is the begin function of retry.TxWith for connTx: a connection of db's, and a
+// transaction on it.
+func beginOnConn(db *sql.DB) func(context.Context, *sql.TxOptions) (connTx, error) {
+	return func(ctx context.Context, opts *sql.TxOptions) (connTx, error) {
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			return connTx{}, err
+		}
+		tx, err := conn.BeginTx(ctx, opts)
+		if err != nil {
+			_ = conn.Close()
+			return connTx{}, err
+		}
+		return connTx{Tx: tx, conn: conn}, nil
+	}
+}
+
+// TestRetryTxWithCommitAnswerLost: the connection is cut right after COMMIT has been forwarded
+// to the server, which commits, and before its answer comes back. retry.TxWith, like retry.Tx,
+// must report an ambiguous commit and not run the transaction again, with both drivers: a second
+// attempt would meet the row the first committed.
+func TestRetryTxWithCommitAnswerLost(t *testing.T) {
+	s := pgtest.Shared(t)
+	admin := s.Admin(t)
+	table := fmt.Sprintf("sqlpool_txwith_commit_lost_%d", time.Now().UnixNano())
+	s.Exec(t, "CREATE TABLE "+table+" (driver text, id int, PRIMARY KEY (driver, id))")
+	defer s.Exec(t, "DROP TABLE "+table)
+	for _, d := range drivers {
+		t.Run(d.name, func(t *testing.T) {
+			proxy := mysqltest.NewProxy(t, s.Addr())
+			p := newPool(t, d.conn(t, s.Via(proxy.Addr())), pool.Config{MaxConns: 1, AcquireTimeout: 2 * time.Second})
+			db := p.OpenDB()
+			defer db.Close()
+			attempts := 0
+			policy := retry.Policy{MaxAttempts: 3, Budget: retry.NewBudget(retry.BudgetConfig{}), Dialect: p.Dialect(),
+				Observer: &retry.Hooks{OnRetry: func(_ retry.Op, n int, err error, _ time.Duration) {
+					t.Logf("retry after attempt %d: %v", n, err)
+					proxy.CloseAfter(0)
+				}}}
+			err := retry.TxWith(context.Background(), beginOnConn(db), nil, policy, func(ctx context.Context, tx connTx) error {
+				attempts++
+				if _, err := tx.ExecContext(ctx, "INSERT INTO "+table+" VALUES ($1, 1)", d.name); err != nil {
+					return err
+				}
+				if attempts == 1 {
+					proxy.CloseAfter(12) // COMMIT's Query message is 12 bytes: forwarded, then both sides closed
+				}
+				return nil
+			})
+			proxy.CloseAfter(0)
+			t.Logf("%s: %d attempt(s): %v", d.name, attempts, err)
+			if !errors.Is(err, retry.ErrAmbiguousCommit) || attempts != 1 {
+				t.Fatalf("retry.TxWith after the COMMIT's answer was lost: %v after %d attempt(s); want an ambiguous commit after 1", err, attempts)
+			}
+			// lib/pq's driver.ErrBadConn alone would read "nothing was sent": pgdialect's Commit
+			// reports it as a pool.CommitUnknownError. pgx's "conn closed" at COMMIT is ambiguous
+			// by retry's own rule (a failed COMMIT without a SQLSTATE).
+			if cu, ok := errors.AsType[*pool.CommitUnknownError](err); d.name == "pq" && !ok {
+				t.Errorf("lib/pq: %v is not a pool.CommitUnknownError", err)
+			} else if ok {
+				t.Logf("%s: %v", d.name, cu.Reason)
+			}
+			testutil.Eventually(t, 10*time.Second, "the server to commit the COMMIT it received", func() bool {
+				var n int
+				if err := admin.QueryRow("SELECT count(*) FROM "+table+" WHERE driver = $1", d.name).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				return n == 1
+			})
+		})
+	}
+}
+
 // connTx is a transaction on a connection of its own, for retry.TxWith: Commit and Rollback
 // also return the connection to the pool. It lets a test reach the driver connection under the
 // transaction (sql.Conn.Raw), which *sql.Tx does not.
@@ -277,18 +354,7 @@ func TestRetryPostgresConnectionException(t *testing.T) {
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	begin := func(ctx context.Context, opts *sql.TxOptions) (connTx, error) {
-		conn, err := db.Conn(ctx)
-		if err != nil {
-			return connTx{}, err
-		}
-		tx, err := conn.BeginTx(ctx, opts)
-		if err != nil {
-			_ = conn.Close()
-			return connTx{}, err
-		}
-		return connTx{Tx: tx, conn: conn}, nil
-	}
+	begin := beginOnConn(db)
 	tc := retryCase{name: "08P01", state: "08P01",
 		fail: func(t *testing.T, ctx context.Context, tx *sql.Tx, admin *sql.DB, table string) error {
 			return nil // set below: it needs the connTx
