@@ -62,7 +62,7 @@ func Tx(ctx context.Context, db Beginner, opts *sql.TxOptions, p Policy, fn func
 	if p.Dialect == nil {
 		p.Dialect = dialectOf(db)
 	}
-	return run(ctx, &p, OpTx, nil, &txJob[*sql.Tx]{begin: db.BeginTx, opts: opts, fn: fn})
+	return run(ctx, &p, OpTx, nil, &txJob[*sql.Tx]{db: db, opts: opts, fn: fn})
 }
 
 // TxWith is Tx for a transaction of any type: begin starts one (sqlx's
@@ -109,8 +109,9 @@ func nilStarter(p *Policy, noFn bool) error {
 	return r.finish(&Error{Op: OpTx, Err: err, Class: Permanent})
 }
 
-// txJob is the transaction of one Tx or TxWith call.
+// txJob is the transaction of one Tx (db set) or TxWith (begin set) call.
 type txJob[T Committer] struct {
+	db    Beginner // T is *sql.Tx
 	begin func(context.Context, *sql.TxOptions) (T, error)
 	opts  *sql.TxOptions
 	fn    func(context.Context, T) error
@@ -120,7 +121,15 @@ type txJob[T Committer] struct {
 // on any failure before commit.
 func (j *txJob[T]) attempt(ctx context.Context, d Classifier) (err error, class Class) {
 	readOnly := j.opts != nil && j.opts.ReadOnly
-	tx, err := j.begin(ctx, j.opts)
+	var tx T
+	if j.db != nil {
+		// Called directly rather than through a method value, which would allocate.
+		var st *sql.Tx
+		st, err = j.db.BeginTx(ctx, j.opts)
+		tx = any(st).(T)
+	} else {
+		tx, err = j.begin(ctx, j.opts)
+	}
 	if err != nil {
 		return err, classifyAttempt(err, readOnly, d)
 	}
