@@ -16,9 +16,10 @@ import (
 
 // This file is what the pool says while it cannot open connections (an outage): one WARN when
 // the first attempt fails, with the server's address, the phase that failed, the error and
-// what the creator does next; then at most one summary WARN per Config.OutageLogInterval with
-// the attempts made since; and one INFO when a connection opens again, with the downtime.
-// Health reports the same state to metrics (sqlpool_up) and readiness checks.
+// what the creator does next; then at most one summary WARN per outageLogInterval with the
+// attempts made since, and one at once when attempts start failing in another phase; and one
+// INFO when a connection opens again, with the downtime. Stats.DownSince reports the same
+// state to metrics (sqlpool_up) and readiness checks; Trace.ConnectFailed counts the attempts.
 
 // outageLogInterval is the least time between two summary WARN lines of one outage, unless
 // Config.outageLogInterval says otherwise (tests).
@@ -83,8 +84,8 @@ func (p *Pool) downSince() time.Time {
 	return time.Time{}
 }
 
-// outageState is the pool's outage bookkeeping. The creator goroutine (and New's first dial)
-// writes it; Health reads it under mu.
+// outageState is the pool's outage bookkeeping. The creator goroutine writes it; Stats reads
+// it under mu.
 type outageState struct {
 	addr string // resolved once by New (resolveAddr)
 	// dialStart is the pool time the creator's dial in progress began; 0: none.
@@ -94,7 +95,6 @@ type outageState struct {
 	down      bool
 	since     int64 // pool time (nanotime) of the first failure
 	sinceWall time.Time
-	lastErr   error
 	// attempts is the failed attempts since the outage began; logged the count at the last
 	// summary (or the first WARN).
 	attempts, logged uint64
@@ -131,7 +131,7 @@ func safeAddr(ad addrDialect, c driver.Connector) (addr string) {
 	return ad.ConnectorAddr(c)
 }
 
-// connectError wraps a failed dial's err with the pool, address and phase; init is true for an
+// connectError wraps a failed dial's err with the address and phase; init is true for an
 // error of AfterConnect or the session baseline.
 func (p *Pool) connectError(err error, init bool) *connectError {
 	var ce *connectError
@@ -215,7 +215,6 @@ func (p *Pool) noteConnectFailed(ce *connectError, next string, nextAttrs ...any
 	newPhase := !first && !o.phases[ce.phase]
 	o.phases[ce.phase] = true
 	o.attempts++
-	o.lastErr = ce
 	summary := false
 	var since, count, total uint64
 	var downFor time.Duration
@@ -266,7 +265,6 @@ func (p *Pool) noteConnected() {
 	downFor := time.Duration(p.nanotime() - o.since)
 	attempts := o.attempts
 	o.down = false
-	o.lastErr = nil
 	o.mu.Unlock()
 	p.cfg.Logger.Info("sqlpool: connected to the database again; the pool is up",
 		"pool", p.cfg.Name, "addr", o.addr, "downtime", downFor.Round(time.Millisecond), "failed_attempts", attempts)
