@@ -141,8 +141,7 @@ type Config struct {
 	// Logger receives the pool's structured log lines. Zero value: slog.Default().
 	Logger *slog.Logger
 
-	// Addr names the server (host:port) in connection errors and logs. Zero value: what the
-	// dialect reads from the connector (mysqldialect: go-sql-driver's Config.Addr), else none.
+	// Addr (host:port) names the server in connection errors and logs. Zero value: read from the connector.
 	Addr string
 
 	// Settings for the module's own tests, set through internal/testhook (or directly by this

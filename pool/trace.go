@@ -35,8 +35,7 @@ type Trace struct {
 	StatementDone func(ctx context.Context, pool, query string, d time.Duration, err error)
 	// ServerCancelled: a server-side cancel ended with outcome, d after its connection closed.
 	ServerCancelled func(pool string, outcome CancelOutcome, d time.Duration)
-	// ConnectFailed: an attempt to open a connection failed in phase (dial, tls, handshake,
-	// authentication, init, timeout or probe); err names the server when the pool knows it.
+	// ConnectFailed: opening a connection failed in phase (dial, tls, handshake, authentication, init, timeout, probe).
 	ConnectFailed func(pool, phase string, err error)
 	// Attached: New made p, before its first dial; once per pool. Detached: p closed, or New failed.
 	Attached, Detached func(p *Pool)
