@@ -14,7 +14,7 @@
 //
 // m.Trace() in Config.Trace is all a pool needs: pool.New hands the pool to m, whose gauges
 // (read from p.Stats() at every scrape) include sqlpool_up and the connect
-// errors by phase, and the pool's RetryObserver counts retry.Tx calls on its DB.
+// errors by phase, and retry.Tx on the pool's DB counts its retries under the pool's name.
 //
 // # Cost on the hot path
 //

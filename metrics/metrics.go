@@ -79,8 +79,8 @@ func (systemClock) Now() time.Time { return time.Now() }
 
 // Metrics collects the metrics of one or more pools. Put m.Trace() in pool.Config.Trace: that
 // one step feeds m the pool's events, registers the pool's gauges (read from pool.Stats at every
-// scrape) when pool.New makes it, and gives the pool its retry observer
-// (Pool.RetryObserver). m implements prometheus.Collector (register it, or serve Handler).
+// scrape) when pool.New makes it, and gives the pool its retry observer (pool.Trace's
+// RetryObserver, which retry.Tx finds through the pool's DB). m implements prometheus.Collector (register it, or serve Handler).
 //
 // The pool calls the event methods (the fields of Trace) on every acquire and release. They take no lock, allocate
 // nothing and read no clock once a pool's first event has been seen: the per-pool metric

@@ -69,7 +69,7 @@ func attr(rec slog.Record, key string) string {
 // An outage is logged as one WARN when it starts (address, phase, error, what the pool does
 // next), then at most one summary WARN per OutageLogInterval, and one INFO with the downtime
 // when a connection opens again — not one WARN per failed dial (before: ten a second while
-// callers waited). Health and the AcquireTimeoutError say the same.
+// callers waited). Stats.DownSince and the callers' errors say the same.
 func TestOutageLogsAreBoundedAndEndWithRecovery(t *testing.T) {
 	rec := newLogRecorder()
 	fc := fakedb.New()
