@@ -56,6 +56,10 @@ var nestedModules = map[string]map[string]bool{
 		"github.com/go-logr/stdr":             true, // otel
 		"github.com/google/uuid":              true, // otel/sdk
 	},
+	// go-sqlmock for the users who unit-test with it, and what it requires.
+	"sqlmockpool": {
+		"github.com/DATA-DOG/go-sqlmock": true,
+	},
 	// The application module (app/) may require anything its docs list; it is not checked here.
 	"app": nil,
 }
