@@ -51,7 +51,7 @@ import (
 
 	"github.com/DATA-DOG/go-sqlmock"
 
-	_ "github.com/sqlpool/sqlpool/mysqldialect" // MySQL's pool.Dialect, registered on import
+	"github.com/sqlpool/sqlpool/mysqldialect"
 	"github.com/sqlpool/sqlpool/pool"
 )
 
@@ -63,7 +63,9 @@ type Options struct {
 	Baseline *Baseline
 
 	// Config configures the pool. MaxConns and MinIdleConns are always 1 (go-sqlmock has one
-	// connection per mock); a zero Name is "sqlmockpool"; a zero AliveBypassWindow is one hour,
+	// connection per mock); a nil Dialect is mysqldialect.Dialect, and the Dialect is made eager
+	// (every reset at release, none deferred to a later borrow's statement); a zero Name is
+	// "sqlmockpool"; a zero AliveBypassWindow is one hour,
 	// so that a borrow sends no liveness probe (a Ping, which go-sqlmock does not see unless
 	// told to with sqlmock.MonitorPingsOption); a nil Logger discards the pool's log lines.
 	// Config.Trace is called as well as the package's own.
@@ -155,6 +157,10 @@ func Open(o Options) (*Pool, error) {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	cfg.Trace = p.trace(cfg.Trace)
+	if cfg.Dialect == nil {
+		cfg.Dialect = mysqldialect.Dialect
+	}
+	cfg.Dialect = eager{cfg.Dialect}
 	p.Pool, err = pool.New(connector{mockDB.Driver(), dsn}, cfg)
 	if err != nil {
 		_ = mockDB.Close()
@@ -172,6 +178,24 @@ type connector struct {
 
 func (c connector) Connect(context.Context) (driver.Conn, error) { return c.drv.Open(c.dsn) }
 func (c connector) Driver() driver.Driver                        { return c.drv }
+
+// eager is a Dialect whose sessions reset everything at release: a reset the dialect would
+// defer to the first statement of a later borrow that could observe the value (MySQL's
+// LAST_INSERT_ID()) happens at release instead, so that the expectations of one borrow do not
+// spill into the next. Its methods are the wrapped Dialect's; optional interfaces such as
+// pool.ServerCancel are not passed on (go-sqlmock has no server to cancel on).
+type eager struct{ pool.Dialect }
+
+// deferrer is a session tracker that can defer the LAST_INSERT_ID() reset (mysqldialect's).
+type deferrer interface{ SetDeferInsertID(on bool) }
+
+func (d eager) NewSession(ctx context.Context, dc driver.Conn) (pool.SessionTracker, error) {
+	st, err := d.Dialect.NewSession(ctx, dc)
+	if dt, ok := st.(deferrer); ok && err == nil {
+		dt.SetDeferInsertID(false)
+	}
+	return st, err
+}
 
 // ExpectRelease expects the release plan the pool sends when the current borrow ends: each
 // statement in order, as an Exec answered with no rows affected. A borrower that leaves a
