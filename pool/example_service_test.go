@@ -19,7 +19,7 @@ import (
 
 // A service: one pool with Prometheus metrics, its *sql.DB handed to the handlers, and
 // transactions retried after transient errors (deadlocks, lost connections) with retry.Tx,
-// counted per pool. The example runs on the embedded MySQL-protocol server; a service gives
+// counted in the pool's metrics. The example runs on the embedded MySQL-protocol server; a service gives
 // pool.New go-sql-driver/mysql's connector for its DSN instead.
 func Example_service() {
 	connector, stop := embedded()
@@ -44,7 +44,8 @@ func Example_service() {
 		return
 	}
 
-	policy := retry.Policy{Observer: m.RetryObserver("orders")} // 3 attempts, jittered backoff
+	// 3 attempts, jittered backoff; retry.Tx counts them in the pool's metrics (its Trace).
+	policy := retry.Policy{}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /orders", func(w http.ResponseWriter, r *http.Request) {
 		attempt := 0

@@ -1,20 +1,11 @@
-// Package pool is a HikariCP-style connection pool behind database/sql.
+// Package pool is a HikariCP-style connection pool behind database/sql; with mysqldialect (or
+// pgdialect) imported, metrics and retry, a service does
 //
-// A service opens one pool per database, with metrics, and retries transactions:
+//	p, err := pool.New(connector, pool.Config{Name: "main", Trace: m.Trace()}) // m: metrics.New
+//	db := p.OpenDB() // for the code; retry.Tx(ctx, db, nil, retry.Policy{}, fn) for transactions
 //
-//	import _ "github.com/sqlpool/sqlpool/mysqldialect" // PostgreSQL: pgdialect
-//
-//	c, err := mysql.NewConnector(cfg)                 // go-sql-driver/mysql
-//	m, err := metrics.New(metrics.Options{})          // serve m.Handler() on /metrics
-//	p, err := pool.New(c, pool.Config{Name: "main", Trace: m.Trace()})
-//	defer p.Close()
-//	db := p.OpenDB()                                  // the *sql.DB for the code
-//	err = retry.Tx(ctx, db, nil, retry.Policy{Observer: m.RetryObserver("main")},
-//		func(ctx context.Context, tx *sql.Tx) error { … })
-//
-// New returns a *Pool over any driver.Connector; use it through p.OpenDB() (or sql.OpenDB(p)).
-// Borrowers wait first come, first served, bounded by AcquireTimeout and MaxWaiters. A clean borrow
-// and return sends nothing to the server. See docs/ARCHITECTURE.md.
+// Borrowers wait first come, first served (AcquireTimeout, MaxWaiters); a clean borrow and
+// return sends nothing to the server. See docs/ARCHITECTURE.md.
 package pool
 
 import (
