@@ -1,8 +1,11 @@
-// Package pool is a HikariCP-style connection pool behind database/sql.
+// Package pool is a HikariCP-style connection pool behind database/sql; with mysqldialect (or
+// pgdialect) imported, metrics and retry, a service does
 //
-// New returns a *Pool over any driver.Connector; use it through p.OpenDB() (or sql.OpenDB(p)).
-// Borrowers wait first come, first served, bounded by AcquireTimeout and MaxWaiters. A clean borrow
-// and return sends nothing to the server. See docs/ARCHITECTURE.md.
+//	p, err := pool.New(connector, pool.Config{Name: "main", Trace: m.Trace()}) // m: metrics.New
+//	db := p.OpenDB() // for the code; retry.Tx(ctx, db, nil, retry.Policy{}, fn) for transactions
+//
+// Borrowers wait first come, first served (AcquireTimeout, MaxWaiters); a clean borrow and
+// return sends nothing to the server. See docs/ARCHITECTURE.md.
 package pool
 
 import (
