@@ -171,7 +171,7 @@ func (p *Pool) slowAcquireEnded(ctx context.Context, dl *deadline, err error) {
 // driver.ErrBadConn there when its connection is closed or busy, and (CheckConnLiveness, on by
 // default) when a non-blocking read of the socket finds that the server closed it (KILL,
 // wait_timeout, restart). Then the tracker's SessionCaps.Alive (sessionAlive). Cost: see
-// docs/reliability.md.
+// docs/operations.md.
 //
 // After a server-gone report a connection is trusted only if known alive since: last alive
 // after it, and borrowed (or, never borrowed, dialled) after it. One that was out on loan when

@@ -41,7 +41,7 @@ import (
 // connection is closed, and then costs one KILL of a session that is already ending.
 
 // ServerCancel is implemented by a Dialect that can stop a statement on the server
-// (docs/reliability.md). Cancel and Running run on the pool's cancel goroutine, one call at a time;
+// (docs/operations.md). Cancel and Running run on the pool's cancel goroutine, one call at a time;
 // side is the pool's own connection to the same server.
 type ServerCancel interface {
 	// NewCancellableSession is NewSession that also returns the server's session id; 0: not

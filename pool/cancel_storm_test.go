@@ -17,7 +17,7 @@ import (
 )
 
 // EnvCancelStormSeconds sets how long TestServerCancelStorm runs (default 5 s; the figures in
-// docs/reliability.md are from 60).
+// docs/operations.md are from 60).
 const envCancelStormSeconds = "SQLPOOL_CANCEL_STORM_SECONDS"
 
 // A cancel storm: MaxConns 16, statements SELECT SLEEP(0.05–0.5 s), contexts of 20–200 ms, 32

@@ -326,7 +326,7 @@ func mysqlAddrOf(t *testing.T, dsn string) string {
 }
 
 // cancelBoundForTest is how long after its context's end a cancelled statement may still run
-// on the server: SQLPOOL_CANCEL_BOUND (such as 100ms, the figure docs/reliability.md quotes,
+// on the server: SQLPOOL_CANCEL_BOUND (such as 100ms, the figure docs/operations.md quotes,
 // for a run on a quiet machine), or 1 s by default, generous for a loaded CI machine running
 // every package at once under -race.
 func cancelBoundForTest(t *testing.T) time.Duration {

@@ -6,7 +6,7 @@ package pool_test
 // mysqltest.StartMariaDB (about a second); the wait_timeout test uses the shared MariaDB of
 // MYSQL_TEST_DSN and changes only its own sessions; the database-down test puts the fault proxy
 // in front of whatever mysqltest.DSN names, the embedded server included. Measured figures are
-// logged (go test -v -run TestDead ./pool/) and collected in docs/reliability.md.
+// logged (go test -v -run TestDead ./pool/) and collected in docs/operations.md.
 
 import (
 	"context"

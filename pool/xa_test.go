@@ -18,7 +18,7 @@ import (
 // MariaDB ≥ 10.5 a prepared XA transaction survives its connection's disconnect. It stays in
 // XA RECOVER, holding its locks, until someone runs XA COMMIT or XA ROLLBACK with its xid.
 // The pool cannot end it (it cannot know whether the coordinator will commit it); this test
-// pins down that behaviour, which docs/reliability.md describes.
+// pins down that behaviour, which docs/operations.md describes.
 func TestPreparedXAOutlivesDiscardedConnMariaDB(t *testing.T) {
 	mysqltest.RequireMariaDB(t, "prepared XA transactions surviving a disconnect are InnoDB/MariaDB ≥ 10.5 behaviour")
 	ctx := context.Background()
