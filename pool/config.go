@@ -141,6 +141,18 @@ type Config struct {
 	// Logger receives the pool's structured log lines. Zero value: slog.Default().
 	Logger *slog.Logger
 
+	// Overload control: docs/reliability.md, "Overload".
+
+	// OverloadTarget: while congested, a waiter waits at most the larger of this and the
+	// sampled borrow time, newest first. Zero value: 5 ms. Negative: off (FIFO, no limit).
+	OverloadTarget time.Duration
+	// AdaptiveLimitFloor, when positive, turns on the adaptive limit on connections in
+	// circulation, between it and MaxConns. Zero value or negative: off.
+	AdaptiveLimitFloor int
+	// ServerStatementDeadline sends a statement with a context deadline with a server-side
+	// time limit (MariaDB), so that the connection survives the deadline. Zero value: off.
+	ServerStatementDeadline bool
+
 	// Settings for the module's own tests, set through internal/testhook (or directly by this
 	// package's tests).
 	//
@@ -151,6 +163,9 @@ type Config struct {
 	testClock timeSource
 	// housekeepingPeriod is how often the housekeeper runs; zero: 30 s; negative: an error.
 	housekeepingPeriod time.Duration
+	// overloadInterval is how long the waiters' queue stays non-empty before the pool counts as
+	// congested, and the adaptive limit's window (overload.go); zero or negative: 100 ms.
+	overloadInterval time.Duration
 	// testAfter, if set, makes the timer the creator waits on after a refused login (loginWait).
 	testAfter func(time.Duration) <-chan time.Time
 }
@@ -334,5 +349,6 @@ func (cfg Config) resolved() (Config, error) {
 	case c.CloseTimeout < 0:
 		c.CloseTimeout = 0
 	}
+	c.resolveOverload()
 	return c, nil
 }

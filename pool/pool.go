@@ -78,6 +78,8 @@ type Pool struct {
 	redialCh chan struct{} // Redial: ends the creator's wait after a refused login
 	// cancel is the server-side cancel state (cancel.go); nil when ServerCancelTimeout is off.
 	cancel *canceller
+	// ovl is the overload-control state (overload.go).
+	ovl overload
 
 	timeouts      atomic.Uint64
 	created       atomic.Uint64
@@ -104,17 +106,21 @@ type Stats struct {
 	Waiting    int // goroutines waiting in Connect
 	Cancelling int // closed, but their cancelled statement may still run (ServerCancelTimeout)
 
-	Acquires           uint64 // hand-outs (Connect, or a checkout from database/sql's idle list)
-	Timeouts           uint64 // acquires that reached their deadline
-	Exhausted          uint64 // acquires refused with ErrPoolExhausted
-	Created            uint64 // physical connections opened
-	Closed             uint64 // physical connections closed
-	Validations        uint64 // liveness probes run on acquire (bypass window passed)
-	ProbeFailures      uint64 // probes that found a dead connection
-	ReleasePlans       uint64 // releases that had to run statements (rollback or reset)
-	LeakedStatements   uint64 // statements a borrower left open, closed on release
-	StatementCacheFull uint64 // errors 1461 that emptied a connection's statement cache
-	LastError          error  // of the last failed open or probe; nil after a success
+	Acquires           uint64        // hand-outs (Connect, or a checkout from database/sql's idle list)
+	Timeouts           uint64        // acquires that reached their deadline
+	Exhausted          uint64        // acquires refused with ErrPoolExhausted
+	Created            uint64        // physical connections opened
+	Closed             uint64        // physical connections closed
+	Validations        uint64        // liveness probes run on acquire (bypass window passed)
+	ProbeFailures      uint64        // probes that found a dead connection
+	ReleasePlans       uint64        // releases that had to run statements (rollback or reset)
+	LeakedStatements   uint64        // statements a borrower left open, closed on release
+	StatementCacheFull uint64        // errors 1461 that emptied a connection's statement cache
+	Congested          bool          // overload control (docs/reliability.md): congested now
+	Limit              int           // connections allowed in circulation (the adaptive limit)
+	LimitBaseline      time.Duration // the adaptive limit's minimum latency
+	Shed               uint64        // acquires refused with ErrOverloaded
+	LastError          error         // of the last failed open or probe; nil after a success
 }
 
 func (s Stats) String() string {
@@ -146,6 +152,7 @@ func New(c driver.Connector, cfg Config) (*Pool, error) {
 		redialCh:  make(chan struct{}, 1),
 	}
 	p.live.init(rc, cfg)
+	p.ovl.init(rc)
 	p.clk.init(&p.cfg, cfg.testClock != nil)
 	p.store.nanotime = p.nanotime
 	p.refreshClock()
@@ -260,6 +267,7 @@ func (p *Pool) Stats() Stats {
 	s.Acquires += p.handouts.Load()
 	p.reg.mu.Unlock()
 	s.Active = s.Total - s.Idle
+	p.fillOverloadStats(&s)
 	return s
 }
 

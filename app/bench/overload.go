@@ -27,7 +27,9 @@ import (
 // of the capacity measured in the same run, every request bounded by one deadline that covers
 // the borrow, the statement and reading its rows, against a MariaDB pinned to one core
 // (app/bench/overload.sh). Two classes of statement burn the server's CPU for a calibrated
-// time: short (~1 ms) and scan (~50 ms); SELECT BENCHMARK stops when the server kills it.
+// time: short (~1 ms) and scan (~50 ms), both a scan of MariaDB's sequence engine
+// (SELECT SUM(CRC32(seq)) FROM seq_1_to_N), which fails with an error when the server stops it
+// (KILL QUERY, max_statement_time). SELECT BENCHMARK would not: it returns 0 early.
 //
 // Per configuration it reports finished requests/s by class, useful work (the server's time
 // spent on statements that finished, in % of one core, from each class's calibrated
@@ -45,7 +47,7 @@ type OverloadClass struct {
 }
 
 func (c *OverloadClass) query() string {
-	return "SELECT BENCHMARK(" + strconv.Itoa(c.loops) + ", CRC32('sqlpool overload benchmark'))"
+	return "SELECT SUM(CRC32(seq)) FROM seq_1_to_" + strconv.Itoa(c.loops)
 }
 
 // overloadScenario is a mix of classes.
@@ -58,6 +60,35 @@ type overloadScenario struct {
 type overloadTarget struct {
 	Name string
 	open func(c driver.Connector) (*sql.DB, *pool.Pool, error)
+}
+
+// closeReasons counts the pool's connection closes by reason during one configuration.
+var closeReasons reasonCount
+
+type reasonCount struct {
+	mu sync.Mutex
+	m  map[string]int
+}
+
+func (r *reasonCount) note(reason string) {
+	r.mu.Lock()
+	if r.m == nil {
+		r.m = map[string]int{}
+	}
+	r.m[reason]++
+	r.mu.Unlock()
+}
+
+func (r *reasonCount) take() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for k, v := range r.m {
+		out = append(out, fmt.Sprintf("%s:%d", k, v))
+	}
+	r.m = nil
+	slices.Sort(out)
+	return strings.Join(out, ",")
 }
 
 type overloadResult struct {
@@ -93,7 +124,8 @@ func RunOverload(args []string, stdout, stderr io.Writer) int {
 	scenarios := fs.String("scenarios", "flood,mixed", "flood (short statements only), mixed (90 % short, 10 % scans by count)")
 	configs := fs.String("configs", "dbsql-1,dbsql-2,dbsql-4,dbsql-8,pool-64,pool-2,pool-4,pool-8,pool-16",
 		"configurations: dbsql-N (database/sql, N connections), pool-N (sqlpool, MaxConns N, defaults otherwise), "+
-			"pool-N-nooverload (sqlpool, OverloadTarget off), pool-N-adaptive (sqlpool, AdaptiveLimit on)")
+			"pool-N-nooverload (OverloadTarget off: FIFO until the deadline), pool-N-adaptive (AdaptiveLimitFloor 1), "+
+			"pool-N-deadline (ServerStatementDeadline on), pool-N-old (overload control off)")
 	shortMs := fs.Duration("short", time.Millisecond, "short statement's server time")
 	scanMs := fs.Duration("scan", 50*time.Millisecond, "scan's server time")
 	if err := fs.Parse(args); err != nil {
@@ -123,13 +155,13 @@ func RunOverload(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "overload: calibrating:", err)
 		return 1
 	}
-	fmt.Fprintf(stderr, "calibrated: short %d loops %.2f ms, scan %d loops %.2f ms\n",
+	fmt.Fprintf(stderr, "calibrated: short %d rows %.2f ms, scan %d rows %.2f ms (alone)\n",
 		short.loops, ms(short.svc), scan.loops, ms(scan.svc))
 	all := map[string]overloadScenario{
-		"flood": {Name: "flood", Classes: []*OverloadClass{{Name: "short", Share: 1, loops: short.loops, svc: short.svc}}},
+		"flood": {Name: "flood", Classes: []*OverloadClass{{Name: "short", Share: 1, loops: short.loops}}},
 		"mixed": {Name: "mixed", Classes: []*OverloadClass{
-			{Name: "short", Share: 0.9, loops: short.loops, svc: short.svc},
-			{Name: "scan", Share: 0.1, loops: scan.loops, svc: scan.svc}}},
+			{Name: "short", Share: 0.9, loops: short.loops},
+			{Name: "scan", Share: 0.1, loops: scan.loops}}},
 	}
 	var targets []overloadTarget
 	for _, name := range strings.Split(*configs, ",") {
@@ -148,11 +180,19 @@ func RunOverload(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "overload: unknown scenario %q (want flood or mixed)\n", sn)
 				return 2
 			}
-			capacity, err := measureCapacity(conn, mon, sc, *dur/2)
-			if err != nil {
-				fmt.Fprintln(stderr, "overload: measuring capacity:", err)
-				return 1
+			// Each class's service time at saturation, measured in this round: useful work and
+			// the scenario's capacity come from it.
+			var perReq float64
+			for _, cl := range sc.Classes {
+				x, err := measureCapacity(conn, mon, overloadScenario{Name: cl.Name, Classes: []*OverloadClass{{Name: cl.Name, Share: 1, loops: cl.loops}}}, max(*dur/4, time.Second))
+				if err != nil {
+					fmt.Fprintln(stderr, "overload: measuring capacity:", err)
+					return 1
+				}
+				cl.svc = time.Duration(float64(time.Second) / x)
+				perReq += cl.Share * cl.svc.Seconds()
 			}
+			capacity := 1 / perReq
 			// Interleave: rotate the order each round so no configuration always runs first.
 			order := slices.Clone(targets)
 			k := (r - 1) % len(order)
@@ -196,7 +236,8 @@ func overloadConfig(name string) (overloadTarget, error) {
 		}}, nil
 	case "pool":
 		cfg := pool.Config{Name: "overload-" + name, MaxConns: n,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Trace:  &pool.Trace{Closed: func(_ string, r pool.CloseReason) { closeReasons.note(string(r)) }}}
 		if err := overloadVariant(&cfg, variant); err != nil {
 			return overloadTarget{}, fmt.Errorf("configuration %q: %w", name, err)
 		}
@@ -213,11 +254,11 @@ func overloadConfig(name string) (overloadTarget, error) {
 
 // calibrate finds each class's BENCHMARK loop count and its service time alone.
 func calibrate(db *sql.DB, classes ...*OverloadClass) error {
-	const probe = 200000
+	const probe = 100000
 	var best time.Duration = math.MaxInt64
 	for range 5 {
 		t0 := time.Now()
-		if _, err := db.Exec("SELECT BENCHMARK(" + strconv.Itoa(probe) + ", CRC32('sqlpool overload benchmark'))"); err != nil {
+		if _, err := db.Exec("SELECT SUM(CRC32(seq)) FROM seq_1_to_" + strconv.Itoa(probe)); err != nil {
 			return err
 		}
 		best = min(best, time.Since(t0))
@@ -356,6 +397,7 @@ func runOverload(c driver.Connector, mon *sql.DB, sc overloadScenario, t overloa
 		}
 		close(doneCollect)
 	}()
+	closeReasons.take()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
 	start := time.Now()
 	measureFrom := start.Add(warm)
@@ -407,7 +449,8 @@ func runOverload(c driver.Connector, mon *sql.DB, sc overloadScenario, t overloa
 		Finished: map[string]float64{}, Conns: float64(conns1-conns0) / dur.Seconds()}
 	if p != nil {
 		st := p.Stats()
-		res.Stats = fmt.Sprintf("created=%d timeouts=%d", st.Created, st.Timeouts)
+		res.Stats = fmt.Sprintf("closed[%s] created=%d timeouts=%d limit=%d base=%.1fms shed=%d",
+			closeReasons.take(), st.Created, st.Timeouts, st.Limit, ms(st.LimitBaseline), st.Shed)
 	}
 	var lats []time.Duration
 	var useful time.Duration
@@ -511,6 +554,18 @@ func printOverload(w io.Writer, r overloadResult, sc overloadScenario) {
 func overloadVariant(cfg *pool.Config, variant string) error {
 	switch variant {
 	case "":
+		return nil
+	case "nooverload": // today's behaviour: FIFO until the deadline, no limit
+		cfg.OverloadTarget = -1
+		return nil
+	case "adaptive": // with the adaptive limit
+		cfg.AdaptiveLimitFloor = 1
+		return nil
+	case "deadline": // with the server-side statement time limit
+		cfg.ServerStatementDeadline = true
+		return nil
+	case "old": // overload control off: as before it
+		cfg.OverloadTarget = -1
 		return nil
 	}
 	return fmt.Errorf("unknown variant %q", variant)
