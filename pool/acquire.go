@@ -525,6 +525,7 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 						p.park(e) // to the next waiter: this one would lose it in the statement
 						return nil, err
 					}
+					p.nearMiss(ctx, dl.start)
 				}
 				return e, nil
 			}

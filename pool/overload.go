@@ -199,6 +199,20 @@ func (p *Pool) congestedLocked(now int64) bool {
 	return o.congested
 }
 
+// nearMiss is a waiter's, served after waiting since start: when it waited longer than the
+// congestion interval and than the time it has left before its deadline, the queue is eating
+// deadlines — a loss for congestion, noted before the first deadline passes.
+func (p *Pool) nearMiss(ctx context.Context, start int64) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return
+	}
+	waited := p.nanotime() - start
+	if waited > p.ovl.interval && int64(time.Until(dl)) < waited {
+		p.noteLoss()
+	}
+}
+
 // shedAfter is how long a waiter may wait while the pool is congested.
 func (o *overload) shedAfter() time.Duration {
 	return time.Duration(max(o.target, o.holdEst.Load()))

@@ -287,3 +287,39 @@ func TestOverloadConfig(t *testing.T) {
 		t.Errorf("OverloadTarget negative: on=%v adaptive=%v target=%v; want everything off", p2.ovl.on, p2.ovl.adaptive, p2.Config().OverloadTarget)
 	}
 }
+
+// A waiter served after waiting longer than the time it has left counts as a loss for
+// congestion (the queue eats deadlines), before any deadline passes; one with time to spare
+// does not.
+func TestNearMissCountsAsLoss(t *testing.T) {
+	for _, tc := range []struct {
+		deadline time.Duration
+		want     bool
+	}{{time.Hour, false}, {300 * time.Millisecond, true}} {
+		p, _ := newPool(t, Config{MaxConns: 1, overloadInterval: time.Millisecond})
+		held := mustConnect(t, p)
+		ctx, cancel := context.WithTimeout(context.Background(), tc.deadline)
+		done := make(chan error, 1)
+		go func() {
+			c, err := p.Connect(ctx)
+			if err == nil {
+				_ = c.Close()
+			}
+			done <- err
+		}()
+		eventually(t, "the waiter is queued", func() bool { return p.Stats().Waiting == 1 })
+		time.Sleep(160 * time.Millisecond) // more than half the 300ms deadline
+		_ = held.Close()
+		err := <-done
+		cancel()
+		if err != nil {
+			if tc.want {
+				t.Skipf("the waiter missed its deadline on a slow machine: %v", err)
+			}
+			t.Fatal(err)
+		}
+		if got := p.ovl.lastLoss.Load() != 0; got != tc.want {
+			t.Errorf("deadline %v: loss noted = %v; want %v", tc.deadline, got, tc.want)
+		}
+	}
+}
