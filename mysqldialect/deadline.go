@@ -61,7 +61,7 @@ func (dialect) StatementLimiter(ctx context.Context, dc driver.Conn) (func(query
 	case string:
 		version = v
 	}
-	if strings.Contains(version, "MariaDB") {
+	if strings.Contains(version, "MariaDB") && setStatementSupported(version) {
 		return limitMariaDB, nil
 	}
 	return nil, nil // MySQL's MAX_EXECUTION_TIME hint is not sent: servers that speak MySQL's protocol without it would fail the statement
@@ -86,6 +86,31 @@ func firstWord(query string) (string, string) {
 		return "", ""
 	}
 	return strings.ToUpper(q[:i]), q[i:]
+}
+
+// setStatementSupported reports whether a MariaDB VERSION() ("10.11.19-MariaDB-0+deb12u1")
+// is 10.1.2 or later, where SET STATEMENT … FOR first appeared.
+func setStatementSupported(version string) bool {
+	var v [3]int
+	rest := version
+	for i := range v {
+		j := 0
+		for j < len(rest) && rest[j] >= '0' && rest[j] <= '9' {
+			j++
+		}
+		if j == 0 {
+			return false
+		}
+		v[i], _ = strconv.Atoi(rest[:j])
+		rest = rest[j:]
+		if i < 2 {
+			if len(rest) == 0 || rest[0] != '.' {
+				return false
+			}
+			rest = rest[1:]
+		}
+	}
+	return v[0] > 10 || v[0] == 10 && (v[1] > 1 || v[1] == 1 && v[2] >= 2)
 }
 
 func limitMariaDB(query string, limit time.Duration) string {

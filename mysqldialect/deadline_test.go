@@ -56,3 +56,19 @@ func TestStatementTimedOut(t *testing.T) {
 		t.Errorf("Classify(1969) = %+v; want not fatal", c)
 	}
 }
+
+func TestSetStatementSupported(t *testing.T) {
+	for v, want := range map[string]bool{
+		"10.11.19-MariaDB-0+deb12u1": true,
+		"11.4.2-MariaDB":             true,
+		"10.1.2-MariaDB":             true,
+		"10.1.1-MariaDB":             false,
+		"10.0.38-MariaDB":            false,
+		"5.5.68-MariaDB":             false,
+		"MariaDB":                    false,
+	} {
+		if got := setStatementSupported(v); got != want {
+			t.Errorf("setStatementSupported(%q) = %v; want %v", v, got, want)
+		}
+	}
+}
