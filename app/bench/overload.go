@@ -122,9 +122,9 @@ func RunOverload(args []string, stdout, stderr io.Writer) int {
 	factor := fs.Float64("load", 2, "offered load, in multiples of the measured capacity")
 	rounds := fs.Int("rounds", 3, "interleaved rounds")
 	scenarios := fs.String("scenarios", "flood,mixed", "flood (short statements only), mixed (90 % short, 10 % scans by count)")
-	configs := fs.String("configs", "dbsql-1,dbsql-2,dbsql-4,dbsql-8,pool-64,pool-2,pool-4,pool-8,pool-16",
+	configs := fs.String("configs", "dbsql-1,dbsql-2,dbsql-4,dbsql-8,pool-64-old,pool-64,pool-64-adaptive,pool-64-deadline,pool-2,pool-4,pool-8",
 		"configurations: dbsql-N (database/sql, N connections), pool-N (sqlpool, MaxConns N, defaults otherwise), "+
-			"pool-N-nooverload (OverloadTarget off: FIFO until the deadline), pool-N-adaptive (AdaptiveLimitFloor 1), "+
+			"pool-N-adaptive (AdaptiveLimitFloor 1), "+
 			"pool-N-deadline (ServerStatementDeadline on), pool-N-old (overload control off)")
 	shortMs := fs.Duration("short", time.Millisecond, "short statement's server time")
 	scanMs := fs.Duration("scan", 50*time.Millisecond, "scan's server time")
@@ -554,9 +554,6 @@ func printOverload(w io.Writer, r overloadResult, sc overloadScenario) {
 func overloadVariant(cfg *pool.Config, variant string) error {
 	switch variant {
 	case "":
-		return nil
-	case "nooverload": // today's behaviour: FIFO until the deadline, no limit
-		cfg.OverloadTarget = -1
 		return nil
 	case "adaptive": // with the adaptive limit
 		cfg.AdaptiveLimitFloor = 1
