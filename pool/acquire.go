@@ -249,7 +249,7 @@ func (p *Pool) handedOut(e *entry, now int64, dl *deadline) {
 	if n == 1 && p.deadOnArrival.Load() != 0 {
 		p.deadOnArrival.Store(0)
 	}
-	p.sampledHandout(e, n) // one borrow in eight is timed (overload.go)
+	p.sampledHandout(e, n) // under contention, one borrow in sixteen is timed (overload.go)
 	e.borrowedAt = now
 	if ev := p.cfg.Trace; ev != nil {
 		p.noteAcquired(ev, e, dl)

@@ -46,10 +46,10 @@ import (
 //     no congestion.
 //
 // Cost when not congested: an acquire that waits checks its context's deadline against the
-// estimate and looks at one more field under the store lock; one borrow in eight reads the
-// exact clock at hand-out and at release and takes a mutex to feed the estimate (sampled); the
-// others pay a load and a branch at hand-out and at release, and a release one atomic load
-// of the limit.
+// estimate and looks at one more field under the store lock; one borrow in sixteen reads the
+// exact clock at hand-out and at release and takes a mutex to feed the estimate (sampled, and
+// only while someone waits); the others pay a load and a branch at hand-out and at release, and
+// a release one atomic load of the limit.
 
 // ErrOverloaded is matched by an acquire refused under overload (and, when its deadline was too
 // near to finish, context.DeadlineExceeded too): it took no connection.
@@ -85,8 +85,9 @@ const (
 	defaultOverloadInterval = 100 * time.Millisecond
 	// lossMemory is how long after a deadline loss a standing queue still counts as congestion.
 	lossMemory = 10 // intervals
-	// sampleMask: one borrow in sampleMask+1 is timed (handouts & sampleMask == 0).
-	sampleMask = 7
+	// sampleMask: one borrow in sampleMask+1 is timed (handouts & sampleMask == 0), and only
+	// while someone waits or the adaptive limit is engaged: an uncontended pool times nothing.
+	sampleMask = 15
 )
 
 // shedSignal is sent on a waiter's channel to shed it (it is never a connection).
@@ -257,9 +258,10 @@ func (p *Pool) circulationLimit() int {
 	return p.maxConns()
 }
 
-// sampledHandout is handedOut's: it stamps one borrow in sampleMask+1 with the exact clock.
+// sampledHandout is handedOut's: it stamps one borrow in sampleMask+1 with the exact clock
+// while the pool is contended (someone waits) or the adaptive limit is engaged.
 func (p *Pool) sampledHandout(e *entry, n uint64) {
-	if n&sampleMask == 0 && p.ovl.on {
+	if n&sampleMask == 0 && p.ovl.on && (p.store.waiting.Load() != 0 || p.ovl.limit.Load() != 0) {
 		e.sampledAt = p.nanotime()
 	}
 }

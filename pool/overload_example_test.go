@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sqlpool/sqlpool/internal/fakedb"
@@ -19,20 +20,29 @@ func ExampleErrOverloaded() {
 		return
 	}
 	defer p.Close()
-	// Borrows that hold their connection 20 ms teach the pool how long a borrow takes.
-	for range 16 {
-		c, err := p.Connect(context.Background())
-		if err != nil {
-			fmt.Println(err)
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-		_ = c.Close()
+	// Three goroutines contending for the connection, each borrow holding it 10 ms, teach the
+	// pool how long a borrow takes (it times borrows only while someone waits).
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 16 {
+				c, err := p.Connect(context.Background())
+				if err != nil {
+					fmt.Println(err)
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+				_ = c.Close()
+			}
+		}()
 	}
+	wg.Wait()
 	busy, _ := p.Connect(context.Background()) // the only connection is out
 	defer busy.Close()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Millisecond)
 	defer cancel()
 	_, err = p.Connect(ctx)
 	switch {
