@@ -249,7 +249,9 @@ func (p *Pool) handedOut(e *entry, now int64, dl *deadline) {
 	if n == 1 && p.deadOnArrival.Load() != 0 {
 		p.deadOnArrival.Store(0)
 	}
-	p.sampledHandout(e, n) // under contention, one borrow in sixteen is timed (overload.go)
+	if n&sampleMask == 0 {
+		p.sampledHandout(e) // under contention, one borrow in sixteen is timed (overload.go)
+	}
 	e.borrowedAt = now
 	if ev := p.cfg.Trace; ev != nil {
 		p.noteAcquired(ev, e, dl)
@@ -267,7 +269,9 @@ func (p *Pool) release(e *entry, checkin *conn) (lent bool) {
 	if ev := p.cfg.Trace; ev != nil {
 		p.noteReleased(ev, e)
 	}
-	p.sampledRelease(e) // a timed borrow feeds the overload estimate (overload.go)
+	if e.sampledAt != 0 {
+		p.sampledRelease(e) // a timed borrow feeds the overload estimate (overload.go)
+	}
 	// 2. Clean it for the next borrower (clean). One that cannot be reused is closed; on a
 	//    check-in it is marked instead, and the Close database/sql sends next closes it.
 	now := p.now()

@@ -258,19 +258,16 @@ func (p *Pool) circulationLimit() int {
 	return p.maxConns()
 }
 
-// sampledHandout is handedOut's: it stamps one borrow in sampleMask+1 with the exact clock
-// while the pool is contended (someone waits) or the adaptive limit is engaged.
-func (p *Pool) sampledHandout(e *entry, n uint64) {
-	if n&sampleMask == 0 && p.ovl.on && (p.store.waiting.Load() != 0 || p.ovl.limit.Load() != 0) {
+// sampledHandout is handedOut's for one borrow in sampleMask+1: it stamps it with the exact
+// clock while the pool is contended (someone waits) or the adaptive limit is engaged.
+func (p *Pool) sampledHandout(e *entry) {
+	if p.ovl.on && (p.store.waiting.Load() != 0 || p.ovl.limit.Load() != 0) {
 		e.sampledAt = p.nanotime()
 	}
 }
 
-// sampledRelease is release's: it feeds a timed borrow into the estimate and the limit.
+// sampledRelease is release's for a timed borrow: it feeds the estimate and the limit.
 func (p *Pool) sampledRelease(e *entry) {
-	if e.sampledAt == 0 {
-		return
-	}
 	now := p.nanotime()
 	d := now - e.sampledAt
 	e.sampledAt = 0
@@ -362,6 +359,10 @@ func (o *overload) congestedNow(p *Pool) bool {
 // overLimit reports whether a released connection must be benched: the adaptive limit is
 // engaged and more connections circulate than it allows.
 func (p *Pool) overLimit() bool {
+	return p.ovl.limit.Load() != 0 && p.overLimitEngaged()
+}
+
+func (p *Pool) overLimitEngaged() bool {
 	l := p.ovl.limit.Load()
 	return l != 0 && p.reg.open()-int(p.store.nbenched.Load()) > int(l)
 }
