@@ -144,6 +144,18 @@ type Config struct {
 	// Addr (host:port) names the server in connection errors and logs. Zero value: read from the connector.
 	Addr string
 
+	// Overload control: docs/reliability.md, "Overload".
+
+	// OverloadTarget: while congested, a waiter waits at most the larger of this and the
+	// sampled borrow time, newest first. Zero value: 5 ms. Negative: off (FIFO, no limit).
+	OverloadTarget time.Duration
+	// AdaptiveLimitFloor, when positive, turns on the adaptive limit on connections in
+	// circulation, between it and MaxConns. Zero value or negative: off.
+	AdaptiveLimitFloor int
+	// ServerStatementDeadline sends a statement with a context deadline with a server-side
+	// time limit (MariaDB), so that the connection survives the deadline. Zero value: off.
+	ServerStatementDeadline bool
+
 	// Settings for the module's own tests, set through internal/testhook (or directly by this
 	// package's tests).
 	//
@@ -157,6 +169,9 @@ type Config struct {
 	// outageLogInterval is the least time between two summary WARN lines of an outage; zero:
 	// 30 s; negative: none (outage.go).
 	outageLogInterval time.Duration
+	// overloadInterval is how long the waiters' queue stays non-empty before the pool counts as
+	// congested, and the adaptive limit's window (overload.go); zero or negative: 100 ms.
+	overloadInterval time.Duration
 	// testAfter, if set, makes the timer the creator waits on after a refused login (loginWait).
 	testAfter func(time.Duration) <-chan time.Time
 }
@@ -340,5 +355,6 @@ func (cfg Config) resolved() (Config, error) {
 	case c.CloseTimeout < 0:
 		c.CloseTimeout = 0
 	}
+	c.resolveOverload()
 	return c, nil
 }
