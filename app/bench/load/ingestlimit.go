@@ -33,15 +33,16 @@ import (
 // database of its own emptied before its turn:
 //
 //   - raw-insert: hand-written multi-row INSERT IGNORE of Zipkin's rows
-//     (zipkin_spans, zipkin_annotations as the store builds them), one
-//     transaction per batch;
+//     (zipkin_spans, zipkin_annotations as the store builds them) into
+//     Zipkin's own schema, one transaction per batch;
 //   - raw-loaddata: LOAD DATA LOCAL INFILE of the same rows, one
 //     transaction per batch;
-//   - store-zipkin: Store.Accept with Zipkin's three tables only (no
-//     additions, no dependency aggregation): the store's own statement
-//     shape;
+//   - store-zipkin: Store.Accept on Zipkin's own schema (mysql.sql's
+//     indexes, no additions, no dependency aggregation): the store's own
+//     statement shape;
+//   - store-indexes: on CreateSchema's zipkin_annotations (the tag search
+//     indexes in place of two redundant ones), no other addition;
 //   - store-names: plus zipkin_names and zipkin_service_spans;
-//   - store-tags: plus the tag search;
 //   - store: every addition and dependency aggregation, on sqlpool (the
 //     span server's store);
 //   - store-sql: the same on plain database/sql.
@@ -61,7 +62,13 @@ type ingestLimitOptions struct {
 	paths   []string
 }
 
-var allIngestPaths = []string{"raw-insert", "raw-loaddata", "store-zipkin", "store-names", "store-tags", "store", "store-sql"}
+var allIngestPaths = []string{"raw-insert", "raw-loaddata", "store-zipkin", "store-indexes", "store-names", "store", "store-sql"}
+
+// zipkinAnnotationIndexes turns CreateSchema's zipkin_annotations into
+// Zipkin's own (mysql.sql): a_key on a_key alone, trace_id_high_2 and
+// trace_id_high_3 instead of a_key_value.
+const zipkinAnnotationIndexes = "ALTER TABLE zipkin_annotations DROP INDEX a_key_value, DROP INDEX a_key, ADD INDEX a_key (a_key)," +
+	" ADD INDEX trace_id_high_2 (trace_id_high, trace_id, span_id), ADD INDEX trace_id_high_3 (trace_id_high, trace_id)"
 
 // ilResult is one path's turn in one round.
 type ilResult struct {
@@ -175,13 +182,17 @@ func runIngestLimit(ctx context.Context, o options, il ingestLimitOptions, logf 
 			return err
 		}
 		var drop []string
+		additions := []string{"zipkin_names", "zipkin_service_spans", "zipkin_tags", "zipkin_dependency_traces", "zipkin_dependency_queue", "zipkin_dependency_hours"}
 		switch p {
 		case "raw-insert", "raw-loaddata", "store-zipkin":
-			drop = []string{"zipkin_names", "zipkin_service_spans", "zipkin_tags", "zipkin_dependency_traces", "zipkin_dependency_pending"}
+			drop = additions
+			if _, err := db.ExecContext(ctx, zipkinAnnotationIndexes); err != nil {
+				return err
+			}
+		case "store-indexes":
+			drop = additions
 		case "store-names":
-			drop = []string{"zipkin_tags", "zipkin_dependency_traces", "zipkin_dependency_pending"}
-		case "store-tags":
-			drop = []string{"zipkin_dependency_traces", "zipkin_dependency_pending"}
+			drop = additions[2:]
 		}
 		for _, t := range drop {
 			if _, err := db.ExecContext(ctx, "DROP TABLE IF EXISTS "+t); err != nil {
@@ -317,19 +328,19 @@ func ilRunPath(ctx context.Context, m *mariaDB, path string, db *sql.DB, st *mys
 	}
 	n := float64(len(spans))
 	per := map[string]float64{
-		"db_cpu_us":        float64((cpu1 - cpu0).Microseconds()) / n,
-		"db_busy":          float64(cpu1-cpu0) / float64(elapsed),
-		"redo_bytes":       (after["Innodb_lsn_current"] - before["Innodb_lsn_current"]) / n,
-		"rows_inserted":    (after["Handler_write"] - before["Handler_write"]) / n,
-		"rows_read":        (after["Handler_read_key"] + after["Handler_read_next"] + after["Handler_read_rnd_next"] - before["Handler_read_key"] - before["Handler_read_next"] - before["Handler_read_rnd_next"]) / n,
-		"rows_updated":     (after["Handler_update"] - before["Handler_update"]) / n,
-		"rows_deleted":     (after["Handler_delete"] - before["Handler_delete"]) / n,
-		"statements":       (after["Questions"] - before["Questions"] - 2) / n,
-		"page_reads_req":   (after["Innodb_buffer_pool_read_requests"] - before["Innodb_buffer_pool_read_requests"]) / n,
-		"page_writes_req":  (after["Innodb_buffer_pool_write_requests"] - before["Innodb_buffer_pool_write_requests"]) / n,
-		"pages_written":    (after["Innodb_pages_written"] - before["Innodb_pages_written"]) / n,
-		"pages_from_disk":  (after["Innodb_buffer_pool_reads"] - before["Innodb_buffer_pool_reads"]) / n,
-		"data_written_b":   (after["Innodb_data_written"] - before["Innodb_data_written"]) / n,
+		"db_cpu_us":       float64((cpu1 - cpu0).Microseconds()) / n,
+		"db_busy":         float64(cpu1-cpu0) / float64(elapsed),
+		"redo_bytes":      (after["Innodb_lsn_current"] - before["Innodb_lsn_current"]) / n,
+		"rows_inserted":   (after["Handler_write"] - before["Handler_write"]) / n,
+		"rows_read":       (after["Handler_read_key"] + after["Handler_read_next"] + after["Handler_read_rnd_next"] - before["Handler_read_key"] - before["Handler_read_next"] - before["Handler_read_rnd_next"]) / n,
+		"rows_updated":    (after["Handler_update"] - before["Handler_update"]) / n,
+		"rows_deleted":    (after["Handler_delete"] - before["Handler_delete"]) / n,
+		"statements":      (after["Questions"] - before["Questions"] - 2) / n,
+		"page_reads_req":  (after["Innodb_buffer_pool_read_requests"] - before["Innodb_buffer_pool_read_requests"]) / n,
+		"page_writes_req": (after["Innodb_buffer_pool_write_requests"] - before["Innodb_buffer_pool_write_requests"]) / n,
+		"pages_written":   (after["Innodb_pages_written"] - before["Innodb_pages_written"]) / n,
+		"pages_from_disk": (after["Innodb_buffer_pool_reads"] - before["Innodb_buffer_pool_reads"]) / n,
+		"data_written_b":  (after["Innodb_data_written"] - before["Innodb_data_written"]) / n,
 	}
 	r := ilResult{Path: path, Spans: len(spans), Seconds: elapsed.Seconds(), Rate: n / elapsed.Seconds(), PerSpan: per}
 	if err := ilTableSizes(ctx, db, n, per); err != nil {
@@ -468,21 +479,39 @@ func ilReport(dir string, il ingestLimitOptions, rs []ilResult) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "ingest limit: %d spans per path per round, batch %d, %d writers, %d rounds\n\n", il.spans, il.batch, il.writers, il.rounds)
 	raw := map[int]float64{}
+	tableBytes := map[string][]string{}
+	defer func() {
+		var t strings.Builder
+		t.WriteString("\nbytes per span stored, per table (data + indexes after ANALYZE TABLE, median):\n\n")
+		for _, p := range il.paths {
+			fmt.Fprintf(&t, "- %s: %s\n", p, strings.Join(tableBytes[p], ", "))
+		}
+		fmt.Print(t.String())
+		if dir != "" {
+			f, err := os.OpenFile(filepath.Join(dir, "ingest-limit.md"), os.O_APPEND|os.O_WRONLY, 0)
+			if err == nil {
+				_, _ = f.WriteString(t.String())
+				f.Close()
+			}
+		}
+	}()
 	for _, r := range rs {
 		if r.Path == "raw-insert" {
 			raw[r.Round] = r.Rate
 		}
 	}
-	fmt.Fprintf(&b, "| path | spans/s (median) | ÷ raw-insert min / median / max | DB µs/span | redo B/span | rows ins/span | rows read/span | stmts/span | page req/span | DB busy |\n")
-	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "| path | spans/s (median) | ÷ raw-insert min / median / max | DB µs/span | redo B/span | rows ins/span | rows read/span | stmts/span | page req/span | DB busy | lag at end s (max) | drain after, DB µs/span |\n")
+	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range il.paths {
 		var rates, ratios []float64
 		var agg = map[string][]float64{}
+		maxLag := 0.0
 		for _, r := range rs {
 			if r.Path != p {
 				continue
 			}
 			rates = append(rates, r.Rate)
+			maxLag = max(maxLag, r.Lag)
 			if raw[r.Round] > 0 {
 				ratios = append(ratios, r.Rate/raw[r.Round])
 			}
@@ -502,9 +531,23 @@ func ilReport(dir string, il ingestLimitOptions, rs []ilResult) error {
 		if len(ratios) > 0 {
 			ratio = fmt.Sprintf("%.2f / %.2f / %.2f", slices.Min(ratios), med(ratios), slices.Max(ratios))
 		}
-		fmt.Fprintf(&b, "| %s | %.0f | %s | %.0f | %.0f | %.1f | %.1f | %.2f | %.0f | %.0f %% |\n", p, med(rates), ratio,
+		drain := "–"
+		if v := agg["drain_after_db_cpu_us"]; len(v) > 0 {
+			drain = fmt.Sprintf("%.1f", med(v))
+		}
+		fmt.Fprintf(&b, "| %s | %.0f | %s | %.0f | %.0f | %.1f | %.1f | %.2f | %.0f | %.0f %% | %.1f | %s |\n", p, med(rates), ratio,
 			med(agg["db_cpu_us"]), med(agg["redo_bytes"]), med(agg["rows_inserted"]), med(agg["rows_read"]),
-			med(agg["statements"]), med(agg["page_reads_req"])+med(agg["page_writes_req"]), 100*med(agg["db_busy"]))
+			med(agg["statements"]), med(agg["page_reads_req"])+med(agg["page_writes_req"]), 100*med(agg["db_busy"]), maxLag, drain)
+		var tables []string
+		for k := range agg {
+			if strings.HasPrefix(k, "bytes ") {
+				tables = append(tables, k)
+			}
+		}
+		slices.Sort(tables)
+		for _, k := range tables {
+			tableBytes[p] = append(tableBytes[p], fmt.Sprintf("%s %.0f", strings.TrimPrefix(k, "bytes "), med(agg[k])))
+		}
 	}
 	fmt.Print("\n" + b.String())
 	if dir == "" {

@@ -58,8 +58,8 @@ func TestDependenciesHourWindows(t *testing.T) {
 		return sp
 	}
 	var all []model.Span
-	all = append(all, trace(1, base+10*60_000, "a")...)  // hour 0
-	all = append(all, trace(2, base+59*60_000, "b")...)  // hour 0, client in hour 1
+	all = append(all, trace(1, base+10*60_000, "a")...)     // hour 0
+	all = append(all, trace(2, base+59*60_000, "b")...)     // hour 0, client in hour 1
 	all = append(all, trace(3, base+hour+5*60_000, "c")...) // hour 1
 	if err := s.Accept(ctx, all); err != nil {
 		t.Fatal(err)

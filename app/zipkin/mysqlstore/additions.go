@@ -97,7 +97,7 @@ func (s *Store) Additions() Additions {
 // names known to be stored.
 type additions struct {
 	names, serviceSpans, tags bool
-	annIndex                  bool // zipkin_annotations has the tag search indexes a_key_value and a_key (a_key, a_timestamp)
+	annIndex                  bool                    // zipkin_annotations has the tag search indexes a_key_value and a_key (a_key, a_timestamp)
 	tagsSQL                   [len(batchSizes)]string // INSERTs of zipkin_tags
 
 	mu    sync.Mutex

@@ -93,6 +93,10 @@ const depChunk = 100
 // foldChunk bounds the pending rows one fold transaction moves.
 const foldChunk = 5000
 
+// inlineDrainTx bounds the drain transactions one Accept runs after its
+// write (64 queued writes each).
+const inlineDrainTx = 8
+
 // defaultFoldInterval is Options.DependencyFoldInterval's zero value.
 const defaultFoldInterval = time.Second
 
@@ -249,7 +253,8 @@ func (s *Store) maybeDrain(ctx context.Context) {
 	}
 	defer func() { <-s.deps.folding }()
 	s.deps.lastFold.Store(now)
-	if _, err := s.drainLocked(ctx); err != nil {
+	// A bounded share: the writer whose Accept drains waits for it.
+	if _, err := s.drainLocked(ctx, inlineDrainTx); err != nil {
 		s.log.WarnContext(ctx, "mysqlstore: draining the dependency queue into zipkin_dependencies failed; its rows stay queued and are counted by GetDependencies",
 			"err", err)
 	}
@@ -273,11 +278,7 @@ func (s *Store) FoldDependencies(ctx context.Context) (int, error) {
 		return 0, ctx.Err()
 	}
 	defer func() { <-s.deps.folding }()
-	n, err := s.drainLocked(ctx)
-	if err != nil {
-		return n, err
-	}
-	return n, nil
+	return s.drainLocked(ctx, 0)
 }
 
 // foldAll moves every row of zipkin_dependency_pending (left by the

@@ -767,12 +767,14 @@ func (s *Store) DrainDependencies(ctx context.Context) (int, error) {
 		return 0, ctx.Err()
 	}
 	defer func() { <-s.deps.folding }()
-	return s.drainLocked(ctx)
+	return s.drainLocked(ctx, 0)
 }
 
-func (s *Store) drainLocked(ctx context.Context) (int, error) {
+// drainLocked drains (at most maxTx transactions when positive) with the
+// drain semaphore held.
+func (s *Store) drainLocked(ctx context.Context, maxTx int) (int, error) {
 	total := 0
-	for {
+	for i := 0; maxTx <= 0 || i < maxTx; i++ {
 		n, err := s.drainOnce(ctx)
 		total += n
 		if err != nil {
@@ -1012,7 +1014,7 @@ func (s *Store) RunDependencyAggregation(ctx context.Context, interval time.Dura
 			continue // a drain runs
 		}
 		s.deps.lastFold.Store(time.Now().UnixNano())
-		_, err := s.drainLocked(ctx)
+		_, err := s.drainLocked(ctx, 0)
 		<-s.deps.folding
 		if err != nil && ctx.Err() == nil {
 			s.log.WarnContext(ctx, "mysqlstore: draining the dependency queue failed; its rows stay queued (GetDependencies counts them) and the next drain takes them", "err", err)

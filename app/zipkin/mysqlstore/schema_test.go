@@ -35,11 +35,11 @@ func TestCreateSchemaIdempotent(t *testing.T) {
 			"zipkin_names PRIMARY":         "kind,service_name,name",
 			"zipkin_service_spans PRIMARY": "service_name,start_ts,trace_id_high,trace_id,span_id",
 			// The dependency aggregator (deps_aggregate.go).
-			"zipkin_dependency_traces PRIMARY":  "trace_id",
-			"zipkin_dependency_traces day":      "day",
-			"zipkin_dependency_queue PRIMARY":   "seq",
-			"zipkin_dependency_hours PRIMARY":   "hour,parent,child",
-			"zipkin_tags PRIMARY":               "kind,a_key,a_value,start_ts,trace_id_high,trace_id,span_id,service_name",
+			"zipkin_dependency_traces PRIMARY": "trace_id",
+			"zipkin_dependency_traces day":     "day",
+			"zipkin_dependency_queue PRIMARY":  "seq",
+			"zipkin_dependency_hours PRIMARY":  "hour,parent,child",
+			"zipkin_tags PRIMARY":              "kind,a_key,a_value,start_ts,trace_id_high,trace_id,span_id,service_name",
 		}
 		rows, err := db.QueryContext(ctx, `SELECT table_name, index_name, column_name FROM information_schema.statistics
 			WHERE table_schema = DATABASE() ORDER BY table_name, index_name, seq_in_index`)
