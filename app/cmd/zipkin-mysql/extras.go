@@ -57,7 +57,7 @@ func startRetention(cfg *config, st *openedStorage, log *slog.Logger, reg promet
 }
 
 // startDependencyAggregation drains the MySQL store's dependency queue
-// every second in the background (the store also drains after writes), so
+// every 3 s in the background (the store also drains after writes), so
 // that zipkin_dependencies lags the writes by a bounded time even when they
 // stop, and exports that lag as zipkin_dependency_lag_seconds. The returned
 // function stops it and waits for it; it is never nil.

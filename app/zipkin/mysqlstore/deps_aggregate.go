@@ -97,8 +97,11 @@ const foldChunk = 5000
 // write (64 queued writes each).
 const inlineDrainTx = 8
 
-// defaultFoldInterval is Options.DependencyFoldInterval's zero value.
-const defaultFoldInterval = time.Second
+// defaultFoldInterval is Options.DependencyFoldInterval's zero value: each
+// drain upserts every link it touches once, whatever the spans it covers,
+// so drains seconds apart amortize that over more spans (measured: at a
+// 1 s interval and 500 spans/s the upserts were 0.4 row updates per span).
+const defaultFoldInterval = 3 * time.Second
 
 // DependencyAggregationDDL returns the CREATE TABLE statements of the
 // dependency aggregator's tables (zipkin_dependency_traces,

@@ -989,7 +989,7 @@ func (s *Store) DependencyLag(ctx context.Context) (time.Duration, error) {
 }
 
 // RunDependencyAggregation drains the dependency queue every interval
-// (zero: Options.DependencyFoldInterval's default, 1 s) until ctx ends, so
+// (zero: Options.DependencyFoldInterval's default, 3 s) until ctx ends, so
 // that the lag stays bounded when writes stop; it returns ctx's error. A
 // failed drain is logged and tried again at the next tick. Without
 // aggregation it returns at once with nil.

@@ -66,7 +66,7 @@ type Options struct {
 	// dependency aggregator's queue into zipkin_dependencies, each run by
 	// the write that finds the interval passed (at most 8 transactions of
 	// 64 queued writes; RunDependencyAggregation drains the rest on its
-	// timer). Zero value: 1 s. Negative: only FoldDependencies,
+	// timer). Zero value: 3 s. Negative: only FoldDependencies,
 	// DrainDependencies and RunDependencyAggregation drain.
 	// GetDependencies counts queued writes whatever the interval.
 	DependencyFoldInterval time.Duration
