@@ -35,6 +35,8 @@ import (
 //   - raw-insert: hand-written multi-row INSERT IGNORE of Zipkin's rows
 //     (zipkin_spans, zipkin_annotations as the store builds them) into
 //     Zipkin's own schema, one transaction per batch;
+//   - raw-insert-text: the same with the driver's interpolateParams (no
+//     server-side prepare per statement);
 //   - raw-loaddata: LOAD DATA LOCAL INFILE of the same rows, one
 //     transaction per batch;
 //   - store-zipkin: Store.Accept on Zipkin's own schema (mysql.sql's
@@ -62,7 +64,7 @@ type ingestLimitOptions struct {
 	paths   []string
 }
 
-var allIngestPaths = []string{"raw-insert", "raw-loaddata", "store-zipkin", "store-indexes", "store-names", "store", "store-sql"}
+var allIngestPaths = []string{"raw-insert", "raw-insert-text", "raw-loaddata", "store-zipkin", "store-indexes", "store-names", "store", "store-sql"}
 
 // zipkinAnnotationIndexes turns CreateSchema's zipkin_annotations into
 // Zipkin's own (mysql.sql): a_key on a_key alone, trace_id_high_2 and
@@ -159,6 +161,10 @@ func runIngestLimit(ctx context.Context, o options, il ingestLimitOptions, logf 
 		}
 		cfg.AllowAllFiles = true
 		cfg.Logger = nopLogger{}
+		// raw-insert-text: the driver interpolates the values into the
+		// statement text (interpolateParams=true): no server-side prepare
+		// per statement.
+		cfg.InterpolateParams = p == "raw-insert-text"
 		conn, err := mysql.NewConnector(cfg)
 		if err != nil {
 			return err
@@ -184,7 +190,7 @@ func runIngestLimit(ctx context.Context, o options, il ingestLimitOptions, logf 
 		var drop []string
 		additions := []string{"zipkin_names", "zipkin_service_spans", "zipkin_tags", "zipkin_dependency_traces", "zipkin_dependency_queue", "zipkin_dependency_hours"}
 		switch p {
-		case "raw-insert", "raw-loaddata", "store-zipkin":
+		case "raw-insert", "raw-insert-text", "raw-loaddata", "store-zipkin":
 			drop = additions
 			if _, err := db.ExecContext(ctx, zipkinAnnotationIndexes); err != nil {
 				return err
@@ -298,7 +304,7 @@ func ilRunPath(ctx context.Context, m *mariaDB, path string, db *sql.DB, st *mys
 				}
 				var err error
 				switch path {
-				case "raw-insert":
+				case "raw-insert", "raw-insert-text":
 					err = ilRawInsert(ctx, db, raw[i])
 				case "raw-loaddata":
 					err = ilRawLoadData(ctx, db, raw[i], fmt.Sprintf("il-%d-%d", w, i))
