@@ -83,6 +83,8 @@ type Pool struct {
 	cancel *canceller
 	// outage is what the pool logs and reports while it cannot open connections (outage.go).
 	outage outageState
+	// ovl is the overload-control state (overload.go).
+	ovl overload
 
 	timeouts      atomic.Uint64
 	created       atomic.Uint64
@@ -109,18 +111,22 @@ type Stats struct {
 	Waiting    int // goroutines waiting in Connect
 	Cancelling int // closed, but their cancelled statement may still run (ServerCancelTimeout)
 
-	Acquires           uint64    // hand-outs (Connect, or a checkout from database/sql's idle list)
-	Timeouts           uint64    // acquires that reached their deadline
-	Exhausted          uint64    // acquires refused with ErrPoolExhausted
-	Created            uint64    // physical connections opened
-	Closed             uint64    // physical connections closed
-	Validations        uint64    // liveness probes run on acquire (bypass window passed)
-	ProbeFailures      uint64    // probes that found a dead connection
-	ReleasePlans       uint64    // releases that had to run statements (rollback or reset)
-	LeakedStatements   uint64    // statements a borrower left open, closed on release
-	StatementCacheFull uint64    // errors 1461 that emptied a connection's statement cache
-	LastError          error     // of the last failed open or probe; nil after a success
-	DownSince          time.Time // attempts to open a connection fail since then; zero while they succeed
+	Acquires           uint64        // hand-outs (Connect, or a checkout from database/sql's idle list)
+	Timeouts           uint64        // acquires that reached their deadline
+	Exhausted          uint64        // acquires refused with ErrPoolExhausted
+	Created            uint64        // physical connections opened
+	Closed             uint64        // physical connections closed
+	Validations        uint64        // liveness probes run on acquire (bypass window passed)
+	ProbeFailures      uint64        // probes that found a dead connection
+	ReleasePlans       uint64        // releases that had to run statements (rollback or reset)
+	LeakedStatements   uint64        // statements a borrower left open, closed on release
+	StatementCacheFull uint64        // errors 1461 that emptied a connection's statement cache
+	Congested          bool          // overload control (docs/reliability.md): congested now
+	Limit              int           // connections allowed in circulation (the adaptive limit)
+	LimitBaseline      time.Duration // the adaptive limit's minimum latency
+	Shed               uint64        // acquires refused with ErrOverloaded
+	LastError          error         // of the last failed open or probe; nil after a success
+	DownSince          time.Time     // attempts to open a connection fail since then; zero while they succeed
 }
 
 func (s Stats) String() string {
@@ -152,6 +158,7 @@ func New(c driver.Connector, cfg Config) (*Pool, error) {
 		redialCh:  make(chan struct{}, 1),
 	}
 	p.live.init(rc, cfg)
+	p.ovl.init(rc)
 	p.clk.init(&p.cfg, cfg.testClock != nil)
 	p.store.nanotime = p.nanotime
 	p.refreshClock()
@@ -270,6 +277,7 @@ func (p *Pool) Stats() Stats {
 	s.Acquires += p.handouts.Load()
 	p.reg.mu.Unlock()
 	s.Active = s.Total - s.Idle
+	p.fillOverloadStats(&s)
 	return s
 }
 

@@ -143,7 +143,7 @@ func TestBulkLoadStoresWhatAcceptStores(t *testing.T) {
 				t.Errorf("%s after a bulk load (%s) differs from Accept's:\n got %.2000s\nwant %.2000s", table, res.Method, got[table], w)
 			}
 		}
-		if res.Rows["zipkin_tags"] == 0 || res.Rows["zipkin_annotations"] == 0 {
+		if res.Rows["zipkin_service_spans"] == 0 || res.Rows["zipkin_annotations"] == 0 {
 			t.Errorf("rows written: %v", res.Rows)
 		}
 	}

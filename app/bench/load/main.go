@@ -30,6 +30,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -62,6 +63,7 @@ type options struct {
 	bulkInsert    bool   // the bulk load uses INSERTs instead of LOAD DATA LOCAL INFILE
 	cpusBulk      string // CPUs of mariadbd during the bulk load
 	writeCost     bool   // the bulk query benchmark measures the additions' write cost first
+	ingestLimit   bool   // -ingest-limit: the ingest-limit benchmark (ingestlimit.go)
 }
 
 func main() {
@@ -107,6 +109,14 @@ func main() {
 	flag.BoolVar(&o.writeCost, "write-cost", true, "-querybench-spans: first measure the additions' write cost (HTTP ingest with all, without zipkin_tags, without any)")
 	flag.StringVar(&configs, "configs", "pool,database-sql,none", "configurations to run: pool, database-sql, spool (the pool with -spool-dir in the output directory), none; pool-otlp, database-sql-otlp and none-otlp are the same servers sent the traces as OTLP/HTTP protobuf (POST /v1/traces), each on its own database, compared with their JSON v2 twin step by step")
 	flag.Float64Var(&o.saturation, "saturation", 0, "saturation rate in requests/s (default: measured with wrk on the pool)")
+	var il ingestLimitOptions
+	var ilPaths string
+	flag.BoolVar(&o.ingestLimit, "ingest-limit", false, "instead of the load test: the ingest-limit benchmark: raw multi-row INSERT and LOAD DATA of Zipkin's rows against the store with each schema addition, in interleaved rounds, with the database's work per span (use with -buffer-pool 128M)")
+	flag.IntVar(&il.spans, "il-spans", 50_000, "-ingest-limit: spans each path writes per round")
+	flag.IntVar(&il.batch, "il-batch", 500, "-ingest-limit: spans per batch (one transaction, one Accept)")
+	flag.IntVar(&il.writers, "il-writers", 4, "-ingest-limit: concurrent writers")
+	flag.IntVar(&il.rounds, "il-rounds", 3, "-ingest-limit: interleaved rounds")
+	flag.StringVar(&ilPaths, "il-paths", strings.Join(allIngestPaths, ","), "-ingest-limit: paths to run ("+strings.Join(allIngestPaths, ", ")+"); ratios are to raw-insert")
 	flag.Parse()
 	if o.bulkSpans > 0 {
 		o.queryBench = true
@@ -174,9 +184,18 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
-	if o.queryBench {
+	switch {
+	case o.ingestLimit:
+		il.paths = strings.Split(ilPaths, ",")
+		for _, p := range il.paths {
+			if !slices.Contains(allIngestPaths, p) {
+				fatalf("-il-paths: unknown path %q (known: %s)", p, strings.Join(allIngestPaths, ", "))
+			}
+		}
+		err = runIngestLimit(ctx, o, il, logf)
+	case o.queryBench:
 		err = runQueryBench(ctx, &o)
-	} else {
+	default:
 		err = runLoad(ctx, &o)
 	}
 	if err != nil {

@@ -56,6 +56,38 @@ func startRetention(cfg *config, st *openedStorage, log *slog.Logger, reg promet
 	return func() { cancel(); wg.Wait() }, nil
 }
 
+// startDependencyAggregation drains the MySQL store's dependency queue
+// every 3 s in the background (the store also drains after writes), so
+// that zipkin_dependencies lags the writes by a bounded time even when they
+// stop, and exports that lag as zipkin_dependency_lag_seconds. The returned
+// function stops it and waits for it; it is never nil.
+func startDependencyAggregation(st *openedStorage, log *slog.Logger, reg prometheus.Registerer) (func(), error) {
+	if st.mysql == nil || !st.mysql.DependencyAggregation() {
+		return func() {}, nil
+	}
+	m := st.mysql
+	lag := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "zipkin_dependency_lag_seconds",
+		Help: "Age of the oldest write the dependency aggregator has not counted into zipkin_dependencies yet (GetDependencies counts it already); -1 when it cannot be read."},
+		func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			d, err := m.DependencyLag(ctx)
+			if err != nil {
+				return -1
+			}
+			return d.Seconds()
+		})
+	if err := reg.Register(lag); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = m.RunDependencyAggregation(ctx, 0) }()
+	log.Debug("dependency aggregation draining in the background")
+	return func() { cancel(); wg.Wait() }, nil
+}
+
 // registerStoreStats exports the store's lock-conflict counters (MySQL) or
 // its size and evictions (memory).
 func registerStoreStats(st *openedStorage, reg prometheus.Registerer) error {

@@ -141,6 +141,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return &startError{err.Error()}
 	}
 	defer stopRetention()
+	stopDeps, err := startDependencyAggregation(st, log, reg)
+	if err != nil {
+		return &startError{err.Error()}
+	}
+	defer stopDeps()
 	if err := registerStoreStats(st, reg); err != nil {
 		return &startError{err.Error()}
 	}

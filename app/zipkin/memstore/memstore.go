@@ -359,8 +359,12 @@ func (s *Store) GetSpanNames(_ context.Context, service string) ([]string, error
 	return sorted(s.names[service]), nil
 }
 
-// GetDependencies links the traces with a span in [endTs-lookback, endTs]
-// (whole traces).
+// GetDependencies links the traces that count in the window [endTs-lookback,
+// endTs] (epoch milliseconds) with Zipkin's DependencyLinker rules, whole
+// traces: as in the MySQL store, a trace counts in the hour of its
+// earliest span timestamp, and the window is taken in whole hours
+// (mysqlstore.WindowHours), so that a window on hour boundaries gives
+// exactly the links of the traces that start in it.
 func (s *Store) GetDependencies(_ context.Context, endTs, lookback int64) ([]model.DependencyLink, error) {
 	if endTs <= 0 {
 		return nil, &model.QueryError{Msg: "endTs <= 0"}
@@ -368,16 +372,13 @@ func (s *Store) GetDependencies(_ context.Context, endTs, lookback int64) ([]mod
 	if lookback <= 0 {
 		return nil, &model.QueryError{Msg: "lookback <= 0"}
 	}
-	begin, end := model.MillisToMicros(max(endTs-lookback, 0)), model.MillisToMicros(endTs)
+	first, last := mysqlstore.WindowHours(endTs, lookback)
 	s.mu.RLock()
 	var traces [][]model.Span
 	for _, t := range s.traces {
 		for _, spans := range s.split(t) {
-			for i := range spans {
-				if ts := spans[i].Timestamp; ts >= begin && ts <= end {
-					traces = append(traces, spans)
-					break
-				}
+			if h, ok := mysqlstore.TraceHour(spans); ok && h >= first && h <= last {
+				traces = append(traces, spans)
 			}
 		}
 	}

@@ -16,8 +16,9 @@ import (
 // trace into zipkin_dependencies on the UTC day of the trace, as the
 // zipkin-dependencies job does, and the store reads the table;
 // "aggregated" stores the spans with the aggregator on (the default), and
-// the store reads its pending differences; "aggregatedFolded" is
-// "aggregated" with the differences folded into zipkin_dependencies.
+// the store counts the writes still queued (nothing drains them);
+// "aggregatedFolded" is "aggregated" with the queue drained into
+// zipkin_dependencies.
 
 type depVariant struct {
 	name    string
@@ -42,8 +43,8 @@ var depVariants = []depVariant{
 		if _, err := s.FoldDependencies(ctxT(t)); err != nil {
 			t.Fatalf("FoldDependencies: %v", err)
 		}
-		if n := count(t, h.db, "zipkin_dependency_pending"); n != 0 {
-			t.Fatalf("zipkin_dependency_pending has %d rows after FoldDependencies, want 0", n)
+		if n := count(t, h.db, "zipkin_dependency_queue"); n != 0 {
+			t.Fatalf("zipkin_dependency_queue has %d rows after FoldDependencies, want 0", n)
 		}
 	}},
 }

@@ -107,7 +107,7 @@ func newHarness(t *testing.T, srv server) *harness {
 func (h *harness) reset(t *testing.T) {
 	t.Helper()
 	tables := []string{"zipkin_spans", "zipkin_annotations", "zipkin_dependencies", "zipkin_names", "zipkin_service_spans", "zipkin_tags",
-		"zipkin_dependency_traces", "zipkin_dependency_pending"}
+		"zipkin_dependency_traces", "zipkin_dependency_queue", "zipkin_dependency_hours"}
 	if h.zipkinOnly {
 		tables = tables[:3]
 	}

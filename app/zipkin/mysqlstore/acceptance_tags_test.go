@@ -24,6 +24,7 @@ func TestAcceptanceZipkinSchema(t *testing.T) {
 				t.Fatalf("%.40s: %v", q, err)
 			}
 		}
+		legacyTagLayout(t, db) // Zipkin's own tag search too
 		h := &harness{srv: srv, db: db, zipkinOnly: true}
 		if a := h.store(t, mysqlstore.Options{}).Additions(); a != (mysqlstore.Additions{}) {
 			t.Fatalf("Additions() = %+v on Zipkin's schema, want none", a)
@@ -174,53 +175,83 @@ func compareTagLookups(t *testing.T, got, want map[string][]string) {
 	}
 }
 
+// legacyTagLayout drops the tag search index a_key_value of
+// zipkin_annotations, so that a store opened on db searches tags in
+// zipkin_tags, as on a schema made before the index existed.
+func legacyTagLayout(t *testing.T, db *sql.DB) {
+	t.Helper()
+	if _, err := db.ExecContext(ctxT(t), "ALTER TABLE zipkin_annotations DROP INDEX a_key_value"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // The store answers every getTraces with an annotation query the same with
-// zipkin_tags as with Zipkin's query on Zipkin's schema.
+// the tag search indexes of zipkin_annotations (CreateSchema's layout) and
+// with zipkin_tags (an older schema's) as with Zipkin's query on Zipkin's
+// schema.
 func TestTagsAnswerAsZipkinQueries(t *testing.T) {
 	forEachServer(t, func(t *testing.T, srv server) {
-		ctx := ctxT(t)
-		base := time.Now().Truncate(time.Millisecond)
-		spans := tagWorkload(1, base)
-		_, withDB := newStore(t, srv)
-		with := openStore(t, withDB)
-		plainDB := zipkinOnly(t, srv)
-		plain := openStore(t, plainDB)
-		if !with.Additions().Tags || plain.Additions().Tags {
-			t.Fatalf("Additions() = %+v with, %+v without", with.Additions(), plain.Additions())
-		}
-		for i := 0; i < len(spans); i += 50 {
-			chunk := spans[i:min(i+50, len(spans))]
-			for _, s := range []*mysqlstore.Store{with, plain} {
-				if err := s.Accept(ctx, chunk); err != nil {
-					t.Fatalf("Accept: %v", err)
+		for _, layout := range []string{"indexes", "zipkin_tags"} {
+			t.Run(layout, func(t *testing.T) {
+				ctx := ctxT(t)
+				base := time.Now().Truncate(time.Millisecond)
+				spans := tagWorkload(1, base)
+				_, withDB := newStore(t, srv)
+				if layout == "zipkin_tags" {
+					legacyTagLayout(t, withDB)
 				}
-			}
-		}
-		// Again: rows already stored are not stored twice.
-		for _, s := range []*mysqlstore.Store{with, plain} {
-			if err := s.Accept(ctx, spans[:50]); err != nil {
-				t.Fatal(err)
-			}
-		}
-		compareTagLookups(t, tagLookups(t, with, base), tagLookups(t, plain, base))
-		compareTagLookups(t, valueLookups(t, withDB), valueLookups(t, plainDB))
+				// The autocomplete keys configured at write time: with the
+				// indexes, zipkin_tags holds only their values.
+				with, err := mysqlstore.Open(ctx, withDB, mysqlstore.Options{Logger: quietLogger, AutocompleteKeys: autocompleteKeys})
+				if err != nil {
+					t.Fatal(err)
+				}
+				plainDB := zipkinOnly(t, srv)
+				plain := openStore(t, plainDB)
+				if !with.Additions().Tags || plain.Additions().Tags || with.Additions().TagIndexes != (layout == "indexes") {
+					t.Fatalf("Additions() = %+v with, %+v without", with.Additions(), plain.Additions())
+				}
+				for i := 0; i < len(spans); i += 50 {
+					chunk := spans[i:min(i+50, len(spans))]
+					for _, s := range []*mysqlstore.Store{with, plain} {
+						if err := s.Accept(ctx, chunk); err != nil {
+							t.Fatalf("Accept: %v", err)
+						}
+					}
+				}
+				// Again: rows already stored are not stored twice.
+				for _, s := range []*mysqlstore.Store{with, plain} {
+					if err := s.Accept(ctx, spans[:50]); err != nil {
+						t.Fatal(err)
+					}
+				}
+				want := tagLookups(t, plain, base)
+				compareTagLookups(t, tagLookups(t, with, base), want)
+				compareTagLookups(t, valueLookups(t, withDB), valueLookups(t, plainDB))
 
-		// The searchable terms are answered from zipkin_tags: emptied, they
-		// find nothing, while the reserved keys still run Zipkin's joins.
-		if _, err := withDB.ExecContext(ctx, "DELETE FROM zipkin_tags"); err != nil {
-			t.Fatal(err)
-		}
-		q := model.QueryRequest{EndTs: base.UnixMilli(), Lookback: 3_600_000, Limit: 100}
-		q.AnnotationQuery = model.ParseAnnotationQuery("error")
-		if got := getTraces(t, with, q); len(got) != 0 {
-			t.Errorf("annotationQuery=error with zipkin_tags emptied: %d traces, want 0 (not read from zipkin_tags)", len(got))
-		}
-		if v := valueLookups(t, withDB)["autocomplete http.method"]; len(v) != 0 {
-			t.Errorf("autocomplete values of http.method with zipkin_tags emptied: %q, want none (not read from zipkin_tags)", v)
-		}
-		q.AnnotationQuery = model.ParseAnnotationQuery("cs")
-		if got := getTraces(t, with, q); len(got) == 0 {
-			t.Errorf("annotationQuery=cs with zipkin_tags emptied: no traces, want Zipkin's query's")
+				// zipkin_tags emptied: the autocomplete values are read from it;
+				// the tag search is too, with zipkin_tags' layout, but not with
+				// the indexes; the reserved keys run Zipkin's joins either way.
+				if _, err := withDB.ExecContext(ctx, "DELETE FROM zipkin_tags"); err != nil {
+					t.Fatal(err)
+				}
+				q := model.QueryRequest{EndTs: base.UnixMilli(), Lookback: 3_600_000, Limit: 100}
+				q.AnnotationQuery = model.ParseAnnotationQuery("error")
+				got := getTraces(t, with, q)
+				if layout == "zipkin_tags" && len(got) != 0 {
+					t.Errorf("annotationQuery=error with zipkin_tags emptied: %d traces, want 0 (not read from zipkin_tags)", len(got))
+				}
+				if layout == "indexes" && len(got) == 0 {
+					t.Errorf("annotationQuery=error with zipkin_tags emptied: no traces, want them read from zipkin_annotations")
+				}
+				if v := valueLookups(t, withDB)["autocomplete http.method"]; len(v) != 0 {
+					t.Errorf("autocomplete values of http.method with zipkin_tags emptied: %q, want none (not read from zipkin_tags)", v)
+				}
+				q.AnnotationQuery = model.ParseAnnotationQuery("cs")
+				if got := getTraces(t, with, q); len(got) == 0 {
+					t.Errorf("annotationQuery=cs with zipkin_tags emptied: no traces, want Zipkin's query's")
+				}
+			})
 		}
 	})
 }

@@ -84,18 +84,20 @@ func AdditionsDDL() []string { return []string{ddlNames, ddlServiceSpans, ddlTag
 type Additions struct {
 	Names        bool // zipkin_names: name lookups
 	ServiceSpans bool // zipkin_service_spans: getTraces by service
-	Tags         bool // zipkin_tags: getTraces by annotationQuery (tag and annotation search)
+	Tags         bool // zipkin_tags: the autocomplete values, and getTraces by annotationQuery (tag and annotation search) without TagIndexes
+	TagIndexes   bool // zipkin_annotations' indexes a_key (a_key, a_timestamp) and a_key_value: getTraces by annotationQuery, with no second copy of each tag
 }
 
 // Additions returns the schema additions the store found and uses.
 func (s *Store) Additions() Additions {
-	return Additions{Names: s.add.names, ServiceSpans: s.add.serviceSpans, Tags: s.add.tags}
+	return Additions{Names: s.add.names, ServiceSpans: s.add.serviceSpans, Tags: s.add.tags, TagIndexes: s.add.annIndex}
 }
 
 // additions is the store's view of the optional tables plus the cache of
 // names known to be stored.
 type additions struct {
 	names, serviceSpans, tags bool
+	annIndex                  bool                    // zipkin_annotations has the tag search indexes a_key_value and a_key (a_key, a_timestamp)
 	tagsSQL                   [len(batchSizes)]string // INSERTs of zipkin_tags
 
 	mu    sync.Mutex
@@ -129,12 +131,41 @@ func (s *Store) detectAdditions(ctx context.Context) {
 	s.add.names = s.tableUsable(ctx, probeNames)
 	s.add.serviceSpans = s.tableUsable(ctx, probeServiceSpans)
 	s.add.tags = s.tableUsable(ctx, probeTags)
+	s.add.annIndex = s.hasTagIndexes(ctx)
 	s.add.tagsSQL = tagsSQL()
 	s.add.known = map[nameRow]struct{}{}
-	if !s.add.names || !s.add.serviceSpans || !s.add.tags {
+	if !s.add.annIndex && s.add.tags {
+		s.log.InfoContext(ctx, "mysqlstore: zipkin_annotations lacks the tag search indexes; tag search reads zipkin_tags, which every write fills (a second copy of each tag): "+
+			"ALTER TABLE zipkin_annotations DROP INDEX a_key, ADD INDEX a_key (a_key, a_timestamp), ADD INDEX a_key_value (a_key, a_value(64), a_timestamp) makes it unnecessary")
+	}
+	if !s.add.names || !s.add.serviceSpans || !s.add.tags && !s.add.annIndex {
 		s.log.InfoContext(ctx, "mysqlstore: schema additions missing; the lookups they serve (names, getTraces by service, tag search) run Zipkin's queries (slow on large tables): run with -init-schema to add them",
 			"zipkin_names", s.add.names, "zipkin_service_spans", s.add.serviceSpans, "zipkin_tags", s.add.tags)
 	}
+}
+
+// hasTagIndexes reports whether zipkin_annotations has the tag search
+// indexes of CreateSchema's DDL: a_key_value (a_key, a_value, a_timestamp)
+// and a_key (a_key, a_timestamp).
+func (s *Store) hasTagIndexes(ctx context.Context) bool {
+	rows, err := s.db.QueryContext(ctx, "SELECT index_name, column_name FROM information_schema.statistics"+
+		" WHERE table_schema = DATABASE() AND table_name = '"+tableAnnotations+"' AND index_name IN ('a_key', 'a_key_value') ORDER BY index_name, seq_in_index")
+	if err != nil {
+		return false
+	}
+	defer rows.Close()
+	got := map[string]string{}
+	for rows.Next() {
+		var idx, col string
+		if err := rows.Scan(&idx, &col); err != nil {
+			return false
+		}
+		if got[idx] != "" {
+			got[idx] += ","
+		}
+		got[idx] += strings.ToLower(col)
+	}
+	return rows.Err() == nil && got["a_key"] == "a_key,a_timestamp" && got["a_key_value"] == "a_key,a_value,a_timestamp"
 }
 
 func (s *Store) tableUsable(ctx context.Context, q string) bool {

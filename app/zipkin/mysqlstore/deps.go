@@ -1,9 +1,12 @@
 package mysqlstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
@@ -16,17 +19,27 @@ const dayMillis = 86_400_000
 // endTs] (epoch milliseconds), each parent→child pair once with its call
 // and error counts summed.
 //
-// It reads zipkin_dependencies (written by the store's own aggregator — see
-// deps_aggregate.go and Options.DisableDependencyAggregation —, by Zipkin's
+// With the store's dependency aggregator (deps_aggregate.go) a trace
+// counts in the hour of its earliest span timestamp, and the window is
+// taken in whole hours: from the hour of endTs-lookback to the hour before
+// endTs when endTs is on an hour boundary, else the hour of endTs. A
+// window on hour boundaries therefore gives exactly the links of the
+// traces that start in it. Whole UTC days in the window are read from
+// zipkin_dependencies (so rows written by Zipkin's zipkin-dependencies job
+// count), the hours of a partial day from zipkin_dependency_hours (or from
+// the day's zipkin_dependencies rows, rounded out to the day, when that
+// table has no row for the day); writes the aggregator has not drained yet
+// are added in the same snapshot, so a read right after a write sees it.
+//
+// Without the aggregator it reads zipkin_dependencies (written by Zipkin's
 // zipkin-dependencies job or any other), summing the rows of every UTC day
 // the window touches, from the day of endTs-lookback to the day of endTs
-// inclusive, plus the aggregator's differences not yet folded into the
-// table (zipkin_dependency_pending, when it exists). When that
-// table is missing or has no row for those days, the links are computed on
-// the fly from the spans of every trace with a span in the window, with
-// Zipkin's DependencyLinker rules (the whole trace is used, including spans
-// outside the window). This per-window fallback differs from Zipkin, which
-// decides once per process whether the table has any row at all.
+// inclusive. In both cases, when there is no row for the window, the links
+// are computed on the fly from the spans of every trace with a span in the
+// window, with Zipkin's DependencyLinker rules (the whole trace is used,
+// including spans outside the window). This per-window fallback differs
+// from Zipkin, which decides once per process whether the table has any
+// row at all.
 //
 // endTs <= 0 and lookback <= 0 are *model.QueryError "endTs <= 0" and
 // "lookback <= 0".
@@ -37,7 +50,12 @@ func (s *Store) GetDependencies(ctx context.Context, endTs, lookback int64) ([]m
 	if lookback <= 0 {
 		return nil, &model.QueryError{Msg: "lookback <= 0"}
 	}
-	if s.feat.dependencies {
+	if s.deps.aggregate {
+		links, err := s.aggregatedDependencies(ctx, endTs, lookback)
+		if err != nil || len(links) > 0 {
+			return links, err
+		}
+	} else if s.feat.dependencies {
 		links, err := s.selectDependencies(ctx, endTs, lookback)
 		if err != nil || len(links) > 0 {
 			return links, err
@@ -93,6 +111,217 @@ func (s *Store) selectDependencies(ctx context.Context, endTs, lookback int64) (
 			return nil, err
 		}
 		links = append(links, pending...)
+	}
+	merged := mergeLinks(links)
+	out := merged[:0]
+	for _, l := range merged {
+		if l.CallCount > 0 { // a link whose differences cancelled out
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+// hourMillis is one hour in milliseconds.
+const hourMillis = 3_600_000
+
+// WindowHours returns the epoch hours a dependency window [endTs-lookback,
+// endTs] (epoch milliseconds) covers: from the hour of endTs-lookback to
+// the hour before endTs when endTs is on an hour boundary, else the hour of
+// endTs. A trace counts in the window when the hour of its earliest span
+// timestamp is in [first, last]. The memory store uses the same rule.
+func WindowHours(endTs, lookback int64) (first, last int64) {
+	first = floorDiv(endTs-lookback, hourMillis)
+	last = max(floorDiv(endTs-1, hourMillis), first)
+	return first, last
+}
+
+// TraceHour returns the epoch hour a trace counts in: that of its earliest
+// span timestamp (epoch microseconds, 0 for none); ok is false when no
+// span has a timestamp (the trace counts in no window).
+func TraceHour(spans []model.Span) (hour int64, ok bool) {
+	first := int64(0)
+	for i := range spans {
+		if ts := spans[i].Timestamp; ts > 0 && (first == 0 || ts < first) {
+			first = ts
+		}
+	}
+	if first == 0 {
+		return 0, false
+	}
+	return hourOf(first), true
+}
+
+// aggregatedDependencies answers GetDependencies from the aggregator's
+// tables and queue, in one snapshot.
+func (s *Store) aggregatedDependencies(ctx context.Context, endTs, lookback int64) ([]model.DependencyLink, error) {
+	h0, h1 := WindowHours(endTs, lookback)
+	// Clamp to the days DATE can hold.
+	h0 = max(h0, floorDiv(minDateMillis, hourMillis))
+	h1 = min(h1, floorDiv(maxDateMillis, hourMillis)+23)
+	if h1 < h0 {
+		return nil, nil
+	}
+	d0, d1 := dayOfHour(h0), dayOfHour(h1)
+	dayFirstHour := func(h int64) int64 { return h - ((h%24)+24)%24 }
+	full := func(day string, h int64) bool { // h is an hour of day
+		start := dayFirstHour(h)
+		return start >= h0 && start+23 <= h1
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("mysqlstore: select dependencies: %w", err)
+	}
+	defer tx.Rollback()
+	type pair = [2]string
+	dayLinks := map[string]map[pair]*[2]int64{}
+	addTo := func(m map[string]map[pair]*[2]int64, day, p, c string, calls, errs int64) {
+		x := m[day]
+		if x == nil {
+			x = map[pair]*[2]int64{}
+			m[day] = x
+		}
+		v := x[pair{p, c}]
+		if v == nil {
+			v = new([2]int64)
+			x[pair{p, c}] = v
+		}
+		v[0] += calls
+		v[1] += errs
+	}
+	rows, err := tx.QueryContext(stmtname.With(ctx, stmtSelectDependencies),
+		"SELECT day, parent, child, call_count, error_count FROM "+tableDependencies+" WHERE day BETWEEN ? AND ?", d0, d1)
+	if err != nil {
+		return nil, fmt.Errorf("mysqlstore: select dependencies: %w", err)
+	}
+	for rows.Next() {
+		var day any
+		var p, c string
+		var calls, errs sql.NullInt64
+		if err := rows.Scan(&day, &p, &c, &calls, &errs); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("mysqlstore: select dependencies: %w", err)
+		}
+		d, err := dayString(day)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		addTo(dayLinks, d, p, c, calls.Int64, errs.Int64)
+	}
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
+		return nil, fmt.Errorf("mysqlstore: select dependencies: %w", err)
+	}
+	if s.deps.pending {
+		rows, err := tx.QueryContext(stmtname.With(ctx, stmtSelectDepPending),
+			"SELECT day, parent, child, call_count, error_count FROM "+tableDepPending+" WHERE day BETWEEN ? AND ?", d0, d1)
+		if err != nil {
+			return nil, fmt.Errorf("mysqlstore: select pending dependencies: %w", err)
+		}
+		for rows.Next() {
+			var day any
+			var p, c string
+			var calls, errs int64
+			if err := rows.Scan(&day, &p, &c, &calls, &errs); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("mysqlstore: select pending dependencies: %w", err)
+			}
+			d, err := dayString(day)
+			if err != nil {
+				rows.Close()
+				return nil, err
+			}
+			addTo(dayLinks, d, p, c, calls, errs)
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("mysqlstore: select pending dependencies: %w", err)
+		}
+	}
+	// The partial days (at most the first and the last): their hours.
+	hourLinks := map[string]map[pair]*[2]int64{} // per day, the hours in the window
+	hasHours := map[string]bool{}
+	var partial []int64 // an hour of each partial day
+	if !full(d0, h0) {
+		partial = append(partial, h0)
+	}
+	if d1 != d0 && !full(d1, h1) {
+		partial = append(partial, h1)
+	}
+	if s.deps.hours {
+		for _, h := range partial {
+			start := dayFirstHour(h)
+			rows, err := tx.QueryContext(stmtname.With(ctx, stmtSelectDependencies),
+				"SELECT hour, parent, child, call_count, error_count FROM "+tableDepHours+" WHERE hour BETWEEN ? AND ?", start, start+23)
+			if err != nil {
+				return nil, fmt.Errorf("mysqlstore: select dependency hours: %w", err)
+			}
+			day := dayOfHour(h)
+			for rows.Next() {
+				var hour, calls, errs int64
+				var p, c string
+				if err := rows.Scan(&hour, &p, &c, &calls, &errs); err != nil {
+					rows.Close()
+					return nil, fmt.Errorf("mysqlstore: select dependency hours: %w", err)
+				}
+				hasHours[day] = true
+				if hour >= h0 && hour <= h1 {
+					addTo(hourLinks, day, p, c, calls, errs)
+				}
+			}
+			err = rows.Err()
+			rows.Close()
+			if err != nil {
+				return nil, fmt.Errorf("mysqlstore: select dependency hours: %w", err)
+			}
+		}
+	}
+	// Writes not drained yet.
+	diff, err := s.queuedDiff(ctx, tx)
+	if err != nil {
+		return nil, fmt.Errorf("mysqlstore: select dependencies: %w", err)
+	}
+	for k, v := range diff.days {
+		if k.day >= d0 && k.day <= d1 {
+			addTo(dayLinks, k.day, k.parent, k.child, v[0], v[1])
+		}
+	}
+	if s.deps.hours {
+		for k, v := range diff.hours {
+			day := dayOfHour(k.hour)
+			if slices.ContainsFunc(partial, func(h int64) bool { return dayOfHour(h) == day }) {
+				hasHours[day] = true
+				if k.hour >= h0 && k.hour <= h1 {
+					addTo(hourLinks, day, k.parent, k.child, v[0], v[1])
+				}
+			}
+		}
+	}
+	for _, h := range partial {
+		day := dayOfHour(h)
+		if hasHours[day] {
+			dayLinks[day] = hourLinks[day]
+		}
+	}
+	var links []model.DependencyLink
+	days := make([]string, 0, len(dayLinks))
+	for d := range dayLinks {
+		days = append(days, d)
+	}
+	slices.Sort(days)
+	for _, d := range days {
+		pairs := make([]pair, 0, len(dayLinks[d]))
+		for p := range dayLinks[d] {
+			pairs = append(pairs, p)
+		}
+		slices.SortFunc(pairs, func(a, b pair) int { return cmp.Or(strings.Compare(a[0], b[0]), strings.Compare(a[1], b[1])) })
+		for _, p := range pairs {
+			v := dayLinks[d][p]
+			links = append(links, model.DependencyLink{Parent: p[0], Child: p[1], CallCount: v[0], ErrorCount: v[1]})
+		}
 	}
 	merged := mergeLinks(links)
 	out := merged[:0]

@@ -17,39 +17,35 @@ import (
 )
 
 // Dependency aggregation: the store keeps zipkin_dependencies current from
-// the ingest path, so that neither a Spark job (zipkin-dependencies) nor
-// on-demand linking of every span in the window is needed.
+// what it writes, so that neither a Spark job (zipkin-dependencies) nor
+// on-demand linking of every span in the window is needed, and the write
+// transaction carries one small row for it (deps_queue.go).
 //
-// A trace counts once, on the UTC day of its earliest span timestamp
-// (start_ts), with the links Zipkin's DependencyLinker finds in the whole
-// trace — what the pre-aggregated variant of Zipkin's ITDependencies
-// expects of the job. Each write transaction that stores spans of a trace
-// recomputes that trace's links from every span stored for it and records
-// the difference from what was counted before:
+// A trace counts once, in the hour (zipkin_dependency_hours) and on the
+// UTC day (zipkin_dependencies) of its earliest span timestamp (start_ts),
+// with the links Zipkin's DependencyLinker finds in the whole trace — what
+// the pre-aggregated variant of Zipkin's ITDependencies expects of the job.
 //
-//   - zipkin_dependency_traces holds, per trace (low 64 bits of the ID, as
-//     linking groups traces), what was counted: its day, its links and the
-//     high halves of its ID seen so far. Its row is the trace's lock: the
-//     transaction upserts it first (seq = seq + 1), so that concurrent
-//     batches of one trace take turns, and on Galera they conflict at
-//     certification and one is retried.
-//   - zipkin_dependency_pending receives the differences (new links minus
-//     the links counted before, per day, parent and child), keyed by trace
-//     and seq; nothing else writes it, so the ingest path never updates a
-//     hot row.
-//   - Folding moves the pending rows into zipkin_dependencies (one
-//     transaction: lock them, add their sums with an upsert, delete them,
-//     delete rows whose count reached 0). The store folds after a write
-//     once Options.DependencyFoldInterval has passed since the last fold,
-//     and on FoldDependencies.
+//   - zipkin_dependency_queue receives, with each write transaction, the
+//     linker's view of the rows it writes.
+//   - The drain takes queued writes in large batches and, per trace they
+//     name, applies them to the trace's record in zipkin_dependency_traces
+//     (the linker's view of every row stored for the trace, keyed by the
+//     low 64 bits of its ID as linking groups traces, plus what was
+//     counted: hour, day and links), relinks the trace and adds the
+//     difference from what was counted to zipkin_dependencies and
+//     zipkin_dependency_hours, summed over the batch. Drains take turns
+//     (the queue rows are read FOR UPDATE; on Galera two nodes' drains
+//     conflict at certification and one is retried).
 //
-// A span stored twice changes nothing (the recomputed links are the same,
-// the difference empty); a child stored before its parent is linked when
-// the parent arrives (its trace is recomputed then); a span that moves a
-// trace to an earlier day moves its links. GetDependencies sums
-// zipkin_dependencies and the pending rows, so it answers with every
-// committed batch; Zipkin's own readers of zipkin_dependencies see a batch
-// after the next fold.
+// A span stored twice changes nothing (the relinked trace is the same, the
+// difference empty); a child stored before its parent is linked when the
+// parent arrives (its trace is relinked then); a span that moves a trace
+// to an earlier hour moves its links. GetDependencies adds the differences
+// of the writes still queued, so it answers with every committed batch;
+// Zipkin's own readers of zipkin_dependencies see a batch after the next
+// drain (DependencyLag). zipkin_dependency_pending is the previous
+// version's difference table: the drain folds what it holds.
 const (
 	tableDepTraces  = "zipkin_dependency_traces"
 	tableDepPending = "zipkin_dependency_pending"
@@ -61,7 +57,7 @@ const (
   links MEDIUMBLOB,
   PRIMARY KEY (trace_id),
   KEY day (day)
-)` + tableOptions
+)` + depTableOptions
 
 	ddlDepPending = "CREATE TABLE IF NOT EXISTS " + tableDepPending + ` (
   trace_id BIGINT NOT NULL,
@@ -97,13 +93,21 @@ const depChunk = 100
 // foldChunk bounds the pending rows one fold transaction moves.
 const foldChunk = 5000
 
-// defaultFoldInterval is Options.DependencyFoldInterval's zero value.
-const defaultFoldInterval = time.Second
+// inlineDrainTx bounds the drain transactions one Accept runs after its
+// write (64 queued writes each).
+const inlineDrainTx = 8
+
+// defaultFoldInterval is Options.DependencyFoldInterval's zero value: each
+// drain upserts every link it touches once, whatever the spans it covers,
+// so drains seconds apart amortize that over more spans (measured: at a
+// 1 s interval and 500 spans/s the upserts were 0.4 row updates per span).
+const defaultFoldInterval = 3 * time.Second
 
 // DependencyAggregationDDL returns the CREATE TABLE statements of the
-// dependency aggregator's two tables (zipkin_dependency_traces,
-// zipkin_dependency_pending), which CreateSchema runs after the additions.
-func DependencyAggregationDDL() []string { return []string{ddlDepTraces, ddlDepPending} }
+// dependency aggregator's tables (zipkin_dependency_traces,
+// zipkin_dependency_queue, zipkin_dependency_hours), which CreateSchema
+// runs after the additions.
+func DependencyAggregationDDL() []string { return []string{ddlDepTraces, ddlDepQueue, ddlDepHours} }
 
 func createDependencyAggregation(ctx context.Context, db *sql.DB) error {
 	for _, q := range DependencyAggregationDDL() {
@@ -117,27 +121,32 @@ func createDependencyAggregation(ctx context.Context, db *sql.DB) error {
 // depState is the store's view of the aggregator.
 type depState struct {
 	traces    bool          // zipkin_dependency_traces is usable: retention purges it
-	pending   bool          // zipkin_dependency_pending is usable: GetDependencies adds it
-	aggregate bool          // both tables usable, zipkin_dependencies exists and aggregation is not disabled
+	pending   bool          // zipkin_dependency_pending (the previous aggregator's) is usable: GetDependencies adds it, drains fold it
+	queue     bool          // zipkin_dependency_queue is usable
+	hours     bool          // zipkin_dependency_hours is usable (and aggregation on): windows are served per hour
+	aggregate bool          // traces and queue usable, zipkin_dependencies with error_count exists and aggregation is not disabled
 	lastFold  atomic.Int64  // time.Now().UnixNano() of the last fold's start
 	folding   chan struct{} // a one-slot semaphore: one fold at a time per Store
 }
 
 // detectAggregation probes the aggregator's tables. Aggregation runs when
-// both exist, zipkin_dependencies has error_count and trace_id_high is
-// present, and Options.DisableDependencyAggregation is false.
+// zipkin_dependency_traces and zipkin_dependency_queue exist,
+// zipkin_dependencies has error_count, and
+// Options.DisableDependencyAggregation is false.
 func (s *Store) detectAggregation(ctx context.Context) {
 	s.deps.folding = make(chan struct{}, 1)
 	traces := s.tableUsable(ctx, probeDepTraces)
 	s.deps.traces = traces
 	s.deps.pending = s.tableUsable(ctx, probeDepPending) && s.feat.dependencies
-	s.deps.aggregate = traces && s.deps.pending && s.feat.errorCount && !s.opts.DisableDependencyAggregation
+	s.deps.queue = s.tableUsable(ctx, probeDepQueue)
+	s.deps.aggregate = traces && s.deps.queue && s.feat.dependencies && s.feat.errorCount && !s.opts.DisableDependencyAggregation
+	s.deps.hours = s.deps.aggregate && s.tableUsable(ctx, probeDepHours)
 	switch {
 	case s.opts.DisableDependencyAggregation:
 		s.log.InfoContext(ctx, "mysqlstore: dependency aggregation disabled; zipkin_dependencies is read as it is and dependencies are linked from spans when it has no row")
 	case !s.deps.aggregate:
 		s.log.InfoContext(ctx, "mysqlstore: dependency aggregation off: its tables are missing (run with -init-schema to add them); dependencies are linked from spans on each request",
-			tableDepTraces, traces, tableDepPending, s.deps.pending, "zipkin_dependencies.error_count", s.feat.errorCount)
+			tableDepTraces, traces, tableDepQueue, s.deps.queue, "zipkin_dependencies.error_count", s.feat.errorCount)
 	}
 }
 
@@ -145,28 +154,10 @@ func (s *Store) detectAggregation(ctx context.Context) {
 // current from its writes (see Options.DisableDependencyAggregation).
 func (s *Store) DependencyAggregation() bool { return s.deps.aggregate }
 
-// collectDeps records the traces of a batch's valid spans for aggregation:
-// the low halves of their IDs (the aggregation key) and each high half seen.
-func (s *Store) collectDeps(b *batch, sp *model.Span) {
-	if !s.deps.aggregate {
-		return
-	}
-	if b.deps == nil {
-		b.deps = map[int64][]int64{}
-	}
-	low := int64(sp.TraceID.Low)
-	high := int64(0)
-	if s.feat.traceIDHigh {
-		high = int64(sp.TraceID.High)
-	}
-	if !slices.Contains(b.deps[low], high) {
-		b.deps[low] = append(b.deps[low], high)
-	}
-}
-
-// depRecord is what zipkin_dependency_traces.links holds for one trace:
-// the day its links were counted on ("" for none), the links, and the high
-// halves of its ID stored so far.
+// depRecord is the previous aggregator's zipkin_dependency_traces.links
+// (JSON): the day its links were counted on ("" for none), the links, and
+// the high halves of its ID stored so far. This version reads it (the
+// trace is then relinked from the span tables) and writes recordV2.
 type depRecord struct {
 	Day   string       `json:"d"`
 	Highs []int64      `json:"h"`
@@ -197,215 +188,10 @@ func decodeRecord(b []byte) (depRecord, error) {
 	return r, nil
 }
 
-func encodeRecord(day string, highs []int64, links []model.DependencyLink) []byte {
-	r := depRecord{Day: day, Highs: highs}
-	for _, l := range links {
-		r.Links = append(r.Links, [4]any{l.Parent, l.Child, l.CallCount, l.ErrorCount})
-	}
-	b, _ := json.Marshal(r) // strings, numbers: cannot fail
-	return b
-}
-
 // depDelta is one difference to add to a day's link.
 type depDelta struct {
 	day, parent, child string
 	calls, errs        int64
-}
-
-// aggregateDeps recomputes the links of the batch's traces in the batch's
-// transaction and records the differences (see the comment at the top of
-// this file). It runs after the batch's rows are written, so the spans it
-// reads include them; own says that the transaction wrote spans of every
-// trace in traces (a batch's, not BackfillDependencies'), which its reads
-// must then see (txLostError).
-func (s *Store) aggregateDeps(ctx context.Context, tx *sql.Tx, traces map[int64][]int64, own bool) error {
-	if len(traces) == 0 {
-		return nil
-	}
-	lows := make([]int64, 0, len(traces))
-	for low := range traces {
-		lows = append(lows, low)
-	}
-	slices.Sort(lows) // one lock order for every batch
-	for start := 0; start < len(lows); start += depChunk {
-		if err := s.aggregateChunk(ctx, tx, lows[start:min(start+depChunk, len(lows))], traces, own); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (s *Store) aggregateChunk(ctx context.Context, tx *sql.Tx, lows []int64, batchHighs map[int64][]int64, own bool) error {
-	args := make([]any, len(lows))
-	for i, low := range lows {
-		args[i] = low
-	}
-	// 1. Lock: the trace rows, created when new, seq counted up.
-	s.stats.statements.Add(1)
-	if _, err := tx.ExecContext(stmtname.With(ctx, stmtLockDepTraces),
-		"INSERT INTO "+tableDepTraces+" (trace_id) VALUES "+values(1, len(lows))+
-			" ON DUPLICATE KEY UPDATE seq = seq + 1", args...); err != nil {
-		return fmt.Errorf("locking %s: %w", tableDepTraces, err)
-	}
-	// 2. What was counted before. The first read of the transaction comes
-	// after the locks, so its snapshot sees every batch that held them.
-	type traceState struct {
-		seq    int64
-		raw    []byte
-		old    depRecord
-		highs  []int64
-		links  []model.DependencyLink
-		firstT int64 // earliest start_ts, 0 when none
-		seen   bool  // step 3 read spans of it
-	}
-	state := make(map[int64]*traceState, len(lows))
-	rows, err := tx.QueryContext(stmtname.With(ctx, stmtSelectDepTraces),
-		"SELECT trace_id, seq, links FROM "+tableDepTraces+" WHERE trace_id IN ("+placeholders(len(lows))+")", args...)
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", tableDepTraces, err)
-	}
-	for rows.Next() {
-		var low, seq int64
-		var raw []byte
-		if err := rows.Scan(&low, &seq, &raw); err != nil {
-			rows.Close()
-			return fmt.Errorf("reading %s: %w", tableDepTraces, err)
-		}
-		rec, err := decodeRecord(raw)
-		if err != nil {
-			rows.Close()
-			return err
-		}
-		st := &traceState{seq: seq, raw: slices.Clone(raw), old: rec}
-		st.highs = slices.Clone(rec.Highs)
-		for _, h := range batchHighs[low] {
-			if !slices.Contains(st.highs, h) {
-				st.highs = append(st.highs, h)
-			}
-		}
-		slices.Sort(st.highs)
-		state[low] = st
-	}
-	if err := rows.Err(); err != nil {
-		rows.Close()
-		return fmt.Errorf("reading %s: %w", tableDepTraces, err)
-	}
-	rows.Close()
-	if len(state) != len(lows) {
-		// Step 1 wrote a row for every trace in this transaction.
-		return s.txLost(ctx, fmt.Sprintf("%s: %d of the %d rows it had just written", tableDepTraces, len(state), len(lows)))
-	}
-	// 3. Every span of those traces, linked per trace.
-	var where strings.Builder
-	var sargs []any
-	sargs = append(sargs, dependencyKeys[:]...)
-	if s.feat.traceIDHigh {
-		for _, low := range lows {
-			st := state[low]
-			if st == nil {
-				continue
-			}
-			for _, h := range st.highs {
-				if len(sargs) > len(dependencyKeys) {
-					where.WriteString(" OR ")
-				}
-				where.WriteString("(s.trace_id_high = ? AND s.trace_id = ?)")
-				sargs = append(sargs, h, low)
-			}
-		}
-	} else {
-		where.WriteString("s.trace_id IN (" + placeholders(len(lows)) + ")")
-		sargs = append(sargs, args...)
-	}
-	if len(sargs) == len(dependencyKeys) {
-		return nil
-	}
-	high := "s.trace_id_high"
-	if !s.feat.traceIDHigh {
-		high = "0"
-	}
-	q := "SELECT DISTINCT " + high + ", s.trace_id, s.parent_id, s.id, a.a_key, a.a_type, a.endpoint_service_name, s.start_ts FROM " +
-		tableSpans + " s LEFT JOIN " + tableAnnotations + " a ON s.trace_id = a.trace_id AND s.id = a.span_id" +
-		" AND a.a_key IN (?, ?, ?, ?, ?, ?, ?, ?, ?) WHERE " + where.String() + " ORDER BY s.trace_id, s.id"
-	s.stats.statements.Add(1)
-	srows, err := tx.QueryContext(stmtname.With(ctx, stmtSelectTraceSpans), q, sargs...)
-	if err != nil {
-		return fmt.Errorf("reading the spans of %d traces: %w", len(lows), err)
-	}
-	err = scanDependencyRows(srows, true, func(trace model.TraceID, spans []model.Span, firstTs int64) {
-		st := state[int64(trace.Low)]
-		if st == nil {
-			return
-		}
-		var l dependencyLinker
-		l.putTrace(spans)
-		st.links, st.firstT, st.seen = l.links, firstTs, true
-	})
-	srows.Close()
-	if err != nil {
-		return fmt.Errorf("reading the spans of %d traces: %w", len(lows), err)
-	}
-	if own {
-		seen := 0
-		for _, st := range state {
-			if st.seen {
-				seen++
-			}
-		}
-		if seen != len(lows) {
-			// The batch wrote spans of every trace in this transaction.
-			return s.txLost(ctx, fmt.Sprintf("%s: spans of %d of the %d traces it had just written", tableSpans, seen, len(lows)))
-		}
-	}
-	// 4. Differences, and the new records.
-	var pendArgs, recArgs []any
-	nPend, nRec := 0, 0
-	for _, low := range lows {
-		st := state[low]
-		if st == nil {
-			continue
-		}
-		day := ""
-		if st.firstT > 0 {
-			day = epochDay(floorDiv(st.firstT, 1000))
-		}
-		if day == "" {
-			st.links = nil // a trace without a timestamp is on no day
-		}
-		deltas := diffLinks(st.old, day, st.links)
-		for i, d := range deltas {
-			pendArgs = append(pendArgs, low, st.seq, int64(i), d.day, d.parent, d.child, d.calls, d.errs)
-			nPend++
-		}
-		raw := encodeRecord(day, st.highs, st.links)
-		if string(raw) != string(st.raw) {
-			var dayArg any
-			if day != "" {
-				dayArg = day
-			}
-			recArgs = append(recArgs, low, st.seq, dayArg, raw)
-			nRec++
-		}
-	}
-	const pendCols, recCols = 8, 4
-	for start := 0; start < nPend; start += 500 {
-		n := min(500, nPend-start)
-		s.stats.statements.Add(1)
-		if _, err := tx.ExecContext(stmtname.With(ctx, stmtInsertDepPending),
-			"INSERT INTO "+tableDepPending+" (trace_id, seq, n, day, parent, child, call_count, error_count) VALUES "+
-				values(pendCols, n), pendArgs[start*pendCols:(start+n)*pendCols]...); err != nil {
-			return fmt.Errorf("writing %s: %w", tableDepPending, err)
-		}
-	}
-	if nRec > 0 {
-		s.stats.statements.Add(1)
-		if _, err := tx.ExecContext(stmtname.With(ctx, stmtUpdateDepTraces),
-			"INSERT INTO "+tableDepTraces+" (trace_id, seq, day, links) VALUES "+values(recCols, nRec)+
-				" ON DUPLICATE KEY UPDATE day = VALUES(day), links = VALUES(links)", recArgs...); err != nil {
-			return fmt.Errorf("writing %s: %w", tableDepTraces, err)
-		}
-	}
-	return nil
 }
 
 // txLostError is the error of a write transaction whose own writes a later
@@ -435,42 +221,6 @@ func (s *Store) txLost(ctx context.Context, what string) error {
 	return &txLostError{what: what}
 }
 
-// diffLinks returns what to add to zipkin_dependencies so that it counts
-// links on day instead of what old counted, in a stable order.
-func diffLinks(old depRecord, day string, links []model.DependencyLink) []depDelta {
-	type key struct{ day, parent, child string }
-	sum := map[key]*depDelta{}
-	var order []key
-	add := func(d, p, c string, calls, errs int64) {
-		k := key{d, p, c}
-		x := sum[k]
-		if x == nil {
-			x = &depDelta{day: d, parent: p, child: c}
-			sum[k] = x
-			order = append(order, k)
-		}
-		x.calls += calls
-		x.errs += errs
-	}
-	if old.Day != "" {
-		for _, l := range old.parse {
-			add(old.Day, l.parent, l.child, -l.calls, -l.errs)
-		}
-	}
-	if day != "" {
-		for _, l := range links {
-			add(day, l.Parent, l.Child, l.CallCount, l.ErrorCount)
-		}
-	}
-	var out []depDelta
-	for _, k := range order {
-		if d := sum[k]; d.calls != 0 || d.errs != 0 {
-			out = append(out, *d)
-		}
-	}
-	return out
-}
-
 func floorDiv(a, b int64) int64 {
 	q := a / b
 	if a%b != 0 && (a < 0) != (b < 0) {
@@ -479,11 +229,12 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-// maybeFold folds the pending differences when Options.DependencyFoldInterval
-// has passed since the last fold and no other fold of this Store runs. A
-// failed fold is logged: the differences stay pending (GetDependencies
-// counts them) and the next fold moves them.
-func (s *Store) maybeFold(ctx context.Context) {
+// maybeDrain drains the dependency queue (and folds what the previous
+// aggregator left pending) when Options.DependencyFoldInterval has passed
+// since the last drain and no other drain of this Store runs. A failed
+// drain is logged: the rows stay queued (GetDependencies counts them) and
+// the next drain takes them.
+func (s *Store) maybeDrain(ctx context.Context) {
 	if !s.deps.aggregate {
 		return
 	}
@@ -505,25 +256,37 @@ func (s *Store) maybeFold(ctx context.Context) {
 	}
 	defer func() { <-s.deps.folding }()
 	s.deps.lastFold.Store(now)
-	if _, err := s.foldOnce(ctx); err != nil {
-		s.log.WarnContext(ctx, "mysqlstore: folding zipkin_dependency_pending into zipkin_dependencies failed; the differences stay pending and are counted by GetDependencies",
+	// A bounded share: the writer whose Accept drains waits for it.
+	if _, err := s.drainLocked(ctx, inlineDrainTx); err != nil {
+		s.log.WarnContext(ctx, "mysqlstore: draining the dependency queue into zipkin_dependencies failed; its rows stay queued and are counted by GetDependencies",
 			"err", err)
 	}
 }
 
-// FoldDependencies moves every pending difference of the dependency
-// aggregator into zipkin_dependencies, so that Zipkin's own readers of the
-// table see every batch stored so far. It returns the number of pending
-// rows it moved. The store also folds by itself after writes (see
-// Options.DependencyFoldInterval); calling this is needed only before
-// handing the table to another reader, or in tests. Without aggregation it
-// does nothing.
+// FoldDependencies brings zipkin_dependencies up to date with every write
+// so far: it drains the dependency queue (DrainDependencies) and moves
+// what the previous version's aggregator left in zipkin_dependency_pending
+// into the table. It returns the number of queued writes and pending rows
+// it took. The store also drains by itself (see
+// Options.DependencyFoldInterval and RunDependencyAggregation); calling
+// this is needed only before handing the table to another reader, or in
+// tests. Without aggregation it does nothing.
 func (s *Store) FoldDependencies(ctx context.Context) (int, error) {
 	if !s.deps.aggregate {
 		return 0, nil
 	}
-	s.deps.folding <- struct{}{}
+	select {
+	case s.deps.folding <- struct{}{}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
 	defer func() { <-s.deps.folding }()
+	return s.drainLocked(ctx, 0)
+}
+
+// foldAll moves every row of zipkin_dependency_pending (left by the
+// previous aggregator) into zipkin_dependencies.
+func (s *Store) foldAll(ctx context.Context) (int, error) {
 	total := 0
 	for {
 		n, err := s.foldOnce(ctx)
@@ -710,7 +473,7 @@ func (s *Store) purgeDependencyTraces(ctx context.Context, cut int64, batch int)
 // (in chunks of 100 traces, one transaction each, ordered by trace ID), so
 // that days written before the aggregator's tables existed — or by a bulk
 // loader that wrote the span tables directly — are counted as if their
-// spans had arrived through Accept, and then folds. A trace already
+// spans had arrived through Accept, and then drains the queue. A trace already
 // counted is recomputed and changes nothing unless its spans changed.
 // Traces are found through zipkin_annotations (index trace_id), so a
 // trace none of whose spans has an annotation row is skipped; such spans
@@ -745,33 +508,8 @@ func (s *Store) BackfillDependencies(ctx context.Context) (int, error) {
 		for _, low := range lows {
 			traces[low] = []int64{0}
 		}
-		if s.feat.traceIDHigh { // their high halves
-			largs := make([]any, len(lows))
-			for i, l := range lows {
-				largs[i] = l
-			}
-			rows, err := s.db.QueryContext(stmtname.With(ctx, stmtSelectDepTraces), "SELECT DISTINCT trace_id_high, trace_id FROM "+
-				tableAnnotations+" WHERE trace_id IN ("+placeholders(len(lows))+")", largs...)
-			if err != nil {
-				return total, fmt.Errorf("mysqlstore: backfilling dependencies: %w", err)
-			}
-			clear(traces)
-			for rows.Next() {
-				var h, low int64
-				if err := rows.Scan(&h, &low); err != nil {
-					rows.Close()
-					return total, fmt.Errorf("mysqlstore: backfilling dependencies: %w", err)
-				}
-				traces[low] = append(traces[low], h)
-			}
-			err = rows.Err()
-			rows.Close()
-			if err != nil {
-				return total, fmt.Errorf("mysqlstore: backfilling dependencies: %w", err)
-			}
-		}
 		if err := retry.Tx(ctx, s.db, nil, s.writePolicy(), func(ctx context.Context, tx *sql.Tx) error {
-			return s.aggregateDeps(ctx, tx, traces, false)
+			return s.relinkStored(ctx, tx, lows)
 		}); err != nil {
 			return total, fmt.Errorf("mysqlstore: backfilling dependencies: %w", err)
 		}
@@ -783,6 +521,43 @@ func (s *Store) BackfillDependencies(ctx context.Context) (int, error) {
 	}
 	_, err := s.FoldDependencies(ctx)
 	return total, err
+}
+
+// relinkStored relinks traces lows from the rows stored for them (their
+// records and the span tables) in tx and records the differences.
+func (s *Store) relinkStored(ctx context.Context, tx *sql.Tx, lows []int64) error {
+	traces := make(map[int64]*depTrace, len(lows))
+	for _, low := range lows {
+		traces[low] = newDepTrace(low)
+	}
+	if err := s.readRecords(ctx, tx, lows, traces); err != nil {
+		return err
+	}
+	if err := s.readSpanRows(ctx, tx, lows, traces); err != nil {
+		return err
+	}
+	diff := newDepDiff()
+	var recArgs []any
+	for _, low := range lows {
+		t := traces[low]
+		rec := t.settle(diff)
+		if string(rec) == string(t.raw) {
+			continue
+		}
+		var day any
+		if hour := recordHour(rec); hour >= 0 {
+			day = dayOfHour(hour)
+		}
+		recArgs = append(recArgs, low, day, rec)
+	}
+	if n := len(recArgs) / 3; n > 0 {
+		if _, err := tx.ExecContext(stmtname.With(ctx, stmtUpdateDepTraces),
+			"INSERT INTO "+tableDepTraces+" (trace_id, day, links) VALUES "+values(3, n)+
+				" ON DUPLICATE KEY UPDATE day = VALUES(day), links = VALUES(links)", recArgs...); err != nil {
+			return fmt.Errorf("writing %s: %w", tableDepTraces, err)
+		}
+	}
+	return s.applyDiff(stmtname.With(ctx, stmtDrainDepQueue), tx, diff)
 }
 
 func queryInts(ctx context.Context, db *sql.DB, q string, args ...any) ([]int64, error) {

@@ -80,6 +80,6 @@ func ExampleStore_Additions() {
 	fmt.Printf("%+v\n", s.Additions())
 	fmt.Println(len(mysqlstore.AdditionsDDL()), "tables")
 	// Output:
-	// {Names:true ServiceSpans:true Tags:true}
+	// {Names:true ServiceSpans:true Tags:true TagIndexes:true}
 	// 3 tables
 }

@@ -358,6 +358,7 @@ func TestRetentionDeletesTagRowsOfDeletedSpans(t *testing.T) {
 		cutoff := base.Add(-20 * time.Minute)
 		spans := append(tagWorkload(3, base), straddlingSpans(cutoff.UnixMicro())...)
 		_, withDB := newStore(t, srv)
+		legacyTagLayout(t, withDB) // zipkin_tags holds every tag
 		with := openStore(t, withDB)
 		plainDB := zipkinOnly(t, srv)
 		plain := openStore(t, plainDB)

@@ -25,21 +25,21 @@ func TestCreateSchemaIdempotent(t *testing.T) {
 			"zipkin_spans remote_service_name":         "remote_service_name",
 			"zipkin_spans start_ts":                    "start_ts",
 			"zipkin_annotations trace_id_high":         "trace_id_high,trace_id,span_id,a_key,a_timestamp",
-			"zipkin_annotations trace_id_high_2":       "trace_id_high,trace_id,span_id",
-			"zipkin_annotations trace_id_high_3":       "trace_id_high,trace_id",
+			"zipkin_annotations a_key_value":           "a_key,a_value,a_timestamp",
 			"zipkin_annotations endpoint_service_name": "endpoint_service_name",
 			"zipkin_annotations a_type":                "a_type",
-			"zipkin_annotations a_key":                 "a_key",
+			"zipkin_annotations a_key":                 "a_key,a_timestamp",
 			"zipkin_annotations trace_id":              "trace_id,span_id,a_key",
 			"zipkin_dependencies PRIMARY":              "day,parent,child",
 			// The schema additions (additions.go).
 			"zipkin_names PRIMARY":         "kind,service_name,name",
 			"zipkin_service_spans PRIMARY": "service_name,start_ts,trace_id_high,trace_id,span_id",
 			// The dependency aggregator (deps_aggregate.go).
-			"zipkin_dependency_traces PRIMARY":  "trace_id",
-			"zipkin_dependency_traces day":      "day",
-			"zipkin_dependency_pending PRIMARY": "trace_id,seq,n",
-			"zipkin_tags PRIMARY":               "kind,a_key,a_value,start_ts,trace_id_high,trace_id,span_id,service_name",
+			"zipkin_dependency_traces PRIMARY": "trace_id",
+			"zipkin_dependency_traces day":     "day",
+			"zipkin_dependency_queue PRIMARY":  "seq",
+			"zipkin_dependency_hours PRIMARY":  "hour,parent,child",
+			"zipkin_tags PRIMARY":              "kind,a_key,a_value,start_ts,trace_id_high,trace_id,span_id,service_name",
 		}
 		rows, err := db.QueryContext(ctx, `SELECT table_name, index_name, column_name FROM information_schema.statistics
 			WHERE table_schema = DATABASE() ORDER BY table_name, index_name, seq_in_index`)
@@ -70,7 +70,8 @@ func TestCreateSchemaIdempotent(t *testing.T) {
 			delete(want, "zipkin_names PRIMARY")
 			delete(want, "zipkin_service_spans PRIMARY")
 			delete(want, "zipkin_dependency_traces PRIMARY")
-			delete(want, "zipkin_dependency_pending PRIMARY")
+			delete(want, "zipkin_dependency_queue PRIMARY")
+			delete(want, "zipkin_dependency_hours PRIMARY")
 			delete(want, "zipkin_tags PRIMARY")
 		}
 		for k, v := range want {

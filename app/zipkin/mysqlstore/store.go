@@ -54,19 +54,21 @@ type Options struct {
 	MaxTxRows int
 
 	// DisableDependencyAggregation turns the dependency aggregator off: the
-	// store then neither records links when it writes spans nor folds them
-	// into zipkin_dependencies, and GetDependencies reads the table as it
+	// store then neither queues what it writes for the aggregator nor
+	// counts links into zipkin_dependencies, and GetDependencies reads the table as it
 	// is (filled by Zipkin's zipkin-dependencies job, say) or links the
 	// spans of the window on demand when it has no row for it. Default
 	// false: aggregation runs whenever its tables exist (CreateSchema, the
 	// command's -init-schema, creates them) — do not also run the
 	// zipkin-dependencies job on the same days, whose rows it would add to.
 	DisableDependencyAggregation bool
-	// DependencyFoldInterval is the least time between two folds of the
-	// aggregator's pending differences into zipkin_dependencies, each run
-	// by the write that finds the interval passed. Zero value: 1 s.
-	// Negative: only FoldDependencies folds. GetDependencies counts
-	// pending differences whatever the interval.
+	// DependencyFoldInterval is the least time between two drains of the
+	// dependency aggregator's queue into zipkin_dependencies, each run by
+	// the write that finds the interval passed (at most 8 transactions of
+	// 64 queued writes; RunDependencyAggregation drains the rest on its
+	// timer). Zero value: 3 s. Negative: only FoldDependencies,
+	// DrainDependencies and RunDependencyAggregation drain.
+	// GetDependencies counts queued writes whatever the interval.
 	DependencyFoldInterval time.Duration
 }
 

@@ -43,6 +43,9 @@ import (
 const (
 	tableTags = "zipkin_tags"
 
+	// tagIndexPrefix is the a_value prefix of index a_key_value, in bytes.
+	tagIndexPrefix = "64"
+
 	ddlTags = "CREATE TABLE IF NOT EXISTS " + tableTags + ` (
   kind TINYINT NOT NULL,
   a_key VARCHAR(255) NOT NULL,
@@ -109,8 +112,44 @@ type tagRow struct {
 	service           string
 }
 
-// collectTags adds the zipkin_tags rows of one valid span to rows.
+// collectTags adds the zipkin_tags rows of one valid span to rows. With
+// the annotation indexes (annIndex) tag search reads zipkin_annotations,
+// and zipkin_tags keeps only the value rows of the autocomplete keys, for
+// GetValues.
 func (s *Store) collectTags(rows []tagRow, sp *model.Span) []tagRow {
+	if s.add.annIndex {
+		if len(s.opts.AutocompleteKeys) == 0 {
+			return rows
+		}
+		ts := max(sp.Timestamp, 0)
+		if ts == 0 {
+			ts = noTimestamp
+		}
+		svc := ""
+		if sp.LocalEndpoint != nil {
+			svc = sanitizeVarchar(sp.LocalEndpoint.ServiceName)
+		}
+		for k, v := range sp.Tags {
+			if !s.autocompleteKeyFold(k) {
+				continue
+			}
+			k = sanitizeVarchar(k)
+			if reservedTagKey(k) {
+				continue
+			}
+			if v = blobValue(v); v != "" {
+				if len(v) > maxTagValue {
+					v = v[:maxTagValue+1]
+				}
+				r := tagRow{kind: tagKindValue, key: k, value: v, ts: ts, low: int64(sp.TraceID.Low), id: int64(sp.ID), service: svc}
+				if s.feat.traceIDHigh {
+					r.high = int64(sp.TraceID.High)
+				}
+				rows = append(rows, r)
+			}
+		}
+		return rows
+	}
 	ts := max(sp.Timestamp, 0)
 	if ts == 0 {
 		ts = noTimestamp
@@ -208,6 +247,9 @@ func backfillTags(high, join string) []string {
 // span's zipkin_spans row, and keeps the first Limit distinct traces, as
 // fastTraceIDs does.
 func (s *Store) fastTagTraceIDs(ctx context.Context, q *model.QueryRequest) (keys []traceKey, ok bool, err error) {
+	if s.add.annIndex && len(q.AnnotationQuery) > 0 {
+		return s.annIndexTraceIDs(ctx, q)
+	}
 	if !s.add.tags || len(q.AnnotationQuery) == 0 {
 		return nil, false, nil
 	}
@@ -364,4 +406,124 @@ func (s *Store) fastValues(ctx context.Context, key string) (values []string, ok
 		last = v
 	}
 	return sortedUnique(values), true, nil
+}
+
+// autocompleteKeyFold reports whether GetValues may ask for key's values:
+// an autocomplete key equal to it under utf8_general_ci (case and
+// trailing spaces ignored).
+func (s *Store) autocompleteKeyFold(key string) bool {
+	key = strings.TrimRight(key, " ")
+	for _, k := range s.opts.AutocompleteKeys {
+		if strings.EqualFold(strings.TrimRight(k, " "), key) {
+			return true
+		}
+	}
+	return false
+}
+
+// annIndexTraceIDs is getTraces' first step for a request with an
+// annotation query on a schema with the tag search indexes of
+// zipkin_annotations (a_key_value, a_key): it reads the newest rows of the
+// first term along an index — key=value: a_key_value, the tag rows (a_type
+// 6) with that value; key: a_key, the rows of that key of any type, each
+// at its own a_timestamp — joined with the span's zipkin_spans row, whose
+// start_ts must be in the window, checks the request's other terms and its
+// span name, remote service and duration on the same span with Zipkin's
+// joins, and keeps the first Limit distinct traces. A tag row's
+// a_timestamp is its span's timestamp, so for tags the order is the
+// span's; a timeline annotation is ordered by its own timestamp.
+func (s *Store) annIndexTraceIDs(ctx context.Context, q *model.QueryRequest) ([]traceKey, bool, error) {
+	terms := make([]string, 0, len(q.AnnotationQuery))
+	for k := range q.AnnotationQuery {
+		terms = append(terms, k)
+	}
+	sort.Strings(terms)
+	if len(terms) > len(annotationAliases) {
+		return nil, false, nil
+	}
+	for _, k := range terms {
+		// Zipkin's joins answer the reserved keys (address rows carry the
+		// remote endpoint) and keys utf8_general_ci folds onto them.
+		if !tagSearchable(k, "") {
+			return nil, false, nil
+		}
+	}
+	// Drive with a key=value term when there is one: its rows are fewer.
+	drive := 0
+	for i, k := range terms {
+		if q.AnnotationQuery[k] != "" {
+			drive = i
+			break
+		}
+	}
+	high := s.feat.traceIDHigh
+	var b strings.Builder
+	var args []any
+	onSpan := func(alias, spanCol string) {
+		b.WriteString(" ON " + alias + ".trace_id = x.trace_id AND " + alias + "." + spanCol + " = x.span_id")
+		if high {
+			b.WriteString(" AND " + alias + ".trace_id_high = x.trace_id_high")
+		}
+	}
+	key, value := terms[drive], q.AnnotationQuery[terms[drive]]
+	index := "a_key"
+	if value != "" {
+		index = "a_key_value"
+	}
+	hi := "x.trace_id_high"
+	if !high {
+		hi = "0"
+	}
+	b.WriteString("SELECT " + hi + ", x.trace_id FROM " + tableAnnotations + " x FORCE INDEX (" + index + ") JOIN " + tableSpans + " s")
+	onSpan("s", "id")
+	for i, k := range terms {
+		if i == drive {
+			continue
+		}
+		alias := annotationAliases[i]
+		b.WriteString(" JOIN " + tableAnnotations + " " + alias)
+		onSpan(alias, "span_id")
+		b.WriteString(" AND " + alias + tidKey)
+		args = append(args, k)
+		if v := q.AnnotationQuery[k]; v != "" {
+			b.WriteString(" AND " + alias + tidTypeValue1 + alias + tidTypeValue2)
+			args = append(args, []byte(v))
+		}
+		if q.ServiceName != "" {
+			b.WriteString(" AND " + alias + tidService)
+			args = append(args, q.ServiceName)
+		}
+	}
+	begin, end := q.WindowMicros()
+	b.WriteString(" WHERE x.a_key = ?")
+	args = append(args, key)
+	if value != "" {
+		b.WriteString(" AND x.a_value = ? AND x.a_type = 6")
+		args = append(args, []byte(value))
+	}
+	b.WriteString(" AND x.a_timestamp BETWEEN ? AND ? AND s.start_ts BETWEEN ? AND ?")
+	args = append(args, max(begin, 1), end, begin, end)
+	if q.ServiceName != "" {
+		b.WriteString(" AND x.endpoint_service_name = ?")
+		args = append(args, q.ServiceName)
+	}
+	if q.RemoteServiceName != "" {
+		b.WriteString(tidRemote)
+		args = append(args, q.RemoteServiceName)
+	}
+	if q.SpanName != "" {
+		b.WriteString(tidName)
+		args = append(args, q.SpanName)
+	}
+	switch {
+	case q.MinDuration != 0 && q.MaxDuration != 0:
+		b.WriteString(tidDurRange)
+		args = append(args, q.MinDuration, q.MaxDuration)
+	case q.MinDuration != 0:
+		b.WriteString(tidDurMin)
+		args = append(args, q.MinDuration)
+	}
+	b.WriteString(" ORDER BY x.a_timestamp DESC LIMIT ?")
+	keys, err := s.newestTraces(stmtname.With(ctx, stmtSelectTagTraceIDs), b.String(), args, q.Limit)
+	return keys, true, err
 }

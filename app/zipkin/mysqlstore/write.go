@@ -153,8 +153,10 @@ type batch struct {
 	sharedBytes []int
 	annArgs     []any
 	annBytes    []int
-	add         *additionRows     // rows of the schema additions, if in use
-	deps        map[int64][]int64 // traces to aggregate: low half → high halves (deps_aggregate.go)
+	add         *additionRows // rows of the schema additions, if in use
+	// The dependency aggregator's view of each row (deps_queue.go), aligned
+	// with the rows; nil entries (and nil slices) without aggregation.
+	spanDeps, sharedDeps, annDeps []*depRow
 }
 
 type spanRow struct {
@@ -162,6 +164,7 @@ type spanRow struct {
 	shared        bool
 	args          []any
 	bytes         int
+	dep           *depRow
 }
 
 type annRow struct {
@@ -170,6 +173,7 @@ type annRow struct {
 	ts              int64
 	args            []any
 	bytes           int
+	dep             *depRow
 }
 
 // Accept stores spans in one transaction per call, run through retry.Tx:
@@ -233,13 +237,14 @@ func (s *Store) splitBatch(b *batch) []*batch {
 	type list struct {
 		args  []any
 		bytes []int
+		deps  []*depRow
 		cols  int
 		which int // 0 spans, 1 shared, 2 annotations
 	}
 	lists := []list{
-		{b.spanArgs, b.spanBytes, s.w.spanCols, 0},
-		{b.sharedArgs, b.sharedBytes, s.w.spanCols, 1},
-		{b.annArgs, b.annBytes, s.w.annCols, 2},
+		{b.spanArgs, b.spanBytes, b.spanDeps, s.w.spanCols, 0},
+		{b.sharedArgs, b.sharedBytes, b.sharedDeps, s.w.spanCols, 1},
+		{b.annArgs, b.annBytes, b.annDeps, s.w.annCols, 2},
 	}
 	var parts []*batch
 	cur, room := &batch{}, limit
@@ -247,13 +252,18 @@ func (s *Store) splitBatch(b *batch) []*batch {
 		for len(l.bytes) > 0 {
 			k := min(room, len(l.bytes))
 			a, by := l.args[:k*l.cols:k*l.cols], l.bytes[:k:k]
+			var d []*depRow
+			if l.deps != nil {
+				d = l.deps[:k:k]
+				l.deps = l.deps[k:]
+			}
 			switch l.which {
 			case 0:
-				cur.spanArgs, cur.spanBytes = a, by
+				cur.spanArgs, cur.spanBytes, cur.spanDeps = a, by, d
 			case 1:
-				cur.sharedArgs, cur.sharedBytes = a, by
+				cur.sharedArgs, cur.sharedBytes, cur.sharedDeps = a, by, d
 			default:
-				cur.annArgs, cur.annBytes = a, by
+				cur.annArgs, cur.annBytes, cur.annDeps = a, by, d
 			}
 			l.args, l.bytes = l.args[k*l.cols:], l.bytes[k:]
 			room -= k
@@ -267,7 +277,7 @@ func (s *Store) splitBatch(b *batch) []*batch {
 		parts = append(parts, cur)
 	}
 	last := parts[len(parts)-1]
-	last.add, last.deps = b.add, b.deps
+	last.add = b.add
 	for _, p := range parts {
 		p.spans = b.spans // for messages: the Accept call's span count
 	}
@@ -287,7 +297,7 @@ func (s *Store) writeOne(ctx context.Context, b *batch) error {
 		})
 		if err == nil {
 			s.rememberNames(b)
-			s.maybeFold(ctx)
+			s.maybeDrain(ctx)
 			return nil
 		}
 		if !errors.Is(err, retry.ErrAmbiguousCommit) {
@@ -319,7 +329,7 @@ func (s *Store) writeTx(ctx context.Context, tx *sql.Tx, b *batch) error {
 	if err := s.writeAdditions(ctx, tx, b); err != nil {
 		return err
 	}
-	return s.aggregateDeps(ctx, tx, b.deps, true)
+	return s.enqueueDeps(ctx, tx, b)
 }
 
 // packetBudget is how many bytes of parameters one statement may carry:
@@ -389,7 +399,6 @@ func (s *Store) buildBatch(spans []model.Span) (*batch, *InvalidSpansError) {
 		spanRows = append(spanRows, s.spanRow(sp))
 		annRows = s.annotationRows(sp, annRows)
 		s.collectAdditions(b, sp)
-		s.collectDeps(b, sp)
 	}
 	// Key order: lock acquisition in one order for every batch makes
 	// deadlocks between concurrent batches rarer. Equal keys keep their
@@ -401,13 +410,20 @@ func (s *Store) buildBatch(spans []model.Span) (*batch, *InvalidSpansError) {
 		return cmp.Or(cmp.Compare(a.high, b.high), cmp.Compare(a.low, b.low), cmp.Compare(a.span, b.span),
 			strings.Compare(a.key, b.key), cmp.Compare(a.ts, b.ts))
 	})
+	agg := s.deps.aggregate
 	for _, r := range spanRows {
 		if r.shared {
 			b.sharedArgs = append(b.sharedArgs, r.args...)
 			b.sharedBytes = append(b.sharedBytes, r.bytes)
+			if agg {
+				b.sharedDeps = append(b.sharedDeps, r.dep)
+			}
 		} else {
 			b.spanArgs = append(b.spanArgs, r.args...)
 			b.spanBytes = append(b.spanBytes, r.bytes)
+			if agg {
+				b.spanDeps = append(b.spanDeps, r.dep)
+			}
 		}
 	}
 	b.annArgs = make([]any, 0, len(annRows)*s.w.annCols)
@@ -415,6 +431,9 @@ func (s *Store) buildBatch(spans []model.Span) (*batch, *InvalidSpansError) {
 	for _, r := range annRows {
 		b.annArgs = append(b.annArgs, r.args...)
 		b.annBytes = append(b.annBytes, r.bytes)
+		if agg {
+			b.annDeps = append(b.annDeps, r.dep)
+		}
 	}
 	s.stats.spanRows.Add(int64(len(spanRows)))
 	s.stats.annRows.Add(int64(len(annRows)))
@@ -493,6 +512,7 @@ func (s *Store) spanRow(sp *model.Span) spanRow {
 	args = append(args, nullInt(int64(sp.ParentID)), debug, nullInt(ts), nullInt(dur))
 	r.args = args
 	r.bytes = rowBytes(args)
+	r.dep = s.depSpanRow(sp)
 	return r
 }
 
@@ -560,6 +580,7 @@ func (s *Store) annotationRows(sp *model.Span, dst []annRow) []annRow {
 		args = append(args, ep...)
 		r.args = args
 		r.bytes = rowBytes(args)
+		r.dep = s.depAnnRow(high, low, id, r.key, aType, ats, ep[len(ep)-1])
 		dst = append(dst, r)
 	}
 	start := len(dst)
