@@ -1,0 +1,131 @@
+package replica_test
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/sqlpool/sqlpool/replica"
+)
+
+func TestReadYourWritesMariaDB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts a MariaDB primary and two replicas")
+	}
+	b := newBed(t, replica.Config{Mode: replica.PerToken, WaitTimeout: 300 * time.Millisecond, RouteReadOnly: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	// Caught up: a token read after a write sees it, on a replica.
+	tok := b.r.NewToken()
+	tctx := replica.WithToken(ctx, tok)
+	c, err := write(tctx, b.r.Writer(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.Position() == nil || tok.Position().String() == "" {
+		t.Fatalf("token has no position after a commit: %v", tok)
+	}
+	s, err := readSnapshot(tctx, b.r.Reader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.clock < c {
+		t.Fatalf("stale read: clock %d after committing %d", s.clock, c)
+	}
+	st := b.r.Stats()
+	if st.Replicas[0].Reads+st.Replicas[1].Reads == 0 {
+		t.Fatalf("the read did not go to a replica: %+v", st)
+	}
+
+	// Both replicas stopped applying: the token read waits, gives up after WaitTimeout and
+	// reads the primary; an unmarked read stays on a replica and is stale.
+	for i := range 2 {
+		if err := b.repl.PauseApply(ctx, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err = write(tctx, b.r.Writer(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err = readSnapshot(tctx, b.r.Reader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.clock < c {
+		t.Fatalf("stale token read while replicas are paused: clock %d after committing %d", s.clock, c)
+	}
+	if got := b.r.Stats().WaitTimeouts; got == 0 {
+		t.Fatalf("no wait timed out: %+v", b.r.Stats())
+	}
+	u, err := readSnapshot(ctx, b.r.Reader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.clock >= c {
+		t.Fatalf("unmarked read saw clock %d with both replicas paused before %d: did it go to the primary?", u.clock, c)
+	}
+	// The token as text, as another instance would get it from a cookie.
+	tok2, err := b.r.ParseToken(tok.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A read-only transaction on the writer goes to a replica as a token read would.
+	done := make(chan error, 1)
+	go func() {
+		tx, err := b.r.Writer().BeginTx(replica.WithToken(ctx, tok2), &sql.TxOptions{ReadOnly: true})
+		if err != nil {
+			done <- err
+			return
+		}
+		defer tx.Rollback()
+		s, err := readSnapshot(ctx, tx)
+		if err == nil && s.clock < c {
+			t.Errorf("stale read-only transaction: clock %d after %d", s.clock, c)
+		}
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // it is waiting on a replica now
+	if err := b.repl.ResumeApply(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := b.repl.ResumeApply(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	st = b.r.Stats()
+	if st.Replicas[0].Waits+st.Replicas[1].Waits == 0 {
+		t.Fatalf("no read waited: %+v", st)
+	}
+	t.Logf("stats: %+v", st)
+}
+
+func TestPoolWideMariaDB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts a MariaDB primary and two replicas")
+	}
+	b := newBed(t, replica.Config{Mode: replica.PoolWide, WaitTimeout: 2 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := b.repl.SetDelay(ctx, 0, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		c, err := write(ctx, b.r.Writer(), i%8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := readSnapshot(ctx, b.r.Reader())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.clock < c {
+			t.Fatalf("pool-wide read %d: clock %d after committing %d", i, s.clock, c)
+		}
+	}
+	t.Logf("stats: %+v", b.r.Stats())
+}
