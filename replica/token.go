@@ -40,29 +40,45 @@ func (r *Router) ParseToken(s string) (*Token, error) {
 	}
 	name, text, ok := strings.Cut(s, ":")
 	if !ok || name != r.cfg.Flavor.Name() {
-		return nil, fmt.Errorf("replica: token %q is not a %s token (%s:position); was it made by another router?", s, r.cfg.Flavor.Name(), r.cfg.Flavor.Name())
+		return nil, fmt.Errorf("replica: token %q is not a %s token (%s:position[@server]); was it made by another router?", s, r.cfg.Flavor.Name(), r.cfg.Flavor.Name())
 	}
+	text, server, bounded := strings.Cut(text, "@")
 	p, err := r.cfg.Flavor.Parse(text)
 	if err != nil {
 		return nil, err
 	}
 	t.pos = p
+	if bounded {
+		// The last read is bounded by that server until it is polled after now; an unknown
+		// name (another deployment's replica) by the primary.
+		t.pend, t.endedAt = r.primary, r.now()
+		for _, n := range r.nodes {
+			if n.name == server {
+				t.pend = n
+			}
+		}
+	}
 	return t, nil
 }
 
-// String returns the Token as text for ParseToken, "flavor:position", e.g.
-// "mariadb:0-1-4711". A read still being bounded by the server it ran on (see Token) is
-// written as that server's last polled position; the position of every commit is exact.
+// String returns the Token as text for ParseToken: "flavor:position", e.g.
+// "mariadb:0-1-4711", followed by "@server" (a replica's Name, or "primary") while the Token's
+// last read is bounded only by the server it ran on (until that server's position is polled
+// after the read, about PollInterval). A Router that parses it sends the next read to that
+// server, or to the primary when it does not know the name, until then.
 func (t *Token) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	p := t.pos
-	if t.pend != nil {
-		if st := t.pend.state.Load(); st != nil {
-			p = merge(p, st.pos)
+	s := t.f.Name() + ":" + posString(t.pos)
+	if n := t.pend; n != nil {
+		if st := n.state.Load(); st != nil && st.err == nil && st.polledAt > t.endedAt {
+			t.pos = merge(t.pos, st.pos)
+			t.pend = nil
+			return t.f.Name() + ":" + posString(t.pos)
 		}
+		s += "@" + n.name
 	}
-	return t.f.Name() + ":" + posString(p)
+	return s
 }
 
 // Position returns the position the Token's next read must see (nil: none).
