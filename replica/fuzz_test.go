@@ -40,7 +40,7 @@ func TestFuzzReadYourWrites(t *testing.T) {
 	prog := generate(rand.New(rand.NewPCG(seed, 1)), steps)
 	start := time.Now()
 	res := run(t, b, prog)
-	t.Logf("%d steps (%d reads, %d writes, %d chaos) in %v; stats %+v", res.steps, res.reads, res.writes, len(prog.chaos),
+	t.Logf("%d steps (%d reads, %d writes, %d lag/kill/sleep events) in %v; stats %+v", res.steps, res.reads, res.writes, res.chaos,
 		time.Since(start).Round(time.Millisecond), b.r.Stats())
 	if res.err == nil {
 		return
@@ -159,7 +159,7 @@ func generate(rng *rand.Rand, steps int) program {
 
 type result struct {
 	err                  error
-	steps, reads, writes int64
+	steps, reads, writes, chaos int64
 }
 
 // run executes p; the replicas are running, applying and undelayed before and after.
@@ -182,7 +182,7 @@ func run(t testing.TB, b *bed, p program) result {
 	}
 	workersDone := make(chan struct{})
 	var wg sync.WaitGroup
-	var steps, reads, writes atomic.Int64
+	var steps, reads, writes, chaosRun atomic.Int64
 	for w := range workers {
 		wg.Add(1)
 		go func() {
@@ -303,12 +303,13 @@ func run(t testing.TB, b *bed, p program) result {
 				fail(fmt.Errorf("chaos %s(%d): %w", chaosNames[c.kind], c.i, err))
 				return
 			}
+			chaosRun.Add(1)
 		}
 	}()
 	wg.Wait()
 	close(workersDone)
 	cwg.Wait()
-	res.steps, res.reads, res.writes = steps.Load(), reads.Load(), writes.Load()
+	res.steps, res.reads, res.writes, res.chaos = steps.Load(), reads.Load(), writes.Load(), chaosRun.Load()
 	// Leave every replica running, applying and caught up.
 	for i := range b.repl.Replicas {
 		if err := b.repl.Start(i); err != nil {
