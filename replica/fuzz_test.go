@@ -60,11 +60,11 @@ func envInt(name string, def int) int {
 type opKind int
 
 const (
-	opWrite opKind = iota
-	opRead         // QueryContext on the reader
-	opReaderTx     // read-only transaction on the reader
-	opWriterRO     // read-only transaction on the writer (routed)
-	opConn         // two reads on one sql.Conn of the reader
+	opWrite    opKind = iota
+	opRead            // QueryContext on the reader
+	opReaderTx        // read-only transaction on the reader
+	opWriterRO        // read-only transaction on the writer (routed)
+	opConn            // two reads on one sql.Conn of the reader
 )
 
 var opNames = [...]string{"write", "read", "reader-tx", "writer-ro-tx", "conn"}
@@ -158,7 +158,7 @@ func generate(rng *rand.Rand, steps int) program {
 }
 
 type result struct {
-	err                  error
+	err                         error
 	steps, reads, writes, chaos int64
 }
 
