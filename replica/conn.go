@@ -104,9 +104,10 @@ func (c *conn) route(ctx context.Context, exclude *node) error {
 			break
 		}
 		st := n.state.Load()
-		cctx, cancel := context.WithTimeout(ctx, r.cfg.ConnectTimeout)
-		be, err := n.c.Connect(cctx)
-		cancel()
+		// No timeout of our own here (a timer per read costs a third of the router's
+		// overhead): the replica pool's AcquireTimeout bounds it, and over a cluster.Connector
+		// a down replica fails at once.
+		be, err := n.c.Connect(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return err

@@ -10,10 +10,12 @@ import (
 )
 
 // PostgreSQL is the Flavor of PostgreSQL's streaming replication. After a commit the router
-// reads pg_current_wal_lsn() (one round trip; it covers the commit's WAL record), the
-// primary's position is pg_current_wal_lsn() too, a standby's pg_last_wal_replay_lsn(), and a
-// read waits by polling pg_last_wal_replay_lsn() every 2 ms (PostgreSQL 15 has no wait
-// function). A position is an LSN; one covers another when it is not smaller.
+// reads pg_current_wal_insert_lsn() (one round trip): the end of the WAL inserted so far, which
+// covers the commit's record even when synchronous_commit is off and the record is not yet
+// written (pg_current_wal_lsn() may then be behind it). The primary's position is the same
+// function, a standby's pg_last_wal_replay_lsn(), and a read waits by polling
+// pg_last_wal_replay_lsn() every 2 ms (PostgreSQL 15 has no wait function). A position is an
+// LSN; one covers another when it is not smaller.
 var PostgreSQL Flavor = postgres{}
 
 type postgres struct{}
@@ -23,11 +25,11 @@ func (postgres) Name() string { return "postgresql" }
 func (postgres) Parse(s string) (Position, error) { return parseLSN(s) }
 
 func (f postgres) CommitPosition(ctx context.Context, dc driver.Conn) (Position, error) {
-	return f.query(ctx, dc, "SELECT pg_current_wal_lsn()::text")
+	return f.query(ctx, dc, "SELECT pg_current_wal_insert_lsn()::text")
 }
 
 func (f postgres) PrimaryPosition(ctx context.Context, dc driver.Conn) (Position, error) {
-	return f.query(ctx, dc, "SELECT pg_current_wal_lsn()::text")
+	return f.query(ctx, dc, "SELECT pg_current_wal_insert_lsn()::text")
 }
 
 func (f postgres) ReplicaPosition(ctx context.Context, dc driver.Conn) (Position, error) {

@@ -92,8 +92,11 @@ type Config struct {
 	// statement on a borrowed connection). It bounds how stale the cached positions are, and
 	// how soon a replica that came back gets reads again. Zero value: 100 ms.
 	PollInterval time.Duration
-	// ConnectTimeout bounds borrowing a replica connection for a read; past it the read
-	// tries the next replica, then the primary. Zero value: 1 s.
+	// ConnectTimeout bounds a background poll (at least 5 × PollInterval); a server whose
+	// poll has not succeeded for that long plus PollInterval gets no reads. A read's borrow of a
+	// replica connection is bounded by that replica pool's AcquireTimeout (a pool over a
+	// cluster.Connector fails at once while its host is down); when it fails the read tries
+	// the next replica, then the primary. Zero value: 1 s.
 	ConnectTimeout time.Duration
 	// MaxKeys bounds the Tokens kept for WithKey. Zero value: 100,000.
 	MaxKeys int
