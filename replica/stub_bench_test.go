@@ -16,7 +16,7 @@ type stubFlavor struct{}
 
 var stubPos, _ = replica.PostgreSQL.Parse("0/10")
 
-func (stubFlavor) Name() string                            { return "stub" }
+func (stubFlavor) Name() string                             { return "stub" }
 func (stubFlavor) Parse(s string) (replica.Position, error) { return replica.PostgreSQL.Parse(s) }
 func (stubFlavor) CommitPosition(context.Context, driver.Conn) (replica.Position, error) {
 	return stubPos, nil
