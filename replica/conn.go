@@ -211,10 +211,24 @@ func (c *conn) release() {
 	for _, s := range c.stmts {
 		s.drop()
 	}
-	_ = c.be.Close()
 	if c.read && c.tok != nil {
-		c.tok.readEnded(c.n, c.r.now())
+		if c.n.primary && !c.inTx {
+			// A token read that fell back to the primary: bound what it saw by the primary's
+			// position now (one more round trip, on this exceptional path only), or the token
+			// would stick to the primary for as long as its reads come faster than the polls.
+			ctx, cancel := context.WithTimeout(context.Background(), c.r.cfg.ConnectTimeout)
+			p, err := c.r.cfg.Flavor.PrimaryPosition(ctx, c.be)
+			cancel()
+			if err == nil {
+				c.tok.readAt(p)
+			} else {
+				c.tok.readEnded(c.n, c.r.now())
+			}
+		} else {
+			c.tok.readEnded(c.n, c.r.now())
+		}
 	}
+	_ = c.be.Close()
 	c.be, c.n, c.tok, c.read, c.inTx = nil, nil, nil, false, false
 }
 
