@@ -3,6 +3,8 @@ package replica_test
 import (
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sqlpool/sqlpool/replica"
 )
 
@@ -82,5 +84,25 @@ func TestTokenText(t *testing.T) {
 	}
 	if _, err := replica.New(replica.Config{Flavor: replica.MariaDB}); err == nil {
 		t.Error("New without a primary succeeded")
+	}
+}
+
+func TestCollector(t *testing.T) {
+	r, err := replica.New(replica.Config{Primary: nopConnector{}, Flavor: replica.MariaDB, Name: "app",
+		Replicas: []replica.Replica{{Name: "db2", Connector: nopConnector{}}}, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(r.Collector()); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mfs) != 10 {
+		t.Errorf("%d families, want 10", len(mfs))
 	}
 }
