@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -61,8 +63,10 @@ func newPGReplicaBed(t *testing.T, cfg replica.Config) *pgReplicaBed {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+	// The chaos makes the pools and the router log every failed dial; the tests check errors.
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	newPool := func(name string, s *pgtest.Server) *pool.Pool {
-		p, err := pool.New(s.PgxConnector(t), pool.Config{Name: name, MaxConns: 20, AcquireTimeout: 2 * time.Second})
+		p, err := pool.New(s.PgxConnector(t), pool.Config{Name: name, MaxConns: 20, AcquireTimeout: 2 * time.Second, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -72,6 +76,7 @@ func newPGReplicaBed(t *testing.T, cfg replica.Config) *pgReplicaBed {
 	cfg.Primary = newPool("pg-primary", b.primary)
 	cfg.Replicas = []replica.Replica{{Name: b.standby.Addr(), Connector: newPool("pg-standby", b.standby)}}
 	cfg.Flavor = replica.PostgreSQL
+	cfg.Logger = quiet
 	var err error
 	if b.r, err = replica.New(cfg); err != nil {
 		t.Fatal(err)

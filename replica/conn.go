@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sqlpool/sqlpool/internal/sqlstate"
 	"github.com/sqlpool/sqlpool/validate"
 )
 
@@ -235,7 +236,16 @@ func (c *conn) release() {
 // retryable reports whether a read's first call failed because its server is gone, so that
 // it can run on another server: nothing was read yet.
 func retryable(err error) bool {
-	return errors.Is(err, driver.ErrBadConn) || validate.ServerGone(err)
+	if errors.Is(err, driver.ErrBadConn) || validate.ServerGone(err) {
+		return true
+	}
+	// PostgreSQL: the SQLSTATE through the method pgx's and lib/pq's errors have.
+	var se interface{ SQLState() string }
+	if errors.As(err, &se) {
+		m, ok := sqlstate.Lookup(se.SQLState(), true)
+		return ok && m.Fatal
+	}
+	return false
 }
 
 // first runs a borrow's first call op on a fresh read borrow, again on another server when the
