@@ -56,8 +56,20 @@ var (
 	_ driver.Validator          = (*conn)(nil)
 )
 
-// learns reports whether commits on this borrow record their positions.
-func (c *conn) learns() bool { return c.writer && !c.read && c.r.cfg.Mode != None }
+// learns reports whether a commit on this borrow with ctx records its position: on the
+// primary, in PoolWide for every commit, in PerToken for a context with a token or a key.
+func (c *conn) learns(ctx context.Context) bool {
+	if !c.writer || c.read {
+		return false
+	}
+	switch c.r.cfg.Mode {
+	case PoolWide:
+		return true
+	case PerToken:
+		return TokenFrom(ctx) != nil || ctx.Value(keyKey{}) != nil
+	}
+	return false
+}
 
 // borrow takes a server connection for this borrow's first call: the primary for the writer
 // (a replica for a routed read-only transaction, ro), a replica or the primary for the reader.
@@ -335,7 +347,7 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 		res, err = ec.ExecContext(ctx, query, args)
 		return err
 	})
-	if err == nil && !c.inTx && c.learns() {
+	if err == nil && !c.inTx && c.learns(ctx) {
 		c.learn(ctx)
 	}
 	return res, err
@@ -416,7 +428,7 @@ type tx struct {
 func (t *tx) Commit() error {
 	err := t.t.Commit()
 	t.c.inTx = false
-	if err == nil && t.c.learns() {
+	if err == nil && t.c.learns(t.ctx) {
 		t.c.learn(t.ctx)
 	}
 	return err
@@ -521,7 +533,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 		res, err = sc.ExecContext(ctx, args)
 		return err
 	})
-	if err == nil && !s.c.inTx && s.c.learns() {
+	if err == nil && !s.c.inTx && s.c.learns(ctx) {
 		s.c.learn(ctx)
 	}
 	return res, err

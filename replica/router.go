@@ -16,14 +16,17 @@ import (
 type Mode int
 
 const (
-	// None: reads go to any usable replica and never wait; commits cost nothing extra.
-	None Mode = iota
 	// PerToken: a read with a Token (WithToken, WithKey) sees that Token's commits and never
-	// an older state than the Token's earlier reads; a read without one waits for nothing. Each
-	// commit through the writer costs one extra round trip (reading its position).
-	PerToken
+	// an older state than the Token's earlier reads; a read without one waits for nothing.
+	// A commit through the writer with a Token costs one extra round trip (reading its
+	// position); one without costs nothing extra.
+	PerToken Mode = iota
+	// None: reads go to any usable replica and never wait; Tokens are ignored, and commits
+	// cost nothing extra.
+	None
 	// PoolWide: every read through the reader sees every commit made through the writer
-	// before the read began, as well as its Token's guarantees when it has one.
+	// before the read began, as well as its Token's guarantees when it has one. Every commit
+	// costs one extra round trip.
 	PoolWide
 )
 
@@ -73,7 +76,7 @@ type Config struct {
 	Replicas []Replica
 	// Flavor is the database's replication: MariaDB or PostgreSQL. Required.
 	Flavor Flavor
-	// Mode says which reads wait for which commits. Zero value: None.
+	// Mode says which reads wait for which commits. Zero value: PerToken.
 	Mode Mode
 	// RouteReadOnly, when true, sends the writer's read-only transactions (BeginTx with
 	// sql.TxOptions{ReadOnly: true}) to a replica, as a read through the reader with the same
