@@ -155,6 +155,13 @@ func TestReplicaReadYourWritesPostgres(t *testing.T) {
 	if b.r.Stats().WaitTimeouts == 0 {
 		t.Fatalf("no wait timed out: %+v", b.r.Stats())
 	}
+	// An autocommit write through QueryRow (UPDATE … RETURNING) is a commit too.
+	if err := b.r.Writer().QueryRowContext(tctx, "UPDATE clock SET c = c + 1 WHERE id = 1 RETURNING c").Scan(&c); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := pgRead(tctx, b.r.Reader()); err != nil || got < c {
+		t.Fatalf("token read after UPDATE … RETURNING with replay paused: clock %d (%v), committed %d", got, err, c)
+	}
 	if got, err := pgRead(ctx, b.r.Reader()); err != nil || got >= c {
 		t.Fatalf("unmarked read with replay paused: clock %d (%v), committed %d: want stale", got, err, c)
 	}

@@ -378,6 +378,9 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 		rows, err = qc.QueryContext(ctx, query, args)
 		return err
 	})
+	if err == nil && !c.inTx && c.learns(ctx) && writes(query) {
+		rows = &learnRows{Rows: rows, c: c, ctx: ctx}
+	}
 	return rows, err
 }
 
@@ -558,6 +561,9 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driv
 		rows, err = sc.QueryContext(ctx, args)
 		return err
 	})
+	if err == nil && !s.c.inTx && s.c.learns(ctx) && writes(s.query) {
+		rows = &learnRows{Rows: rows, c: s.c, ctx: ctx}
+	}
 	return rows, err
 }
 

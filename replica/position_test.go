@@ -106,3 +106,21 @@ func TestCollector(t *testing.T) {
 		t.Errorf("%d families, want 10", len(mfs))
 	}
 }
+
+func TestWritesClassifier(t *testing.T) {
+	for q, want := range map[string]bool{
+		"SELECT 1":                              false,
+		"  select * from t":                     false,
+		"/* x */ SELECT 1":                      false,
+		"-- c\nSHOW TABLES":                     false,
+		"(SELECT 1) UNION (SELECT 2)":           false,
+		"INSERT INTO t VALUES (1) RETURNING id": true,
+		"WITH x AS (DELETE FROM t RETURNING *) SELECT * FROM x": true,
+		"UPDATE t SET a = 1 RETURNING a":                        true,
+		"CALL p()":                                              true,
+	} {
+		if got := replica.WritesForTest(q); got != want {
+			t.Errorf("writes(%q) = %v, want %v", q, got, want)
+		}
+	}
+}
