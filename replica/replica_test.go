@@ -101,7 +101,90 @@ func TestReadYourWritesMariaDB(t *testing.T) {
 	if st.Replicas[0].Waits+st.Replicas[1].Waits == 0 {
 		t.Fatalf("no read waited: %+v", st)
 	}
-	t.Logf("stats: %+v", st)
+
+	// Prepared statements (database/sql prepares again on the borrow's server connection):
+	// a write through a writer statement, read back through a reader statement, with both
+	// replicas paused.
+	wst, err := b.r.Writer().PrepareContext(ctx, "UPDATE clock SET c = c + 1 WHERE id = 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wst.Close()
+	rst, err := b.r.Reader().PrepareContext(ctx, "SELECT c FROM clock WHERE id = ?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rst.Close()
+	for i := range 2 {
+		if err := b.repl.PauseApply(ctx, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range 3 {
+		if _, err := wst.ExecContext(tctx); err != nil {
+			t.Fatal(err)
+		}
+		var want, got int64
+		if err := b.direct.QueryRowContext(ctx, "SELECT c FROM clock WHERE id = 1").Scan(&want); err != nil {
+			t.Fatal(err)
+		}
+		if err := rst.QueryRowContext(tctx, 1).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Fatalf("round %d: prepared token read saw clock %d, the primary has %d", round, got, want)
+		}
+	}
+	for i := range 2 {
+		if err := b.repl.ResumeApply(ctx, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("stats: %+v", b.r.Stats())
+
+	// Where each kind of call runs, by @@server_id (primary 1, replicas 2 and 3).
+	if err := b.repl.WaitCaughtUp(ctx); err != nil {
+		t.Fatal(err)
+	}
+	serverID := func(q interface {
+		QueryRowContext(context.Context, string, ...any) *sql.Row
+	}) int {
+		t.Helper()
+		var id int
+		if err := q.QueryRowContext(ctx, "SELECT @@server_id").Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	if id := serverID(b.r.Writer()); id != 1 {
+		t.Errorf("a query on the writer ran on server %d, want the primary (1)", id)
+	}
+	if id := serverID(b.r.Reader()); id == 1 {
+		t.Errorf("a query on the reader ran on the primary")
+	}
+	tx, err := b.r.Writer().BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := serverID(tx); id == 1 {
+		t.Errorf("a read-only transaction on the writer (RouteReadOnly) ran on the primary")
+	}
+	_ = tx.Rollback()
+	conn, err := b.r.Writer().Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, "DO 1"); err != nil {
+		t.Fatal(err)
+	}
+	if tx, err = conn.BeginTx(ctx, &sql.TxOptions{ReadOnly: true}); err != nil {
+		t.Fatal(err)
+	}
+	if id := serverID(tx); id != 1 {
+		t.Errorf("a read-only transaction that is not its borrow's first call ran on server %d, want the primary", id)
+	}
+	_ = tx.Rollback()
+	_ = conn.Close()
 }
 
 func TestPoolWideMariaDB(t *testing.T) {
