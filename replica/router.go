@@ -60,9 +60,9 @@ type Replica struct {
 	Connector driver.Connector
 	// Up, when set, says whether the replica's host is healthy, e.g. for a pool over a
 	// cluster.Connector: func() bool { return c.Hosts()[0].Up } (its heartbeat and probes then
-	// take the replica out and back in). Zero value: only the router's own position polls
-	// decide (a failed poll or a read whose connection failed takes the replica out until
-	// the next successful poll).
+	// take the replica out and back in). It is asked at each poll, not on each read. Zero
+	// value: only the router's own position polls decide (a failed poll or a read whose
+	// connection failed takes the replica out until the next successful poll).
 	Up func() bool
 }
 
@@ -154,6 +154,7 @@ type nodeState struct {
 	pos      Position
 	polledAt int64 // Router.now
 	lag      time.Duration
+	down     bool // Replica.Up said false at the poll
 	err      error
 }
 
@@ -267,7 +268,7 @@ func (r *Router) pollOnce(ctx context.Context, n *node) {
 		return
 	}
 	now := r.now()
-	st := &nodeState{pos: pos, polledAt: now, err: err}
+	st := &nodeState{pos: pos, polledAt: now, err: err, down: n.up != nil && !n.up()}
 	if err != nil {
 		n.errs.Add(1)
 		if old := n.state.Load(); old != nil {
@@ -316,7 +317,7 @@ func (r *Router) failed(n *node, err error) {
 	old := n.state.Load()
 	st := &nodeState{polledAt: r.now(), err: err}
 	if old != nil {
-		st.pos, st.lag = old.pos, old.lag
+		st.pos, st.lag, st.down = old.pos, old.lag, old.down
 	}
 	n.state.Store(st)
 	r.logHealth(n, st)
@@ -329,7 +330,7 @@ func (r *Router) usableState(n *node, st *nodeState, now int64) bool {
 	if st == nil || st.err != nil {
 		return false
 	}
-	if n.up != nil && !n.up() {
+	if st.down {
 		return false
 	}
 	// A poll that stopped answering (a frozen server) leaves the cache to age.
