@@ -212,3 +212,44 @@ func TestPoolWideMariaDB(t *testing.T) {
 	}
 	t.Logf("stats: %+v", b.r.Stats())
 }
+
+// A replica further behind than MaxReplicaLag gets no reads, and gets them again once it has
+// caught up.
+func TestMaxReplicaLagMariaDB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts a MariaDB primary and two replicas")
+	}
+	b := newBed(t, replica.Config{Mode: replica.None, MaxReplicaLag: 300 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := b.repl.PauseApply(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Commits the paused replica does not apply, for longer than MaxReplicaLag.
+	deadline := time.Now().Add(30 * time.Second)
+	for b.r.Stats().Replicas[0].Usable {
+		if time.Now().After(deadline) {
+			t.Fatalf("the paused replica is still in rotation: %+v", b.r.Stats())
+		}
+		if _, err := write(ctx, b.r.Writer(), 0); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	lag := b.r.Stats().Replicas[0].Lag
+	before := b.r.Stats().Replicas[0].Reads
+	for range 50 {
+		if _, err := readSnapshot(ctx, b.r.Reader()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := b.r.Stats()
+	if st.Replicas[0].Reads != before {
+		t.Errorf("the lagging replica (lag %v) got %d reads", lag, st.Replicas[0].Reads-before)
+	}
+	if err := b.repl.ResumeApply(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	back := b.waitUsable(t, ctx, 0, true)
+	t.Logf("out of rotation at lag %v; back %v after its SQL thread started", lag, back)
+}
