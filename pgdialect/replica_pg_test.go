@@ -215,7 +215,7 @@ func TestReplicaFuzzPostgres(t *testing.T) {
 	defer cancel()
 	const workers = 6
 	var (
-		stale         atomic.Value
+		stale         atomic.Value // *errBox: the first failure
 		nsteps, reads atomic.Int64
 		inFlight      atomic.Int64
 		killing       atomic.Int64
@@ -243,7 +243,7 @@ func TestReplicaFuzzPostgres(t *testing.T) {
 				case 2:
 					t2, err := b.r.ParseToken(text)
 					if err != nil {
-						stale.Store(err)
+						stale.CompareAndSwap(nil, &errBox{err})
 						return
 					}
 					tok, tctx = t2, replica.WithToken(ctx, t2)
@@ -278,13 +278,13 @@ func TestReplicaFuzzPostgres(t *testing.T) {
 						inFlight.Add(1) // a call on the standby killed under it
 						continue
 					}
-					stale.Store(fmt.Errorf("worker %d step %d: %w", w, i, err))
+					stale.CompareAndSwap(nil, &errBox{fmt.Errorf("worker %d step %d: %w", w, i, err)})
 					return
 				}
 				if got >= 0 {
 					reads.Add(1)
 					if got < lower {
-						stale.Store(fmt.Errorf("STALE: worker %d step %d saw clock %d, token needs %d", w, i, got, lower))
+						stale.CompareAndSwap(nil, &errBox{fmt.Errorf("STALE: worker %d step %d saw clock %d, token needs %d", w, i, got, lower)})
 						return
 					}
 					lower = got
@@ -312,9 +312,13 @@ func TestReplicaFuzzPostgres(t *testing.T) {
 				case <-done:
 				case <-time.After(d):
 				}
-				b.standby.StartAgain(t)
+				err := b.standby.Revive()
 				killEnded.Store(time.Now().UnixNano())
 				killing.Add(-1)
+				if err != nil {
+					stale.CompareAndSwap(nil, &errBox{err})
+					return
+				}
 				continue
 			}
 			if _, err := b.sadmin.ExecContext(ctx, "SELECT pg_wal_replay_pause()"); err != nil {
@@ -335,7 +339,10 @@ func TestReplicaFuzzPostgres(t *testing.T) {
 	}
 	t.Logf("seed %d: %d steps, %d reads in %v, %d calls failed while the standby was killed under them; stats %+v",
 		seed, nsteps.Load(), reads.Load(), time.Since(start).Round(time.Millisecond), inFlight.Load(), b.r.Stats())
-	if err := stale.Load(); err != nil {
-		t.Fatal(err)
+	if e := stale.Load(); e != nil {
+		t.Fatal(e.(*errBox).err)
 	}
 }
+
+// errBox holds an error in an atomic.Value, which needs one concrete type.
+type errBox struct{ err error }

@@ -2,6 +2,7 @@ package replica_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -46,7 +47,7 @@ func TestReplicaKilledUnderReads(t *testing.T) {
 				if err != nil {
 					if down {
 						failedAfter.Add(1)
-						firstErr.CompareAndSwap(nil, err)
+						firstErr.CompareAndSwap(nil, fmt.Sprint(err))
 					} else {
 						failedBefore.Add(1)
 					}

@@ -83,3 +83,13 @@ func (s *Server) Kill() {
 	_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	<-s.exited
 }
+
+// Revive starts a killed or stopped private server again on its port and data directory and
+// returns the error instead of failing a test (StartAgain), for goroutines other than the
+// test's.
+func (s *Server) Revive() error {
+	if err := s.start(); err != nil {
+		return fmt.Errorf("pgtest: start again: %v\n%s", err, s.logTail())
+	}
+	return nil
+}
