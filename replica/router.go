@@ -152,7 +152,7 @@ type node struct {
 // nodeState is one poll's result.
 type nodeState struct {
 	pos      Position
-	polledAt int64 // Router.now
+	polledAt int64 // Router.now when the poll began
 	lag      time.Duration
 	down     bool // Replica.Up said false at the poll
 	err      error
@@ -263,11 +263,14 @@ func (r *Router) poll(ctx context.Context, n *node) {
 func (r *Router) pollOnce(ctx context.Context, n *node) {
 	pctx, cancel := context.WithTimeout(ctx, max(r.cfg.ConnectTimeout, 5*r.cfg.PollInterval))
 	defer cancel()
+	// polledAt is when the poll began: the position it reads is at least the server's state
+	// at that moment, which is what resolving a Token's last read needs (Token.need); the
+	// moment it returned would be too late by the statement's round trip.
+	now := r.now()
 	pos, err := r.position(pctx, n)
 	if ctx.Err() != nil {
 		return
 	}
-	now := r.now()
 	st := &nodeState{pos: pos, polledAt: now, err: err, down: n.up != nil && !n.up()}
 	if err != nil {
 		n.errs.Add(1)
