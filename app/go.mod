@@ -94,6 +94,7 @@ require (
 	github.com/sqlpool/sqlpool v0.2.0
 	github.com/sqlpool/sqlpool/otelpool v0.2.0
 	github.com/sqlpool/sqlpool/pgdialect v0.2.0
+	github.com/sqlpool/sqlpool/sqlmockpool v0.2.0
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c

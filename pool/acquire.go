@@ -245,8 +245,12 @@ func (p *Pool) beforeAcquire(ctx context.Context, e *entry, lent *conn, dl *dead
 // tells Trace and arms leak detection. The first hand-out of a connection also ends a
 // dead-on-arrival streak: a connection the creator opened was good enough to use.
 func (p *Pool) handedOut(e *entry, now int64, dl *deadline) {
-	if e.handouts.Add(1) == 1 && p.deadOnArrival.Load() != 0 {
+	n := e.handouts.Add(1)
+	if n == 1 && p.deadOnArrival.Load() != 0 {
 		p.deadOnArrival.Store(0)
+	}
+	if n&sampleMask == 0 {
+		p.sampledHandout(e) // under contention, one borrow in sixteen is timed (overload.go)
 	}
 	e.borrowedAt = now
 	if ev := p.cfg.Trace; ev != nil {
@@ -264,6 +268,9 @@ func (p *Pool) release(e *entry, checkin *conn) (lent bool) {
 	// 1. The borrow ended.
 	if ev := p.cfg.Trace; ev != nil {
 		p.noteReleased(ev, e)
+	}
+	if e.sampledAt != 0 {
+		p.sampledRelease(e) // a timed borrow feeds the overload estimate (overload.go)
 	}
 	// 2. Clean it for the next borrower (clean). One that cannot be reused is closed; on a
 	//    check-in it is marked instead, and the Close database/sql sends next closes it.
@@ -287,6 +294,10 @@ func (p *Pool) release(e *entry, checkin *conn) (lent bool) {
 	// 5. Park it: on a check-in in database/sql's idle list, unless the pool needs it (lend);
 	//    otherwise on the idle stack, or to a waiter (park).
 	if checkin != nil {
+		if p.overLimit() { // the adaptive limit sets it aside: the Close database/sql sends parks it
+			checkin.routed = true
+			return false
+		}
 		return p.lend(checkin)
 	}
 	p.park(e)
@@ -296,6 +307,9 @@ func (p *Pool) release(e *entry, checkin *conn) (lent bool) {
 // park makes e, which the caller owns and has cleaned, idle on the stack or hands it to a
 // waiter (store.put); it closes e when the pool closed.
 func (p *Pool) park(e *entry) {
+	if p.overLimit() && p.store.bench(e) { // above the adaptive limit (overload.go)
+		return
+	}
 	if !p.store.put(e) {
 		p.closeEntry(e, ClosePoolClosed)
 		return
@@ -322,6 +336,24 @@ type deadline struct {
 	// slow is set once the acquire had to wait (or was suspended) or met an unfit connection:
 	// its end is told to Trace.AcquireEnded.
 	slow bool
+	// shed bounds the wait while the pool is congested (overload.go); nil: not armed.
+	shed *time.Timer
+}
+
+// shedTimer arms the congestion bound: after, counted from the start of the wait.
+func (d *deadline) shedTimer(p *Pool, after time.Duration) <-chan time.Time {
+	left := max(time.Duration(d.start+int64(after)-p.nanotime()), 0)
+	if d.shed != nil {
+		d.shed.Reset(left)
+		return d.shed.C
+	}
+	if t, ok := timerPool.Get().(*time.Timer); ok {
+		t.Reset(left)
+		d.shed = t
+	} else {
+		d.shed = time.NewTimer(left)
+	}
+	return d.shed.C
 }
 
 func (d *deadline) begin(p *Pool) int64 {
@@ -380,6 +412,11 @@ func (d *deadline) stop() {
 		timerPool.Put(d.timer)
 		d.timer = nil
 	}
+	if d.shed != nil {
+		d.shed.Stop()
+		timerPool.Put(d.shed)
+		d.shed = nil
+	}
 }
 
 // dropUnfit closes the connection the acquire found unfit, if any.
@@ -424,7 +461,20 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 		waiterPool.Put(w)
 		return nil, err
 	}
-	// 3. Queue by arrival (MaxWaiters bounds the queue), or go back to the place kept.
+	// 3. Queue by arrival (MaxWaiters bounds the queue), or go back to the place kept. Under
+	//    overload (overload.go) a waiter that cannot finish before its deadline fails here, and
+	//    one that queues while the pool is congested waits at most its shed bound.
+	var shedC <-chan time.Time
+	if p.ovl.on {
+		if err := p.cannotFinish(ctx); err != nil {
+			s.mu.Unlock()
+			waiterPool.Put(w)
+			return nil, err
+		}
+		if p.congestedLocked(w.since) {
+			shedC = dl.shedTimer(p, time.Duration(s.shedNs))
+		}
+	}
 	if dl.ticket != 0 {
 		// Back after the connection handed to it failed validation (or expired, or was
 		// marked): it keeps its place by arrival, ahead of later arrivals, and is not counted
@@ -468,8 +518,19 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 	for {
 		select {
 		case e := <-w.ch:
+			if e == shedSignal {
+				waiterPool.Put(w)
+				return nil, p.shedError(dl.start)
+			}
 			if e != nil {
 				waiterPool.Put(w)
+				if p.ovl.on {
+					if err := p.cannotFinish(ctx); err != nil {
+						p.park(e) // to the next waiter: this one would lose it in the statement
+						return nil, err
+					}
+					p.nearMiss(ctx, dl.start)
+				}
 				return e, nil
 			}
 			s.mu.Lock()
@@ -507,6 +568,11 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 			return nil, p.giveUp(ctx, w, dl, false)
 		case <-ctx.Done():
 			return nil, p.giveUp(ctx, w, dl, true)
+		case <-shedC:
+			if err := p.giveUp(ctx, w, dl, false); err != errShed {
+				return nil, err
+			}
+			return nil, p.shedError(dl.start)
 		}
 	}
 }
@@ -521,7 +587,9 @@ func (p *Pool) giveUp(ctx context.Context, w *waiter, dl *deadline, byCtx bool) 
 		s.mu.Unlock()
 	} else {
 		s.mu.Unlock()
-		if e := <-w.ch; e != nil {
+		if e := <-w.ch; e == shedSignal {
+			// shed by a put meanwhile: nothing to pass on
+		} else if e != nil {
 			if !s.put(e) {
 				p.closeEntry(e, ClosePoolClosed)
 			}
@@ -537,20 +605,29 @@ func (p *Pool) giveUp(ctx context.Context, w *waiter, dl *deadline, byCtx bool) 
 	if p.closed.Load() {
 		return ErrClosed
 	}
+	if dl.shed != nil && !byCtx && !dl.expired(p) {
+		return errShed // the shed timer, not AcquireTimeout, ended the wait
+	}
 	return p.timeoutError(ctx, dl, byCtx)
 }
+
+// errShed is giveUp's answer when the congestion bound (overload.go) ended the wait.
+var errShed = errors.New("sqlpool: shed")
 
 func (p *Pool) timeoutError(ctx context.Context, dl *deadline, byCtx bool) error {
 	if byCtx && ctx.Err() != context.DeadlineExceeded {
 		return fmt.Errorf("sqlpool: %s: acquire abandoned: %w", p.cfg.Name, ctx.Err())
 	}
 	p.timeouts.Add(1)
+	lastErr := p.lastError()
+	if lastErr == nil {
+		p.noteLoss() // a busy pool's, not a failing one's: an outage is not overload
+	}
 	waited := time.Duration(p.nanotime() - dl.begin(p))
 	if ev := p.cfg.Trace; ev != nil && ev.AcquireTimedOut != nil {
 		ev.AcquireTimedOut(p.cfg.Name, waited)
 	}
 	st := p.Stats()
-	lastErr := p.lastError()
 	return &AcquireTimeoutError{
 		Pool:        p.cfg.Name,
 		Waited:      waited,
@@ -561,6 +638,8 @@ func (p *Pool) timeoutError(ctx context.Context, dl *deadline, byCtx bool) error
 		CtxDeadline: byCtx,
 		Failing:     lastErr != nil,
 		LastErr:     lastErr,
+		addr:        p.outage.addr,
+		dialing:     p.dialing(),
 	}
 }
 

@@ -112,12 +112,15 @@ func (p *Pool) initSession(ctx context.Context, e *entry, dc driver.Conn) error 
 		return err
 	}
 	e.sess = orNop(t)
-	return nil
+	return p.initLimiter(ctx, e, dc) // StatementDeadline (deadline.go)
 }
 
 // noteInterrupted marks e when err says its call's context ended: the statement may still be
 // running on the server, so closing e must also stop it there.
 func (p *Pool) noteInterrupted(e *entry, err error) {
+	if p.ovl.on && p.statementTimedOut(err) {
+		p.noteStmtLoss()
+	}
 	if p.cancel != nil && e.sessionID != 0 &&
 		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		e.interrupted.Store(true)

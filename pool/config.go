@@ -9,39 +9,26 @@ import (
 	"github.com/sqlpool/sqlpool/internal/testhook"
 )
 
-// Defaults and floors, named after the HikariCP settings they mirror.
+// Defaults and floors. DefaultX is Config.X when the field is zero (DefaultMaxConns is HikariCP's
+// maximumPoolSize, DefaultAcquireTimeout its connectionTimeout); MinX is the smallest Config.X
+// accepted; TimeoutFloor is the smallest ValidationTimeout accepted and the least ConnectTimeout
+// a short AcquireTimeout gives by default (HikariCP's timeout floor).
 const (
-	// DefaultMaxConns is MaxConns when the field is zero (HikariCP maximumPoolSize).
-	DefaultMaxConns = 10
-	// DefaultAcquireTimeout is AcquireTimeout when the field is zero (HikariCP connectionTimeout).
-	DefaultAcquireTimeout = 30 * time.Second
-	// DefaultValidationTimeout is ValidationTimeout when the field is zero.
-	DefaultValidationTimeout = 5 * time.Second
-	// DefaultAliveBypassWindow is AliveBypassWindow when the field is zero.
-	DefaultAliveBypassWindow = 500 * time.Millisecond
-	// DefaultIdleTimeout is IdleTimeout when the field is zero.
-	DefaultIdleTimeout = 10 * time.Minute
-	// DefaultMaxLifetime is MaxLifetime when the field is zero.
-	DefaultMaxLifetime = 30 * time.Minute
-	// DefaultInitializationFailTimeout is InitializationFailTimeout when the field is zero.
+	DefaultMaxConns                  = 10
+	DefaultAcquireTimeout            = 30 * time.Second
+	DefaultValidationTimeout         = 5 * time.Second
+	DefaultAliveBypassWindow         = 500 * time.Millisecond
+	DefaultIdleTimeout               = 10 * time.Minute
+	DefaultMaxLifetime               = 30 * time.Minute
 	DefaultInitializationFailTimeout = time.Millisecond
-	// DefaultStatementCacheSize is StatementCacheSize when the field is zero.
-	DefaultStatementCacheSize = 64
-	// DefaultCloseTimeout is CloseTimeout when the field is zero.
-	DefaultCloseTimeout = 10 * time.Second
-	// DefaultLoginBackoffMax is LoginBackoffMax when the field is zero.
-	DefaultLoginBackoffMax = 30 * time.Second
+	DefaultStatementCacheSize        = 64
+	DefaultCloseTimeout              = 10 * time.Second
+	DefaultLoginBackoffMax           = 30 * time.Second
 
-	// TimeoutFloor is the smallest ValidationTimeout accepted, and the least ConnectTimeout a
-	// short AcquireTimeout gives by default (HikariCP's timeout floor).
-	TimeoutFloor = 250 * time.Millisecond
-	// MinIdleTimeout is the smallest IdleTimeout accepted.
-	MinIdleTimeout = 10 * time.Second
-	// MinMaxLifetime is the smallest MaxLifetime accepted.
-	MinMaxLifetime = 30 * time.Second
-	// MinKeepaliveTime is the smallest KeepaliveTime accepted.
-	MinKeepaliveTime = 30 * time.Second
-	// MinLeakDetectionThreshold is the smallest LeakDetectionThreshold accepted.
+	TimeoutFloor              = 250 * time.Millisecond
+	MinIdleTimeout            = 10 * time.Second
+	MinMaxLifetime            = 30 * time.Second
+	MinKeepaliveTime          = 30 * time.Second
 	MinLeakDetectionThreshold = 2 * time.Second
 )
 
@@ -61,14 +48,11 @@ const (
 type Config struct {
 	// Name labels the pool in errors, logs and metrics. Zero value: "pool-N".
 	Name string
-
 	// MaxConns caps the connections open, idle and in use. Zero value: 10. Negative: an error.
 	MaxConns int
-
 	// MinIdleConns is how many idle connections the pool keeps ready. Zero value: MaxConns (fixed
 	// size). Negative: none. Values above MaxConns are lowered to it.
 	MinIdleConns int
-
 	// MaxWaiters bounds the goroutines waiting for a connection; one more fails at once with
 	// ErrPoolExhausted. Zero value: unbounded. Negative: no waiting.
 	MaxWaiters int
@@ -77,69 +61,67 @@ type Config struct {
 	// 30 s. Negative: only ctx. A short one lowers the ConnectTimeout and ValidationTimeout
 	// defaults.
 	AcquireTimeout time.Duration
-
 	// ConnectTimeout bounds each dial, AfterConnect and baseline included. Zero value:
 	// AcquireTimeout, at least 250 ms (30 s if AcquireTimeout is off). Negative: unbounded.
 	ConnectTimeout time.Duration
-
 	// ValidationTimeout bounds a probe or release plan. Zero value: 5 s, or half an enabled
 	// AcquireTimeout (at least 125 ms). Below 250 ms: 5 s; not below AcquireTimeout: half of it.
 	// Negative: an error.
 	ValidationTimeout time.Duration
-
 	// AliveBypassWindow: a connection returned more recently than this is handed out without a
 	// probe. Zero value: 500 ms. Negative: probe on every acquire.
 	AliveBypassWindow time.Duration
-
 	// IdleTimeout closes connections idle this long while more than MinIdleConns are idle (so never
 	// with the default MinIdleConns). Zero value: 10 min. Negative: never. Below 10 s: 10 min.
 	// Within 1 s of MaxLifetime or above it: off.
 	IdleTimeout time.Duration
-
 	// MaxLifetime is the longest a connection lives, less a random 0–2.5 %; one in use retires on
 	// return. Zero value: 30 min. Negative: unlimited. Below 30 s: raised to 30 min.
 	MaxLifetime time.Duration
-
 	// KeepaliveTime pings a connection idle this long (less a random 0–10 %) against middlebox and
 	// wait_timeout drops. Zero value, negative, below 30 s, or not below MaxLifetime: off.
 	KeepaliveTime time.Duration
-
 	// LeakDetectionThreshold logs the borrower's stack for a connection held longer. Zero value,
 	// negative, below 2 s or above MaxLifetime: off.
 	LeakDetectionThreshold time.Duration
-
 	// InitializationFailTimeout is how long New tries to open a first connection. Zero value: 1 ms
 	// (one attempt). Negative: New does not connect; the pool fills in the background.
 	InitializationFailTimeout time.Duration
-
 	// LoginBackoffMax caps the wait before a dial after the server refused the login
 	// (ErrorClass.Login); the wait starts at 1 s (or the cap, if less) and doubles. Zero value:
 	// 30 s. Negative: off; such a failure is retried like any other.
 	LoginBackoffMax time.Duration
-
 	// CloseTimeout bounds Close's wait for connections in use. Zero value: 10 s. Negative: none.
 	CloseTimeout time.Duration
-
 	// StatementCacheSize is how many prepared statements each connection keeps (LRU). Zero value:
 	// 64. Negative: no cache.
 	StatementCacheSize int
-
 	// ServerCancelTimeout bounds how long a connection cancelled on the server (ServerCancel) still
 	// counts against MaxConns. Zero value: ValidationTimeout. Negative: off.
 	ServerCancelTimeout time.Duration
 
 	// Hooks are the lifecycle hooks. Zero value: none.
 	Hooks Hooks
-
 	// Dialect is the database knowledge the pool uses. Zero value: the one registered for the
 	// connector (importing mysqldialect or pgdialect registers it); New fails without one.
 	Dialect Dialect
-
 	// Trace receives the pool's events; New copies it. Zero value: none.
 	Trace *Trace
-
 	// Logger receives the pool's structured log lines. Zero value: slog.Default().
 	Logger *slog.Logger
+	// Addr (host:port) names the server in connection errors and logs. Zero value: read from the connector.
+	Addr string
+	// Overload control: docs/reliability.md, "Overload".
+
+	// OverloadTarget: while congested, a waiter waits at most the larger of this and the
+	// sampled borrow time, newest first. Zero value: 5 ms. Negative: off (FIFO, no limit).
+	OverloadTarget time.Duration
+	// AdaptiveLimitFloor, when positive, turns on the adaptive limit on connections in
+	// circulation, between it and MaxConns. Zero value or negative: off.
+	AdaptiveLimitFloor int
+	// ServerStatementDeadline sends a statement with a context deadline with a server-side
+	// time limit (MariaDB), so that the connection survives the deadline. Zero value: off.
+	ServerStatementDeadline bool
 
 	// Settings for the module's own tests, set through internal/testhook (or directly by this
 	// package's tests).
@@ -151,6 +133,12 @@ type Config struct {
 	testClock timeSource
 	// housekeepingPeriod is how often the housekeeper runs; zero: 30 s; negative: an error.
 	housekeepingPeriod time.Duration
+	// outageLogInterval is the least time between two summary WARN lines of an outage; zero:
+	// 30 s; negative: none (outage.go).
+	outageLogInterval time.Duration
+	// overloadInterval is how long the waiters' queue stays non-empty before the pool counts as
+	// congested, and the adaptive limit's window (overload.go); zero or negative: 100 ms.
+	overloadInterval time.Duration
 	// testAfter, if set, makes the timer the creator waits on after a refused login (loginWait).
 	testAfter func(time.Duration) <-chan time.Time
 }
@@ -334,5 +322,6 @@ func (cfg Config) resolved() (Config, error) {
 	case c.CloseTimeout < 0:
 		c.CloseTimeout = 0
 	}
+	c.resolveOverload()
 	return c, nil
 }

@@ -219,7 +219,7 @@ func (c *conn) execContext(ctx context.Context, query string, args []driver.Name
 	switch {
 	case ran:
 	case isEC:
-		r, err = ec.ExecContext(ctx, query, args)
+		r, err = ec.ExecContext(ctx, c.p.limited(ctx, c.e, query), args)
 		if err == driver.ErrSkip && len(args) > 0 && c.e.stmts.max > 0 {
 			r, err = c.execCached(ctx, query, args)
 		}
@@ -271,7 +271,7 @@ func (c *conn) queryContext(ctx context.Context, query string, args []driver.Nam
 	switch {
 	case ran:
 	case isQC:
-		r, err = qc.QueryContext(ctx, query, args)
+		r, err = qc.QueryContext(ctx, c.p.limited(ctx, c.e, query), args)
 		if err == driver.ErrSkip && len(args) > 0 && c.e.stmts.max > 0 {
 			r, err = c.queryCached(ctx, query, args)
 		}

@@ -60,6 +60,12 @@ type entry struct {
 	// reports. usageStart is the exact time of the acquire, kept only when Trace is set.
 	borrowedAt int64
 	usageStart int64
+	// limiter bounds a statement's time on the server (statementDeadline, deadline.go); nil:
+	// none.
+	limiter func(query string, limit time.Duration) string
+	// sampledAt is the exact time of a hand-out timed for the overload estimate; 0: not timed
+	// (overload.go).
+	sampledAt int64
 
 	// handouts counts the times the connection was handed to a borrower (Connect, or a
 	// checkout from a database/sql idle list); summed by Stats, folded into Pool.handouts when

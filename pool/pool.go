@@ -1,8 +1,11 @@
-// Package pool is a HikariCP-style connection pool behind database/sql.
+// Package pool is a HikariCP-style connection pool behind database/sql; with mysqldialect (or
+// pgdialect) imported, metrics and retry, a service does
 //
-// New returns a *Pool over any driver.Connector; use it through p.OpenDB() (or sql.OpenDB(p)).
-// Borrowers wait first come, first served, bounded by AcquireTimeout and MaxWaiters. A clean borrow
-// and return sends nothing to the server. See docs/ARCHITECTURE.md.
+//	p, err := pool.New(connector, pool.Config{Name: "main", Trace: m.Trace()}) // m: metrics.New
+//	db := p.OpenDB() // for the code; retry.Tx(ctx, db, nil, retry.Policy{}, fn) for transactions
+//
+// Borrowers wait first come, first served (AcquireTimeout, MaxWaiters); a clean borrow and
+// return sends nothing to the server. See docs/ARCHITECTURE.md.
 package pool
 
 import (
@@ -78,6 +81,10 @@ type Pool struct {
 	redialCh chan struct{} // Redial: ends the creator's wait after a refused login
 	// cancel is the server-side cancel state (cancel.go); nil when ServerCancelTimeout is off.
 	cancel *canceller
+	// outage is what the pool logs and reports while it cannot open connections (outage.go).
+	outage outageState
+	// ovl is the overload-control state (overload.go).
+	ovl overload
 
 	timeouts      atomic.Uint64
 	created       atomic.Uint64
@@ -104,17 +111,22 @@ type Stats struct {
 	Waiting    int // goroutines waiting in Connect
 	Cancelling int // closed, but their cancelled statement may still run (ServerCancelTimeout)
 
-	Acquires           uint64 // hand-outs (Connect, or a checkout from database/sql's idle list)
-	Timeouts           uint64 // acquires that reached their deadline
-	Exhausted          uint64 // acquires refused with ErrPoolExhausted
-	Created            uint64 // physical connections opened
-	Closed             uint64 // physical connections closed
-	Validations        uint64 // liveness probes run on acquire (bypass window passed)
-	ProbeFailures      uint64 // probes that found a dead connection
-	ReleasePlans       uint64 // releases that had to run statements (rollback or reset)
-	LeakedStatements   uint64 // statements a borrower left open, closed on release
-	StatementCacheFull uint64 // errors 1461 that emptied a connection's statement cache
-	LastError          error  // of the last failed open or probe; nil after a success
+	Acquires           uint64        // hand-outs (Connect, or a checkout from database/sql's idle list)
+	Timeouts           uint64        // acquires that reached their deadline
+	Exhausted          uint64        // acquires refused with ErrPoolExhausted
+	Created            uint64        // physical connections opened
+	Closed             uint64        // physical connections closed
+	Validations        uint64        // liveness probes run on acquire (bypass window passed)
+	ProbeFailures      uint64        // probes that found a dead connection
+	ReleasePlans       uint64        // releases that had to run statements (rollback or reset)
+	LeakedStatements   uint64        // statements a borrower left open, closed on release
+	StatementCacheFull uint64        // errors 1461 that emptied a connection's statement cache
+	Congested          bool          // overload control (docs/reliability.md): congested now
+	Limit              int           // connections allowed in circulation (the adaptive limit)
+	LimitBaseline      time.Duration // the adaptive limit's minimum latency
+	Shed               uint64        // acquires refused with ErrOverloaded
+	LastError          error         // of the last failed open or probe; nil after a success
+	DownSince          time.Time     // attempts to open a connection fail since then; zero while they succeed
 }
 
 func (s Stats) String() string {
@@ -146,6 +158,7 @@ func New(c driver.Connector, cfg Config) (*Pool, error) {
 		redialCh:  make(chan struct{}, 1),
 	}
 	p.live.init(rc, cfg)
+	p.ovl.init(rc)
 	p.clk.init(&p.cfg, cfg.testClock != nil)
 	p.store.nanotime = p.nanotime
 	p.refreshClock()
@@ -154,14 +167,17 @@ func New(c driver.Connector, cfg Config) (*Pool, error) {
 		p.cancel = &canceller{impl: sc}
 	}
 
+	p.resolveAddr()
 	if err := p.attachHosts(); err != nil {
 		p.dialStop()
 		return nil, err
 	}
+	p.attachTrace()
 	if rc.InitializationFailTimeout > 0 {
 		if err := p.checkFailFast(); err != nil {
 			p.dialStop()
 			p.detachHosts()
+			p.detachTrace()
 			return nil, err
 		}
 	}
@@ -243,6 +259,7 @@ func (p *Pool) Stats() Stats {
 		LeakedStatements:   p.leakedStmts.Load(),
 		StatementCacheFull: p.stmtCacheFull.Load(),
 		LastError:          p.lastError(),
+		DownSince:          p.downSince(),
 	}
 	p.reg.mu.Lock()
 	s.Cancelling = p.cancelling()
@@ -260,6 +277,7 @@ func (p *Pool) Stats() Stats {
 	s.Acquires += p.handouts.Load()
 	p.reg.mu.Unlock()
 	s.Active = s.Total - s.Idle
+	p.fillOverloadStats(&s)
 	return s
 }
 
@@ -328,6 +346,7 @@ func (p *Pool) Close() error {
 	p.wg.Wait()
 	p.stopCanceller()
 	p.detachHosts()
+	p.detachTrace()
 
 	deadline := time.NewTimer(p.cfg.CloseTimeout)
 	defer deadline.Stop()

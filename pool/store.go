@@ -40,6 +40,15 @@ type store struct {
 	closed     bool
 	nanotime   func() int64 // the pool's exact clock (Pool.nanotime); nil in unit tests of the store
 
+	// Overload control (overload.go). lifo: the pool is congested, a connection goes to the
+	// newest waiter, and shedNs is how long a waiter may have waited before a put sheds it.
+	// benched are idle connections the adaptive limit keeps out of circulation; nbenched
+	// counts them.
+	lifo     bool
+	shedNs   int64
+	benched  []*entry
+	nbenched atomic.Int32
+
 	// waiting counts goroutines inside wait, from before they first look at the stack until
 	// they return. conn.IsValid reads it to route returns to the pool instead of parking
 	// them in database/sql (lend.go).
@@ -95,6 +104,16 @@ func (s *store) put(e *entry) bool {
 		s.mu.Unlock()
 		return false
 	}
+	if s.lifo {
+		s.shedOldLocked()
+		if w := s.tail; w != nil {
+			s.unlinkLocked(w)
+			e.state.Store(stateInUse)
+			w.ch <- e
+			s.mu.Unlock()
+			return true
+		}
+	}
 	if w := s.head; w != nil && (w.barged || s.aged(w)) {
 		s.unlinkLocked(w)
 		e.state.Store(stateInUse)
@@ -107,6 +126,49 @@ func (s *store) put(e *entry) bool {
 	s.wakeLocked()
 	s.mu.Unlock()
 	return true
+}
+
+// shedOldLocked sheds, while the pool is congested, the waiters at the head that waited longer
+// than shedNs (they get shedSignal).
+func (s *store) shedOldLocked() {
+	if s.nanotime == nil || s.shedNs <= 0 {
+		return
+	}
+	now := s.nanotime()
+	for w := s.head; w != nil && w.since != 0 && now-w.since > s.shedNs && w != s.tail; w = s.head {
+		s.unlinkLocked(w)
+		w.ch <- shedSignal
+	}
+}
+
+// bench sets e, which the caller owns and has cleaned, aside as idle out of circulation (the
+// adaptive limit); false when the store is closed.
+func (s *store) bench(e *entry) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	e.state.Store(stateIdle)
+	s.benched = append(s.benched, e)
+	s.nbenched.Add(1)
+	return true
+}
+
+// unbench takes the most recently benched connection (state inUse: the caller parks it), or nil.
+func (s *store) unbench() *entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := len(s.benched)
+	if n == 0 {
+		return nil
+	}
+	e := s.benched[n-1]
+	s.benched[n-1] = nil
+	s.benched = s.benched[:n-1]
+	s.nbenched.Add(-1)
+	e.state.Store(stateReserved)
+	return e
 }
 
 // handOffAge is how long the first waiter may have waited before a release hands it the
@@ -188,12 +250,12 @@ func (s *store) unlinkLocked(w *waiter) {
 func (s *store) takeIf(pick func(e *entry, remaining int) bool) []*entry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.idle) == 0 {
+	if len(s.idle) == 0 && len(s.benched) == 0 {
 		return nil
 	}
 	// The stack is in return order except for connections put back without a new return
-	// stamp (a keepalive probe): visit by lastReturned.
-	cand := slices.Clone(s.idle)
+	// stamp (a keepalive probe): visit by lastReturned. Benched connections are idle too.
+	cand := slices.Concat(s.idle, s.benched)
 	slices.SortStableFunc(cand, func(a, b *entry) int {
 		switch {
 		case a.lastReturned < b.lastReturned:
@@ -223,6 +285,17 @@ func (s *store) takeIf(pick func(e *entry, remaining int) bool) []*entry {
 	}
 	clear(s.idle[len(kept):])
 	s.idle = kept
+	if len(s.benched) > 0 {
+		keptB := s.benched[:0]
+		for _, e := range s.benched {
+			if e.state.Load() == stateIdle {
+				keptB = append(keptB, e)
+			}
+		}
+		clear(s.benched[len(keptB):])
+		s.benched = keptB
+		s.nbenched.Store(int32(len(keptB)))
+	}
 	return taken
 }
 
@@ -235,8 +308,9 @@ func (s *store) close() []*entry {
 	for s.head != nil {
 		s.wakeLocked()
 	}
-	idle := s.idle
-	s.idle = nil
+	idle := append(s.idle, s.benched...)
+	s.idle, s.benched = nil, nil
+	s.nbenched.Store(0)
 	for _, e := range idle {
 		e.state.Store(stateReserved)
 	}

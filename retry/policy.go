@@ -39,7 +39,9 @@ type Policy struct {
 	Budget *Budget
 
 	// Observer receives the events of every call, for metrics. Zero value:
-	// none; nothing is called and nothing allocated for it.
+	// Tx over a pool's *sql.DB uses the pool's (package metrics gives every
+	// pool whose Config.Trace is its Trace one); otherwise none, and nothing
+	// is called or allocated for it.
 	Observer Observer
 
 	// Dialect classifies the errors the package's own rules do not name

@@ -62,6 +62,9 @@ func Tx(ctx context.Context, db Beginner, opts *sql.TxOptions, p Policy, fn func
 	if p.Dialect == nil {
 		p.Dialect = dialectOf(db)
 	}
+	if p.Observer == nil {
+		p.Observer = poolObserver(db)
+	}
 	return run(ctx, &p, OpTx, nil, &txJob[*sql.Tx]{db: db, opts: opts, fn: fn})
 }
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -55,6 +56,10 @@ var nestedModules = map[string]map[string]bool{
 		"github.com/go-logr/logr":             true, // otel
 		"github.com/go-logr/stdr":             true, // otel
 		"github.com/google/uuid":              true, // otel/sdk
+	},
+	// go-sqlmock for the users who unit-test with it, and what it requires.
+	"sqlmockpool": {
+		"github.com/DATA-DOG/go-sqlmock": true,
 	},
 	// The application module (app/) may require anything its docs list; it is not checked here.
 	"app": nil,
@@ -204,4 +209,172 @@ func TestMySQLUserGraphHasNoPostgres(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestGoLineIsWhatTheDependenciesNeed fails when a module's go line asks for a newer Go than the
+// newest go line among the modules it requires (the library needs Go 1.26 because
+// client_golang v1.25 does: a higher line would turn away users for nothing; a lower one the go
+// command refuses). It reads the required modules' go.mod files from the module cache and
+// skips, saying so, the modules the cache does not hold.
+func TestGoLineIsWhatTheDependenciesNeed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go env")
+	}
+	out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "env", "GOMODCACHE").Output()
+	if err != nil {
+		t.Fatalf("go env GOMODCACHE: %v", err)
+	}
+	cache := filepath.Join(strings.TrimSpace(string(out)), "cache", "download")
+	mods := repoModules(t)
+	goLines := map[string]string{}
+	for _, m := range mods {
+		goLines[m.module] = m.goLine
+	}
+	for dir, m := range mods {
+		need, from, missing := "", "", 0
+		for mod, v := range m.requires {
+			if g, ok := goLines[mod]; ok { // the repository's own: its go.mod here
+				if versionLess(need, g) {
+					need, from = g, mod
+				}
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(cache, escapeModPath(mod), "@v", v+".mod"))
+			if err != nil {
+				missing++
+				continue
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				if f := strings.Fields(line); len(f) == 2 && f[0] == "go" {
+					if versionLess(need, f[1]) {
+						need, from = f[1], mod+"@"+v
+					}
+					break
+				}
+			}
+		}
+		if missing > 0 {
+			t.Logf("%s: %d required modules are not in the module cache; their go lines are not checked", dir, missing)
+		}
+		if need != "" && versionLess(need, m.goLine) {
+			t.Errorf("%s/go.mod says go %s, but its requirements need only go %s (%s): lower the go line", dir, m.goLine, need, from)
+		}
+	}
+}
+
+// escapeModPath is the module cache's spelling of a module path (an upper-case letter becomes
+// '!' and the letter in lower case).
+func escapeModPath(p string) string {
+	var b strings.Builder
+	for _, r := range p {
+		if r >= 'A' && r <= 'Z' {
+			b.WriteByte('!')
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// versionLess compares Go versions such as "1.26", "1.26.0", "1.25.3"; "" is the least.
+func versionLess(a, b string) bool {
+	if a == "" {
+		return b != ""
+	}
+	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < 3; i++ {
+		var x, y int
+		if i < len(pa) {
+			x, _ = strconv.Atoi(pa[i])
+		}
+		if i < len(pb) {
+			y, _ = strconv.Atoi(pb[i])
+		}
+		if x != y {
+			return x < y
+		}
+	}
+	return false
+}
+
+// TestFreshConsumerGraph builds, in a temporary directory outside the repository, the module of
+// a user who imports pool, mysqldialect and metrics (requiring the library at the release
+// version, served from this working tree by a replace in that throwaway module only), and
+// fails when its `go list -m all` lists a module that the graph of go-sql-driver/mysql,
+// client_golang and x/sync alone does not (go-sqlmock and goleak allowed). It uses the module
+// cache only (GOPROXY=off) and skips when the cache lacks something.
+func TestFreshConsumerGraph(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs go mod tidy")
+	}
+	lib := readGoMod(t, ".")
+	release := readGoMod(t, "pgdialect").requires["github.com/sqlpool/sqlpool"]
+	repo, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	graph := func(name, goMod, mainGo string) map[string]bool {
+		t.Helper()
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(goMod), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(mainGo), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// The repository's checksums (GOSUMDB is off: offline, nothing else to check against).
+		var sums []byte
+		for _, f := range []string{"go.sum", "pgdialect/go.sum", "app/go.sum"} {
+			b, err := os.ReadFile(filepath.Join(repo, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sums = append(sums, b...)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "go.sum"), sums, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		run := func(args ...string) string {
+			cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), args...)
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod", "GOPROXY=off", "GOSUMDB=off", "GOTOOLCHAIN=local")
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				if strings.Contains(string(out), "GOPROXY=off") || strings.Contains(string(out), "module lookup disabled") {
+					t.Skipf("%s: the module cache lacks a module (run go mod download first): %s", name, out)
+				}
+				t.Fatalf("%s: go %s: %v\n%s", name, strings.Join(args, " "), err, out)
+			}
+			return string(out)
+		}
+		run("mod", "tidy")
+		mods := map[string]bool{}
+		for _, line := range strings.Split(strings.TrimSpace(run("list", "-m", "all")), "\n") {
+			mods[strings.Fields(line)[0]] = true
+		}
+		return mods
+	}
+	ref := graph("reference", "module example.com/reference\n\ngo "+lib.goLine+"\n\nrequire (\n"+
+		"\tgithub.com/go-sql-driver/mysql "+lib.requires["github.com/go-sql-driver/mysql"]+"\n"+
+		"\tgithub.com/prometheus/client_golang "+lib.requires["github.com/prometheus/client_golang"]+"\n)\n",
+		"package main\n\nimport (\n\t_ \"github.com/go-sql-driver/mysql\"\n\t_ \"github.com/prometheus/client_golang/prometheus\"\n)\n\nfunc main() {}\n")
+	user := graph("consumer", "module example.com/consumer\n\ngo "+lib.goLine+"\n\nrequire github.com/sqlpool/sqlpool "+release+"\n\n"+
+		"replace github.com/sqlpool/sqlpool "+release+" => "+repo+"\n",
+		"package main\n\nimport (\n\t\"github.com/sqlpool/sqlpool/metrics\"\n\t_ \"github.com/sqlpool/sqlpool/mysqldialect\"\n"+
+			"\t\"github.com/sqlpool/sqlpool/pool\"\n)\n\nvar _ = metrics.New\nvar _ = pool.New\n\nfunc main() {}\n")
+	allowed := map[string]bool{
+		"example.com/consumer": true, "github.com/sqlpool/sqlpool": true, "golang.org/x/sync": true,
+		"github.com/DATA-DOG/go-sqlmock": true, "go.uber.org/goleak": true,
+	}
+	var extra []string
+	for m := range user {
+		if !allowed[m] && !ref[m] {
+			extra = append(extra, m)
+		}
+	}
+	sort.Strings(extra)
+	if len(extra) > 0 {
+		t.Errorf("a fresh consumer of pool and metrics lists modules that go-sql-driver/mysql, client_golang and x/sync do not: %s", strings.Join(extra, ", "))
+	}
+	t.Logf("consumer graph: %d modules; reference graph (go-sql-driver/mysql, client_golang): %d", len(user), len(ref))
 }

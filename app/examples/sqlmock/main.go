@@ -1,9 +1,11 @@
 // Command sqlmock shows how to unit-test code that uses sqlpool with go-sqlmock
-// (github.com/DATA-DOG/go-sqlmock): the pool wraps go-sqlmock's driver, and the test expects
-// every statement the application sends plus the ones the pool sends — its baseline query
-// after opening a connection, and its release plan (a ROLLBACK, resets) when a borrower leaves
-// something behind. A clean borrow sends nothing. main_test.go is the unit test; this command
-// runs the same steps and prints what happened.
+// (github.com/DATA-DOG/go-sqlmock) through package sqlmockpool
+// (github.com/sqlpool/sqlpool/sqlmockpool): the pool wraps go-sqlmock's connection, and the
+// test expects every statement the application sends plus the ones the pool sends — its
+// baseline query after opening a connection (sqlmockpool expects it), and its release plan (a
+// ROLLBACK, resets) when a borrower leaves something behind (ExpectRelease). A clean borrow
+// sends nothing. main_test.go is the unit test; this command runs the same steps and prints
+// what happened.
 //
 //	go run ./app/examples/sqlmock
 //	go test ./app/examples/sqlmock
@@ -16,6 +18,8 @@ import (
 	"os"
 
 	"github.com/DATA-DOG/go-sqlmock"
+
+	"github.com/sqlpool/sqlpool/sqlmockpool"
 )
 
 func main() {
@@ -26,13 +30,12 @@ func main() {
 }
 
 func run() error {
-	p, db, mock, mockDB, err := NewMockPool("sqlmock-example")
+	mp, err := sqlmockpool.Open(sqlmockpool.Options{})
 	if err != nil {
 		return err
 	}
-	defer mockDB.Close()
-	defer p.Close()
-	defer db.Close()
+	defer mp.Close()
+	db, mock := mp.DB, mp.Mock
 	ctx := context.Background()
 
 	// A transfer that commits: the pool adds nothing.
@@ -43,7 +46,7 @@ func run() error {
 	if err := Transfer(ctx, db, 1, 2, 10); err != nil {
 		return err
 	}
-	if err := mock.ExpectationsWereMet(); err != nil {
+	if err := mp.ExpectationsWereMet(); err != nil {
 		return err
 	}
 	fmt.Println("transfer committed; the pool sent nothing of its own")
@@ -56,7 +59,7 @@ func run() error {
 	if err := Transfer(ctx, db, 1, 3, 10); err == nil {
 		return errors.New("the failing transfer succeeded")
 	}
-	if err := mock.ExpectationsWereMet(); err != nil {
+	if err := mp.ExpectationsWereMet(); err != nil {
 		return err
 	}
 	fmt.Println("transfer rolled back by the application")
@@ -68,8 +71,7 @@ func run() error {
 	}
 	mock.ExpectExec("SET autocommit = 0").WillReturnResult(sqlmock.NewResult(0, 0))
 	mock.ExpectExec("DELETE FROM sessions").WillReturnResult(sqlmock.NewResult(0, 3))
-	mock.ExpectExec("ROLLBACK").WillReturnResult(sqlmock.NewResult(0, 0))
-	mock.ExpectExec("SET autocommit=1").WillReturnResult(sqlmock.NewResult(0, 0))
+	mp.ExpectRelease("ROLLBACK", "SET autocommit=1")
 	if _, err := conn.ExecContext(ctx, "SET autocommit = 0"); err != nil {
 		return err
 	}
@@ -79,11 +81,9 @@ func run() error {
 	if err := conn.Close(); err != nil {
 		return err
 	}
-	if err := mock.ExpectationsWereMet(); err != nil {
+	if err := mp.ExpectationsWereMet(); err != nil {
 		return err
 	}
 	fmt.Println("left autocommit off; the pool sent ROLLBACK and SET autocommit=1")
-
-	mock.ExpectClose() // the pool closes its connection
-	return nil
+	return mp.Close()
 }

@@ -6,32 +6,22 @@ import (
 	"testing"
 
 	"github.com/DATA-DOG/go-sqlmock"
+
+	"github.com/sqlpool/sqlpool/sqlmockpool"
 )
 
-// The unit test a user writes for Transfer, with the pool in front of go-sqlmock.
+// The unit test a user writes for Transfer, with the pool in front of go-sqlmock. The test also
+// fails, when it ends, if the pool sent a statement it did not expect.
 func TestTransfer(t *testing.T) {
-	p, db, mock, mockDB, err := NewMockPool("transfer-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		mock.ExpectClose()
-		_ = db.Close()
-		if err := p.Close(); err != nil {
-			t.Error(err)
-		}
-		_ = mockDB.Close()
-	})
-	ctx := context.Background()
-
-	mock.ExpectBegin()
-	mock.ExpectExec("UPDATE accounts SET balance = balance - ? WHERE id = ?").WithArgs(25, 7).WillReturnResult(sqlmock.NewResult(0, 1))
-	mock.ExpectExec("UPDATE accounts SET balance = balance + ? WHERE id = ?").WithArgs(25, 8).WillReturnError(errors.New("deadlock"))
-	mock.ExpectRollback()
-	if err := Transfer(ctx, db, 7, 8, 25); err == nil {
+	mp := sqlmockpool.New(t, sqlmockpool.Options{})
+	mp.Mock.ExpectBegin()
+	mp.Mock.ExpectExec("UPDATE accounts SET balance = balance - ? WHERE id = ?").WithArgs(25, 7).WillReturnResult(sqlmock.NewResult(0, 1))
+	mp.Mock.ExpectExec("UPDATE accounts SET balance = balance + ? WHERE id = ?").WithArgs(25, 8).WillReturnError(errors.New("deadlock"))
+	mp.Mock.ExpectRollback()
+	if err := Transfer(context.Background(), mp.DB, 7, 8, 25); err == nil {
 		t.Fatal("Transfer succeeded although the credit failed")
 	}
-	if err := mock.ExpectationsWereMet(); err != nil {
+	if err := mp.ExpectationsWereMet(); err != nil {
 		t.Fatal(err)
 	}
 }

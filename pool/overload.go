@@ -1,0 +1,417 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Overload control: what the pool does when more borrowers want connections than the database
+// can serve before their deadlines (docs/reliability.md "Overload", docs/design/overload.md).
+//
+// Without it a flood of requests with deadlines collapses the pool: first come, first served
+// hands each freed connection to the oldest waiter, whose deadline is nearest; the deadline
+// expires in the statement; the driver closes the socket, the pool sends KILL QUERY and dials
+// a replacement, and the pool's throughput falls to its dial rate. Three mechanisms prevent it,
+// all inactive until the pool is congested, so that a pool that is merely busy (a queue that
+// drains, or a standing queue whose waiters all get served in time) behaves as before:
+//
+//  1. Congestion, after CoDel (Nichols and Jacobson; Facebook's "Fail at Scale"): the pool is
+//     congested when its waiters' queue has not emptied for the congestion interval (100 ms) and a borrower
+//     lost its deadline within the last ten intervals (timed out waiting, was shed, or its
+//     statement ran into its deadline) while no dial or probe was failing: an outage is not
+//     overload. Congestion ends when the queue empties. While congested, a freed connection
+//     goes to the newest waiter (LIFO), and a waiter waits at most the larger of
+//     OverloadTarget and the estimated borrow time before it fails with ErrOverloaded: those
+//     that are served have their whole deadline left, those that are not fail fast, without
+//     taking a connection.
+//  2. A waiter that cannot finish in time — its context's deadline is nearer than the
+//     estimated borrow time (sampled) — fails at once with a *overloadError that matches both
+//     ErrOverloaded and context.DeadlineExceeded, instead of taking a connection it would lose
+//     in the statement.
+//  3. With AdaptiveLimitFloor set (off by default: docs/design/overload.md), an adaptive limit
+//     on the connections in circulation, between AdaptiveLimitFloor and MaxConns, engaged at a
+//     congestion: connections above the limit are set aside
+//     (benched) open and idle, so that fewer statements share the database and each finishes
+//     sooner. It follows the gradient algorithm (Netflix's concurrency-limits): every
+//     the congestion interval (100 ms), from the sampled borrow times of the window, newLimit = limit ×
+//     max(0.5, min(1, 2 × baseline/latency)) + √limit (gradient 0.5 when statements ran into
+//     their deadlines; no growth without waiters), smoothed by half; the baseline is the
+//     lowest window latency since the limit engaged. It starts at 4 (or the floor), so that
+//     the baseline is measured at low concurrency, and disengages when back at MaxConns with
+//     no congestion.
+//
+// Cost when not congested: an acquire that waits checks its context's deadline against the
+// estimate and looks at one more field under the store lock; one borrow in sixteen reads the
+// exact clock at hand-out and at release and takes a mutex to feed the estimate (sampled, and
+// only while someone waits); the others pay a load and a branch at hand-out and at release, and
+// a release one atomic load of the limit.
+
+// ErrOverloaded is matched by an acquire refused under overload (and, when its deadline was too
+// near to finish, context.DeadlineExceeded too): it took no connection.
+var ErrOverloaded = errors.New("sqlpool: overloaded")
+
+// overloadError is an acquire refused under overload: shed after waiting (Waited) while the
+// pool was congested, or, CannotFinish, failed at once because its context's deadline (Left)
+// was nearer than a borrow takes (Estimate). It matches ErrOverloaded, and
+// context.DeadlineExceeded when CannotFinish.
+type overloadError struct {
+	Pool                   string
+	CannotFinish           bool
+	Left, Estimate, Waited time.Duration
+	Limit                  int // connections in circulation allowed then
+}
+
+func (e *overloadError) Error() string {
+	if e.CannotFinish {
+		return fmt.Sprintf("sqlpool: %s: overloaded: the context's deadline is %v away, less than a borrow takes now (%v): failed at once without taking a connection; shed load or give requests longer deadlines",
+			e.Pool, e.Left.Round(time.Microsecond), e.Estimate.Round(time.Microsecond))
+	}
+	return fmt.Sprintf("sqlpool: %s: overloaded: the queue has not emptied for a while and requests miss their deadlines; shed after waiting %v (limit %d connections in circulation); back off before retrying",
+		e.Pool, e.Waited.Round(time.Microsecond), e.Limit)
+}
+
+func (e *overloadError) Is(target error) bool {
+	return target == ErrOverloaded || (e.CannotFinish && target == context.DeadlineExceeded)
+}
+
+// Defaults of the overload settings (CoDel's target and interval).
+const (
+	defaultOverloadTarget   = 5 * time.Millisecond
+	defaultOverloadInterval = 100 * time.Millisecond
+	// lossMemory is how long after a deadline loss a standing queue still counts as congestion.
+	lossMemory = 10 // intervals
+	// sampleMask: one borrow in sampleMask+1 is timed (handouts & sampleMask == 0), and only
+	// while someone waits or the adaptive limit is engaged: an uncontended pool times nothing.
+	sampleMask = 15
+)
+
+// shedSignal is sent on a waiter's channel to shed it (it is never a connection).
+var shedSignal = &entry{}
+
+// overload is a pool's overload-control state.
+type overload struct {
+	on       bool
+	adaptive bool
+	target   int64 // ns
+	interval int64 // ns
+	floor    int
+
+	lastLoss atomic.Int64 // pool time of the last deadline loss; 0: none
+	stmtLoss atomic.Int32 // statements that ran into their deadline, this window
+	holdEst  atomic.Int64 // EWMA of sampled borrow times, ns; 0: no sample yet
+	limit    atomic.Int32 // connections in circulation allowed; 0: not engaged (MaxConns)
+	engaged  atomic.Bool  // the limit was just engaged: the next window starts afresh
+
+	shed         atomic.Uint64
+	cannotFinish atomic.Uint64
+	changes      atomic.Uint64
+
+	// Guarded by store.mu.
+	congested bool
+	busySince int64 // when the queue last became non-empty
+
+	mu       sync.Mutex // the sample window
+	winStart int64
+	winSum   int64
+	winN     int64
+	baseline int64 // lowest window mean since the limit engaged, ns
+	limitF   float64
+	skip     bool
+}
+
+// startLimit is where the adaptive limit starts when it engages: low, so that the baseline is
+// measured at low concurrency (a baseline measured in the flood would hide the queue); it
+// grows back within a few intervals when the database has room.
+func (o *overload) startLimit(p *Pool) int {
+	return max(o.floor, min(4, p.maxConns()))
+}
+
+func (o *overload) init(c Config) {
+	o.on = c.OverloadTarget > 0
+	o.target = int64(c.OverloadTarget)
+	o.interval = int64(c.overloadInterval)
+	o.adaptive = o.on && c.AdaptiveLimitFloor > 0
+	o.floor = c.AdaptiveLimitFloor
+}
+
+// resolveOverload applies the overload settings' defaults (Config.resolved).
+func (c *Config) resolveOverload() {
+	switch {
+	case c.OverloadTarget == 0:
+		c.OverloadTarget = defaultOverloadTarget
+	case c.OverloadTarget < 0:
+		c.OverloadTarget = -1
+	}
+	if c.overloadInterval <= 0 {
+		c.overloadInterval = defaultOverloadInterval
+	}
+	switch {
+	case c.AdaptiveLimitFloor < 0:
+		c.AdaptiveLimitFloor = 0
+	case c.AdaptiveLimitFloor > c.MaxConns:
+		c.AdaptiveLimitFloor = c.MaxConns
+	}
+}
+
+// noteLoss records that a borrower lost its deadline (timed out waiting, shed, cannot finish).
+func (p *Pool) noteLoss() {
+	if p.ovl.on {
+		p.ovl.lastLoss.Store(max(p.nanotime(), 1))
+	}
+}
+
+// noteStmtLoss is observe's: a statement ran into its context's deadline (or the server's
+// statement time limit).
+func (p *Pool) noteStmtLoss() {
+	if p.ovl.on && p.lastError() == nil {
+		p.ovl.stmtLoss.Add(1)
+		p.ovl.lastLoss.Store(max(p.nanotime(), 1))
+	}
+}
+
+// congestedLocked is wait's look at congestion before it queues, under store.mu, at now.
+func (p *Pool) congestedLocked(now int64) bool {
+	o, s := &p.ovl, &p.store
+	if !o.on {
+		return false
+	}
+	if s.nwait == 0 {
+		o.congested, s.lifo = false, false
+		o.busySince = now
+		return false
+	}
+	if !o.congested && now-o.busySince > o.interval {
+		if ll := o.lastLoss.Load(); ll != 0 && now-ll < lossMemory*o.interval {
+			o.congested, s.lifo = true, true
+			if o.adaptive && o.limit.CompareAndSwap(0, int32(o.startLimit(p))) {
+				o.engaged.Store(true) // sampledRelease restarts the window and the baseline
+				o.changes.Add(1)
+			}
+		}
+	}
+	if o.congested {
+		s.shedNs = int64(o.shedAfter())
+	}
+	return o.congested
+}
+
+// nearMiss is a waiter's, served after waiting since start: when it waited longer than the
+// congestion interval and than the time it has left before its deadline, the queue is eating
+// deadlines — a loss for congestion, noted before the first deadline passes.
+func (p *Pool) nearMiss(ctx context.Context, start int64) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return
+	}
+	waited := p.nanotime() - start
+	if waited > p.ovl.interval && int64(time.Until(dl)) < waited {
+		p.noteLoss()
+	}
+}
+
+// shedAfter is how long a waiter may wait while the pool is congested.
+func (o *overload) shedAfter() time.Duration {
+	return time.Duration(max(o.target, o.holdEst.Load()))
+}
+
+// cannotFinish returns a *overloadError when ctx's deadline is nearer than the estimated borrow
+// time; nil otherwise (or without an estimate or a deadline).
+func (p *Pool) cannotFinish(ctx context.Context) error {
+	o := &p.ovl
+	if !o.on {
+		return nil
+	}
+	est := o.holdEst.Load()
+	if est == 0 {
+		return nil
+	}
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return nil
+	}
+	left := time.Until(dl)
+	if int64(left) >= est {
+		return nil
+	}
+	o.cannotFinish.Add(1)
+	p.noteLoss()
+	return &overloadError{Pool: p.cfg.Name, CannotFinish: true, Left: left, Estimate: time.Duration(est), Limit: p.circulationLimit()}
+}
+
+// shedError is the error of a waiter shed under congestion after waiting since start.
+func (p *Pool) shedError(start int64) error {
+	p.ovl.shed.Add(1)
+	p.noteLoss()
+	return &overloadError{Pool: p.cfg.Name, Waited: time.Duration(p.nanotime() - start), Limit: p.circulationLimit()}
+}
+
+// circulationLimit is the adaptive limit, or MaxConns when it is not engaged.
+func (p *Pool) circulationLimit() int {
+	if l := int(p.ovl.limit.Load()); l > 0 {
+		return min(l, p.maxConns())
+	}
+	return p.maxConns()
+}
+
+// sampledHandout is handedOut's for one borrow in sampleMask+1: it stamps it with the exact
+// clock while the pool is contended (someone waits) or the adaptive limit is engaged.
+func (p *Pool) sampledHandout(e *entry) {
+	if p.ovl.on && (p.store.waiting.Load() != 0 || p.ovl.limit.Load() != 0) {
+		e.sampledAt = p.nanotime()
+	}
+}
+
+// sampledRelease is release's for a timed borrow: it feeds the estimate and the limit.
+func (p *Pool) sampledRelease(e *entry) {
+	now := p.nanotime()
+	d := now - e.sampledAt
+	e.sampledAt = 0
+	o := &p.ovl
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if est := o.holdEst.Load(); est == 0 {
+		o.holdEst.Store(d)
+	} else {
+		o.holdEst.Store(est + (d-est)/8)
+	}
+	if o.winStart == 0 {
+		o.winStart = now
+	}
+	if o.engaged.Swap(false) {
+		// Freshly engaged: the statements in flight still run at the old concurrency; forget
+		// the window, and measure the baseline anew from the next one on.
+		o.winStart, o.winSum, o.winN, o.baseline = now, 0, 0, 0
+		o.limitF = float64(o.limit.Load())
+		o.skip = true
+		return
+	}
+	o.winSum += d
+	o.winN++
+	if now-o.winStart < o.interval || o.winN < 4 {
+		return
+	}
+	mean := o.winSum / o.winN
+	o.winStart, o.winSum, o.winN = now, 0, 0
+	if o.skip {
+		o.skip = false // the first window after engaging drains the old concurrency
+		o.stmtLoss.Store(0)
+		return
+	}
+	if o.baseline == 0 || mean < o.baseline {
+		o.baseline = mean
+	}
+	losses := o.stmtLoss.Swap(0)
+	if o.adaptive && o.limit.Load() != 0 {
+		p.adjustLimit(mean, losses)
+	}
+}
+
+// adjustLimit is the gradient step, under o.mu.
+func (p *Pool) adjustLimit(mean int64, losses int32) {
+	o := &p.ovl
+	if o.limitF == 0 {
+		o.limitF = float64(o.limit.Load()) // engaged since the last step
+	}
+	limit := o.limitF
+	grad := min(1, 2*float64(o.baseline)/float64(mean))
+	grad = max(grad, 0.5)
+	if losses > 0 {
+		grad = 0.5
+	}
+	ceiling := float64(p.maxConns())
+	next := limit*grad + math.Sqrt(limit)
+	if losses == 0 && grad == 1 && p.store.waiting.Load() == 0 {
+		next = limit // no demand beyond the limit: no reason to grow
+	}
+	next = 0.5*limit + 0.5*next
+	next = min(max(next, float64(o.floor)), ceiling)
+	o.limitF = next
+	old := int(o.limit.Load())
+	n := int(next + 0.5)
+	if n >= int(ceiling) && !o.congestedNow(p) {
+		o.limit.Store(0) // back at MaxConns and not congested: disengage
+		o.limitF = 0
+		o.changes.Add(1)
+		p.unbench(p.maxConns())
+		return
+	}
+	n = max(n, 1)
+	if n != old {
+		o.limit.Store(int32(n))
+		o.changes.Add(1)
+		if n > old {
+			p.unbench(n)
+		}
+	}
+}
+
+func (o *overload) congestedNow(p *Pool) bool {
+	p.store.mu.Lock()
+	defer p.store.mu.Unlock()
+	return o.congested
+}
+
+// overLimit reports whether a released connection must be benched: the adaptive limit is
+// engaged and more connections circulate than it allows.
+func (p *Pool) overLimit() bool {
+	return p.ovl.limit.Load() != 0 && p.overLimitEngaged()
+}
+
+func (p *Pool) overLimitEngaged() bool {
+	l := p.ovl.limit.Load()
+	return l != 0 && p.reg.open()-int(p.store.nbenched.Load()) > int(l)
+}
+
+// unbench puts benched connections back into circulation until limit circulate.
+func (p *Pool) unbench(limit int) {
+	for p.store.nbenched.Load() > 0 && p.reg.open()-int(p.store.nbenched.Load()) < limit {
+		e := p.store.unbench()
+		if e == nil {
+			return
+		}
+		p.park(e)
+	}
+}
+
+// overloadStats is the overload control's state: congested now; connections allowed in
+// circulation (MaxConns unless the adaptive limit is engaged) and idle ones set aside by it;
+// the limit's minimum window borrow time and the sampled borrow time; acquires shed and failed
+// as unable to finish; changes of the limit.
+type overloadStats struct {
+	Congested                        bool
+	Limit, Benched                   int
+	Baseline, Estimate               time.Duration
+	Shed, CannotFinish, LimitChanges uint64
+}
+
+// overloadStats returns the overload control's state.
+func (p *Pool) overloadStats() overloadStats {
+	o := &p.ovl
+	s := overloadStats{
+		Limit:        p.circulationLimit(),
+		Benched:      int(p.store.nbenched.Load()),
+		Estimate:     time.Duration(o.holdEst.Load()),
+		Shed:         o.shed.Load(),
+		CannotFinish: o.cannotFinish.Load(),
+		LimitChanges: o.changes.Load(),
+	}
+	o.mu.Lock()
+	s.Baseline = time.Duration(o.baseline)
+	o.mu.Unlock()
+	p.store.mu.Lock()
+	s.Congested = o.congested
+	p.store.mu.Unlock()
+	return s
+}
+
+// fillOverloadStats adds the overload control's figures to Stats.
+func (p *Pool) fillOverloadStats(s *Stats) {
+	o := p.overloadStats()
+	s.Congested, s.Limit, s.LimitBaseline = o.Congested, o.Limit, o.Baseline
+	s.Shed = o.Shed + o.CannotFinish
+}

@@ -1,0 +1,325 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// An acquire refused because it cannot finish matches both ErrOverloaded and
+// context.DeadlineExceeded; one shed under congestion matches ErrOverloaded only.
+func TestOverloadErrorIs(t *testing.T) {
+	cf := error(&overloadError{Pool: "p", CannotFinish: true, Left: time.Millisecond, Estimate: 5 * time.Millisecond})
+	if !errors.Is(cf, ErrOverloaded) || !errors.Is(cf, context.DeadlineExceeded) {
+		t.Errorf("cannot-finish error %q: Is(ErrOverloaded)=%v Is(DeadlineExceeded)=%v; want both", cf,
+			errors.Is(cf, ErrOverloaded), errors.Is(cf, context.DeadlineExceeded))
+	}
+	shed := error(&overloadError{Pool: "p", Waited: 5 * time.Millisecond, Limit: 4})
+	if !errors.Is(shed, ErrOverloaded) || errors.Is(shed, context.DeadlineExceeded) || errors.Is(shed, ErrAcquireTimeout) {
+		t.Errorf("shed error %q: want ErrOverloaded only", shed)
+	}
+}
+
+// A waiter whose context's deadline is nearer than the estimated borrow time fails at once,
+// without waiting for its deadline.
+func TestCannotFinishFailsAtOnce(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 1})
+	held := mustConnect(t, p)
+	defer held.Close()
+	p.ovl.holdEst.Store(int64(time.Hour)) // every borrow takes an hour now
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err := p.Connect(ctx)
+	if !errors.Is(err, ErrOverloaded) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Connect = %v; want an error matching ErrOverloaded and context.DeadlineExceeded", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("failed after %v; want at once", took)
+	}
+	if s := p.overloadStats(); s.CannotFinish != 1 {
+		t.Errorf("overloadStats().CannotFinish = %d; want 1", s.CannotFinish)
+	}
+	// Without a deadline nothing is refused: the acquire waits for the connection.
+	done := make(chan error, 1)
+	go func() {
+		c, err := p.Connect(context.Background())
+		if err == nil {
+			_ = c.Close()
+		}
+		done <- err
+	}()
+	eventually(t, "the waiter without a deadline is queued", func() bool { return p.Stats().Waiting == 1 })
+	_ = held.Close()
+	if err := <-done; err != nil {
+		t.Errorf("Connect without a deadline = %v; want the released connection", err)
+	}
+}
+
+// queueWaiter starts an acquire and waits until it is queued; its result arrives on the
+// returned channel (the connection is closed at once).
+func queueWaiter(t *testing.T, p *Pool, ctx context.Context, name string, got chan<- string, errs chan<- error) {
+	t.Helper()
+	before := p.Stats().Waiting
+	go func() {
+		c, err := p.Connect(ctx)
+		if err != nil {
+			errs <- fmt.Errorf("%s: %w", name, err)
+			return
+		}
+		got <- name
+		_ = c.Close()
+	}()
+	eventually(t, name+" is queued", func() bool { return p.Stats().Waiting == before+1 })
+}
+
+// A standing queue whose waiters meet their deadlines is not congestion: waiters are served
+// first come, first served however long the queue has not emptied (the saturated benchmark's
+// guarantee).
+func TestStandingQueueWithoutLossStaysFIFO(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 1, overloadInterval: time.Millisecond})
+	held := mustConnect(t, p)
+	got, errs := make(chan string, 3), make(chan error, 3)
+	queueWaiter(t, p, context.Background(), "first", got, errs)
+	time.Sleep(5 * time.Millisecond) // the queue has not emptied for more than the congestion interval
+	queueWaiter(t, p, context.Background(), "second", got, errs)
+	queueWaiter(t, p, context.Background(), "third", got, errs)
+	_ = held.Close()
+	for _, want := range []string{"first", "second", "third"} {
+		select {
+		case name := <-got:
+			if name != want {
+				t.Fatalf("%s served; want %s (FIFO)", name, want)
+			}
+		case err := <-errs:
+			t.Fatal(err)
+		}
+	}
+	if p.overloadStats().Congested {
+		t.Error("congested without any deadline loss")
+	}
+}
+
+// Under congestion (the queue has not emptied for the congestion interval, and a borrower lost its
+// deadline meanwhile) a freed connection goes to the newest waiter; and a waiter waits at most
+// its shed bound, then fails with ErrOverloaded.
+func TestCongestionServesNewestAndSheds(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 1, overloadInterval: time.Millisecond, OverloadTarget: time.Hour})
+	held := mustConnect(t, p)
+	got, errs := make(chan string, 4), make(chan error, 4)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	queueWaiter(t, p, ctx, "oldest", got, errs)
+	time.Sleep(5 * time.Millisecond)
+	p.noteLoss() // a borrower missed its deadline
+	queueWaiter(t, p, ctx, "middle", got, errs)
+	queueWaiter(t, p, ctx, "newest", got, errs)
+	if !p.overloadStats().Congested {
+		t.Fatal("not congested after a loss and a queue standing for more than the congestion interval")
+	}
+	_ = held.Close() // each waiter served closes its connection at once: the next goes on
+	for _, want := range []string{"newest", "middle", "oldest"} {
+		select {
+		case name := <-got:
+			if name != want {
+				t.Fatalf("%s served; want %s (newest first under congestion)", name, want)
+			}
+		case err := <-errs:
+			t.Fatal(err)
+		}
+	}
+
+	// The shed bound: a short target, and the estimate below it.
+	p2, _ := newPool(t, Config{MaxConns: 1, overloadInterval: time.Millisecond, OverloadTarget: 20 * time.Millisecond})
+	held2 := mustConnect(t, p2)
+	defer held2.Close()
+	got2, errs2 := make(chan string, 2), make(chan error, 2)
+	queueWaiter(t, p2, context.Background(), "first", got2, errs2)
+	time.Sleep(5 * time.Millisecond)
+	p2.noteLoss()
+	start := time.Now()
+	go func() {
+		_, err := p2.Connect(context.Background())
+		errs2 <- err
+	}()
+	err := <-errs2
+	if !errors.Is(err, ErrOverloaded) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a waiter under congestion: %v; want ErrOverloaded after its shed bound", err)
+	}
+	if took := time.Since(start); took < 20*time.Millisecond || took > 10*time.Second {
+		t.Errorf("shed after %v; want about OverloadTarget (20ms)", took)
+	}
+	if s := p2.overloadStats(); s.Shed == 0 {
+		t.Errorf("overloadStats = %+v; want Shed counted", s)
+	}
+}
+
+// With overload control off the queue is first come, first served, congested or not.
+func TestOverloadOffKeepsFIFO(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 1, OverloadTarget: -1, overloadInterval: time.Millisecond})
+	held := mustConnect(t, p)
+	got, errs := make(chan string, 2), make(chan error, 2)
+	queueWaiter(t, p, context.Background(), "first", got, errs)
+	time.Sleep(5 * time.Millisecond)
+	p.noteLoss()
+	queueWaiter(t, p, context.Background(), "second", got, errs)
+	_ = held.Close()
+	if name := <-got; name != "first" {
+		t.Fatalf("%s served first; want first (overload control off)", name)
+	}
+	if name := <-got; name != "second" {
+		t.Fatalf("%s served second", name)
+	}
+	if s := p.overloadStats(); s.Congested || s.Limit != 1 {
+		t.Errorf("overloadStats = %+v; want not congested, Limit = MaxConns", s)
+	}
+}
+
+// The adaptive limit sets connections above it aside on release (open, idle, counted in
+// Stats.Idle and overloadStats.Benched) and brings them back when it rises; Close closes them.
+func TestAdaptiveLimitBenchesAndRestores(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 4})
+	eventually(t, "four idle connections", func() bool { return p.Stats().Idle == 4 })
+	var held []*conn
+	for range 4 {
+		held = append(held, mustConnect(t, p))
+	}
+	p.ovl.limit.Store(2) // engaged at 2
+	for _, c := range held {
+		_ = c.Close()
+	}
+	s := p.overloadStats()
+	if s.Limit != 2 || s.Benched != 2 {
+		t.Fatalf("after four releases with the limit at 2: %+v; want Limit 2, Benched 2", s)
+	}
+	if st := p.Stats(); st.Total != 4 || st.Idle != 4 {
+		t.Fatalf("Stats = %v; want 4 open, all idle", st)
+	}
+	// Only two circulate: a third borrower waits.
+	a, b := mustConnect(t, p), mustConnect(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	_, err := p.Connect(ctx)
+	cancel()
+	if err == nil {
+		t.Fatal("a third borrow succeeded with the limit at 2")
+	}
+	// The limit rises: the benched come back into circulation.
+	p.ovl.limit.Store(4)
+	p.unbench(4)
+	c, d := mustConnect(t, p), mustConnect(t, p)
+	for _, x := range []*conn{a, b, c, d} {
+		_ = x.Close()
+	}
+	if s := p.overloadStats(); s.Benched != 0 {
+		t.Errorf("after the limit rose to MaxConns: %+v; want none benched", s)
+	}
+	// Close closes benched connections too.
+	p.ovl.limit.Store(1)
+	e1, e2 := mustConnect(t, p), mustConnect(t, p)
+	_, _ = e1.Close(), e2.Close()
+	if s := p.overloadStats(); s.Benched == 0 {
+		t.Fatalf("%+v; want some benched", s)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Stats(); st.Total != 0 {
+		t.Errorf("after Close: %v; want no connection open", st)
+	}
+}
+
+// The gradient step: latency far above the baseline brings the limit down towards the floor;
+// latency at the baseline with waiters grows it; statements that ran into their deadlines halve
+// it; back at MaxConns without congestion it disengages.
+func TestAdaptiveLimitGradient(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 64, AdaptiveLimitFloor: 2})
+	o := &p.ovl
+	o.limit.Store(32)
+	o.mu.Lock()
+	o.baseline = int64(time.Millisecond)
+	for range 20 {
+		p.adjustLimit(int64(40*time.Millisecond), 0) // 40× the baseline
+	}
+	low := o.limit.Load()
+	o.mu.Unlock()
+	if low > 12 || low < 2 {
+		t.Errorf("limit after 20 windows at 40× the baseline = %d; want near the floor (2..12)", low)
+	}
+	p.store.waiting.Add(1) // someone waits: demand beyond the limit
+	o.mu.Lock()
+	for i := 0; i < 100 && o.limit.Load() != 0; i++ { // sampledRelease steps only while engaged
+		p.adjustLimit(int64(time.Millisecond), 0)
+	}
+	o.mu.Unlock()
+	p.store.waiting.Add(-1)
+	if l := o.limit.Load(); l != 0 {
+		t.Errorf("limit after 100 windows at the baseline with waiters = %d; want disengaged (0: MaxConns)", l)
+	}
+	o.limit.Store(40)
+	o.limitF = 40
+	o.mu.Lock()
+	p.adjustLimit(int64(time.Millisecond), 3)
+	o.mu.Unlock()
+	if l := o.limit.Load(); l >= 40 || l == 0 {
+		t.Errorf("limit after a window with deadline losses = %d; want it cut (from 40)", l)
+	}
+}
+
+// Config: the overload settings' defaults and fix-ups.
+func TestOverloadConfig(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 3})
+	c := p.Config()
+	if c.OverloadTarget != defaultOverloadTarget || c.overloadInterval != defaultOverloadInterval || c.AdaptiveLimitFloor != 0 {
+		t.Errorf("Config = target %v interval %v floor %d; want %v, %v, 0", c.OverloadTarget, c.overloadInterval,
+			c.AdaptiveLimitFloor, defaultOverloadTarget, defaultOverloadInterval)
+	}
+	if !p.ovl.on || p.ovl.adaptive {
+		t.Errorf("defaults: overload control on=%v, adaptive limit on=%v; want on, off", p.ovl.on, p.ovl.adaptive)
+	}
+	p1, _ := newPool(t, Config{MaxConns: 3, AdaptiveLimitFloor: 9})
+	if !p1.ovl.adaptive || p1.Config().AdaptiveLimitFloor != 3 {
+		t.Errorf("AdaptiveLimitFloor 9 with MaxConns 3: adaptive=%v floor=%d; want on, 3", p1.ovl.adaptive, p1.Config().AdaptiveLimitFloor)
+	}
+	p2, _ := newPool(t, Config{OverloadTarget: -5, AdaptiveLimitFloor: 2})
+	if p2.ovl.on || p2.ovl.adaptive || p2.Config().OverloadTarget != -1 {
+		t.Errorf("OverloadTarget negative: on=%v adaptive=%v target=%v; want everything off", p2.ovl.on, p2.ovl.adaptive, p2.Config().OverloadTarget)
+	}
+}
+
+// A waiter served after waiting longer than the time it has left counts as a loss for
+// congestion (the queue eats deadlines), before any deadline passes; one with time to spare
+// does not.
+func TestNearMissCountsAsLoss(t *testing.T) {
+	for _, tc := range []struct {
+		deadline time.Duration
+		want     bool
+	}{{time.Hour, false}, {300 * time.Millisecond, true}} {
+		p, _ := newPool(t, Config{MaxConns: 1, overloadInterval: time.Millisecond})
+		held := mustConnect(t, p)
+		ctx, cancel := context.WithTimeout(context.Background(), tc.deadline)
+		done := make(chan error, 1)
+		go func() {
+			c, err := p.Connect(ctx)
+			if err == nil {
+				_ = c.Close()
+			}
+			done <- err
+		}()
+		eventually(t, "the waiter is queued", func() bool { return p.Stats().Waiting == 1 })
+		time.Sleep(160 * time.Millisecond) // more than half the 300ms deadline
+		_ = held.Close()
+		err := <-done
+		cancel()
+		if err != nil {
+			if tc.want {
+				t.Skipf("the waiter missed its deadline on a slow machine: %v", err)
+			}
+			t.Fatal(err)
+		}
+		if got := p.ovl.lastLoss.Load() != 0; got != tc.want {
+			t.Errorf("deadline %v: loss noted = %v; want %v", tc.deadline, got, tc.want)
+		}
+	}
+}
