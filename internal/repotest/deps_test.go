@@ -24,7 +24,7 @@ func TestPoolImportsNoDriver(t *testing.T) {
 		t.Skip("runs go list")
 	}
 	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	for _, pkg := range []string{"./pool", "./validate", "./txstate"} {
+	for _, pkg := range []string{"./pool", "./validate", "./txstate", "./replica"} {
 		cmd := exec.Command(goBin, "list", "-deps", pkg)
 		cmd.Dir = filepath.Join("..", "..")
 		out, err := cmd.CombinedOutput()

@@ -76,6 +76,11 @@ type config struct {
 	// write path (MYSQL_AGGREGATE_DEPENDENCIES; default true; see
 	// mysqlstore.Options.DisableDependencyAggregation).
 	AggregateDependencies bool
+	// ReadReplicas are MariaDB GTID replicas of the database (host or
+	// host:port, MYSQL_READ_REPLICAS, comma-separated; same user, password,
+	// database and parameters) that serve the query API (replicas.go).
+	// Empty: none.
+	ReadReplicas []string
 	// Galera turns on cluster.GaleraReady (MYSQL_GALERA=true): a node is
 	// used only while it is Synced. Default false.
 	Galera bool
@@ -277,6 +282,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	if c.AggregateDependencies, err = envBool(getenv, "MYSQL_AGGREGATE_DEPENDENCIES", true); err != nil {
 		return nil, err
 	}
+	c.ReadReplicas = parseReadReplicas(getenv)
 	if c.Brokers, err = parseBrokers(getenv); err != nil {
 		return nil, err
 	}

@@ -505,7 +505,7 @@ func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *promet
 		// that commit. One connection runs every statement in turn.
 		maxConns = 1
 	}
-	var db *sql.DB
+	var db, readDB *sql.DB // readDB: the replicas' (MYSQL_READ_REPLICAS), or nil
 	var poolGatherer prometheus.Gatherer
 	switch cfg.Pool {
 	case "database-sql":
@@ -557,8 +557,14 @@ func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *promet
 			closeAll()
 			return nil, err
 		}
-		db = p.OpenDB()
-		closers = append(closers, func() { _ = db.Close() })
+		pdb := p.OpenDB()
+		closers = append(closers, func() { _ = pdb.Close() })
+		w, r, err := openReadReplicas(cfg, mcfg, p, pdb, maxConns, log, reg, &closers)
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		db, readDB = w, r
 	}
 
 	sctx, cancel := context.WithTimeout(ctx, cfg.ConnectTimeout+30*time.Second)
@@ -579,6 +585,7 @@ func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *promet
 		MaxTxRows:            embeddedTxRows(cfg.Embedded),
 
 		DisableDependencyAggregation: !cfg.AggregateDependencies,
+		ReadDB:                       readDB,
 	})
 	if err != nil {
 		closeAll()

@@ -86,7 +86,7 @@ func (s *Store) selectDependencies(ctx context.Context, endTs, lookback int64) (
 	if !s.feat.errorCount {
 		q = sqlDependenciesNoErrors
 	}
-	rows, err := s.db.QueryContext(stmtname.With(ctx, stmtSelectDependencies), q,
+	rows, err := s.read.QueryContext(stmtname.With(ctx, stmtSelectDependencies), q,
 		epochDay(endTs-lookback), epochDay(endTs))
 	if err != nil {
 		return nil, fmt.Errorf("mysqlstore: select dependencies: %w", err)
@@ -399,7 +399,7 @@ func (s *Store) linkDependencies(ctx context.Context, endTs, lookback int64) ([]
 	}
 	begin := model.MillisToMicros(max(endTs-lookback, 0))
 	args := append(dependencyKeys[:len(dependencyKeys):len(dependencyKeys)], begin, model.MillisToMicros(endTs))
-	rows, err := s.db.QueryContext(stmtname.With(ctx, stmtSelectDependencySpan), q, args...)
+	rows, err := s.read.QueryContext(stmtname.With(ctx, stmtSelectDependencySpan), q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("mysqlstore: select dependency spans: %w", err)
 	}

@@ -2,6 +2,7 @@ package mysqlstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sort"
 	"strings"
@@ -61,7 +62,12 @@ func (s *Store) namesOfService(ctx context.Context, serviceName string, supporte
 // selectNames runs a query of one string column and returns its distinct
 // non-empty values, sorted.
 func (s *Store) selectNames(ctx context.Context, stmt, query string, args ...any) ([]string, error) {
-	rows, err := s.db.QueryContext(stmtname.With(ctx, stmt), query, args...)
+	return s.selectNamesOn(ctx, s.read, stmt, query, args...)
+}
+
+// selectNamesOn is selectNames on db.
+func (s *Store) selectNamesOn(ctx context.Context, db *sql.DB, stmt, query string, args ...any) ([]string, error) {
+	rows, err := db.QueryContext(stmtname.With(ctx, stmt), query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("mysqlstore: %s: %w", stmt, err)
 	}

@@ -156,7 +156,7 @@ func (s *Store) selectTraceIDs(ctx context.Context, q *model.QueryRequest) ([]tr
 	}
 	args = append(args, q.Limit)
 
-	rows, err := s.db.QueryContext(stmtname.With(ctx, stmtSelectTraceIDs), b.String(), args...)
+	rows, err := s.read.QueryContext(stmtname.With(ctx, stmtSelectTraceIDs), b.String(), args...)
 	if err != nil {
 		return nil, fmt.Errorf("mysqlstore: select trace ids: %w", err)
 	}
@@ -309,7 +309,7 @@ func (s *Store) readSpans(ctx context.Context, keys []traceKey, byPair bool) ([]
 func (s *Store) selectSpanRows(ctx context.Context, keys []traceKey, byPair bool, out []*v1.Span) ([]*v1.Span, error) {
 	cond, args := traceIDCondition(keys, byPair)
 	query := "SELECT " + s.spanColumns() + " FROM " + tableSpans + " WHERE " + cond
-	rows, err := s.db.QueryContext(stmtname.With(ctx, stmtSelectSpans), query, args...)
+	rows, err := s.read.QueryContext(stmtname.With(ctx, stmtSelectSpans), query, args...)
 	if err != nil {
 		return out, fmt.Errorf("mysqlstore: select spans: %w", err)
 	}
@@ -370,7 +370,7 @@ func (s *Store) selectAnnotationRows(ctx context.Context, keys []traceKey, byPai
 	cond, args := traceIDCondition(keys, byPair)
 	query := "SELECT " + s.annotationColumns() + " FROM " + tableAnnotations + " WHERE " + cond +
 		" ORDER BY a_timestamp, a_key"
-	rows, err := s.db.QueryContext(stmtname.With(ctx, stmtSelectAnnotations), query, args...)
+	rows, err := s.read.QueryContext(stmtname.With(ctx, stmtSelectAnnotations), query, args...)
 	if err != nil {
 		return fmt.Errorf("mysqlstore: select annotations: %w", err)
 	}

@@ -215,7 +215,7 @@ func (r *Retention) purgeServiceSpans(ctx context.Context, cut int64) error {
 	if r.s.add.names {
 		q = sqlFastServiceNames
 	}
-	services, err := r.s.selectNames(ctx, stmtRetentionSelect, q)
+	services, err := r.s.selectNamesOn(ctx, r.s.db, stmtRetentionSelect, q)
 	if err != nil {
 		return fmt.Errorf("mysqlstore: retention: %w", err)
 	}

@@ -70,12 +70,18 @@ type Options struct {
 	// DrainDependencies and RunDependencyAggregation drain.
 	// GetDependencies counts queued writes whatever the interval.
 	DependencyFoldInterval time.Duration
+	// ReadDB, when set, serves the query API's reads (traces, names, tags,
+	// dependencies): a replica.Router's Reader, whose replicas then answer
+	// them. Writes, schema detection and retention stay on the store's db.
+	// Zero value: the store's db.
+	ReadDB *sql.DB
 }
 
 // Store is a Zipkin span store on one *sql.DB. It is safe for concurrent
 // use. Create one with Open.
 type Store struct {
 	db        *sql.DB
+	read      *sql.DB // the query API's reads: Options.ReadDB, or db
 	opts      Options
 	feat      features
 	log       *slog.Logger
@@ -103,7 +109,10 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("mysqlstore: Open needs a *sql.DB, got nil")
 	}
-	s := &Store{db: db, opts: opts, log: opts.Logger}
+	s := &Store{db: db, read: db, opts: opts, log: opts.Logger}
+	if opts.ReadDB != nil {
+		s.read = opts.ReadDB
+	}
 	if s.log == nil {
 		s.log = slog.Default()
 	}

@@ -345,7 +345,7 @@ func (s *Store) newestTraces(ctx context.Context, query string, args []any, limi
 	for n := 8 * limit; ; n *= 4 {
 		keys = keys[:0]
 		seen := make(map[traceKey]struct{}, limit)
-		rows, err := s.db.QueryContext(ctx, query, append(args, n)...)
+		rows, err := s.read.QueryContext(ctx, query, append(args, n)...)
 		if err != nil {
 			return nil, fmt.Errorf("mysqlstore: select trace ids: %w", err)
 		}
@@ -392,7 +392,7 @@ func (s *Store) fastValues(ctx context.Context, key string) (values []string, ok
 	last := []byte{}
 	for {
 		var v []byte
-		err := s.db.QueryRowContext(ctx, sqlNextValue, key, last).Scan(&v)
+		err := s.read.QueryRowContext(ctx, sqlNextValue, key, last).Scan(&v)
 		if errors.Is(err, sql.ErrNoRows) {
 			break
 		}

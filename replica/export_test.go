@@ -1,0 +1,4 @@
+package replica
+
+// WritesForTest is writes, for the external tests.
+var WritesForTest = writes
