@@ -26,7 +26,7 @@ type openedDB struct {
 // (IdleTimeout, KeepaliveTime and MaxLifetime apply to parked connections too), and Close.
 // While anyone waits, conn.IsValid does not park a returned connection but routes it to the
 // pool; together with reclaimLent this means no connection stays parked while a goroutine
-// waits (see the proof in docs/ARCHITECTURE.md).
+// waits (see the proof in ARCHITECTURE.md).
 
 // reclaimLent brings back the connections parked in the pool's DBs, if there are any. A waiter
 // calls it after it queued (and so after it counted itself in store.waiting).

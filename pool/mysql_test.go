@@ -279,7 +279,7 @@ func TestProbeOutsideWindowIsOnePing(t *testing.T) {
 
 // BenchmarkDriverResetSession measures go-sql-driver/mysql's zero-byte liveness check (a
 // non-blocking read on the socket) — the cost the pool would add to every acquire inside the
-// bypass window if it ran it. See docs/ARCHITECTURE.md, "Inside the bypass window".
+// bypass window if it ran it. See ARCHITECTURE.md, "Inside the bypass window".
 func BenchmarkDriverResetSession(b *testing.B) {
 	c := mysqlConnector(b, mysqltest.DSN(b))
 	dc, err := c.Connect(context.Background())

@@ -5,7 +5,7 @@
 //	db := p.OpenDB() // for the code; retry.Tx(ctx, db, nil, retry.Policy{}, fn) for transactions
 //
 // Borrowers wait first come, first served (AcquireTimeout, MaxWaiters); a clean borrow and
-// return sends nothing to the server. See docs/ARCHITECTURE.md.
+// return sends nothing to the server. See ARCHITECTURE.md.
 package pool
 
 import (

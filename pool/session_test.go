@@ -261,7 +261,7 @@ func TestLeakedStatementClosedOnRelease(t *testing.T) {
 }
 
 // TestStatementCacheCost measures what a cached statement costs the server, the figure behind
-// DefaultStatementCacheSize (docs/ARCHITECTURE.md): session memory and prepared statement count
+// DefaultStatementCacheSize (ARCHITECTURE.md): session memory and prepared statement count
 // for a connection whose cache is full. It logs; it asserts only that the cache stays bounded.
 func TestStatementCacheCost(t *testing.T) {
 	mysqltest.RequireMariaDB(t, "reads MariaDB's session Memory_used and Com_stmt_prepare/Com_stmt_close")
