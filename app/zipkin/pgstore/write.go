@@ -1,0 +1,472 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/sqlpool/sqlpool/app/zipkin/model"
+	"github.com/sqlpool/sqlpool/pool"
+)
+
+// spanColumns are zipkin_spans' columns in DDL order (COPY and INSERT).
+var spanColumns = []string{"trace_id", "trace_id_high", "id", "frag", "parent_id", "kind", "name", "start_ts",
+	"duration", "debug", "shared", "l_service", "l_ipv4", "l_ipv6", "l_port", "r_service", "r_ipv4", "r_ipv6",
+	"r_port", "annotations", "tags", "terms"}
+
+// maxTerm bounds the bytes of one entry of terms (GIN entries must fit an
+// index page); longer terms are searched on annotations and tags alone.
+const maxTerm = 1000
+
+// spanRow is one zipkin_spans row.
+type spanRow struct {
+	low, high, id, frag, parent int64
+	kind, name                  string
+	ts                          int64 // 0: NULL
+	dur                         int64
+	debug, shared               bool
+	lsvc                        string
+	l4, l6                      netip.Addr
+	lport                       int32
+	rsvc                        string
+	r4, r6                      netip.Addr
+	rport                       int32
+	ann, tags                   []byte // JSON, nil when none
+	terms                       []string
+}
+
+type rowKey struct{ low, high, id, frag int64 }
+
+type nameRow struct {
+	kind          int16
+	service, name string
+}
+
+// buildRow converts a normalised span to its row; ok is false for a span
+// Zipkin rejects (zero trace or span ID, unknown kind).
+func buildRow(sp *model.Span) (r spanRow, ok bool) {
+	if sp.TraceID.IsZero() || sp.ID == 0 || !sp.Kind.Valid() {
+		return r, false
+	}
+	r = spanRow{low: int64(sp.TraceID.Low), high: int64(sp.TraceID.High), id: int64(sp.ID), parent: int64(sp.ParentID),
+		kind: string(sp.Kind), name: sp.Name, ts: max(sp.Timestamp, 0), dur: max(sp.Duration, 0), debug: sp.Debug, shared: sp.Shared}
+	if e := sp.LocalEndpoint; e != nil {
+		r.lsvc, r.l4, r.l6, r.lport = e.ServiceName, e.IPv4, e.IPv6, int32(e.Port)
+	}
+	if e := sp.RemoteEndpoint; e != nil {
+		r.rsvc, r.r4, r.r6, r.rport = e.ServiceName, e.IPv4, e.IPv6, int32(e.Port)
+	}
+	if len(sp.Annotations) > 0 {
+		a := make([][2]any, len(sp.Annotations))
+		for i, x := range sp.Annotations {
+			a[i] = [2]any{x.Timestamp, x.Value}
+			r.terms = appendTerm(r.terms, "0"+x.Value)
+		}
+		r.ann, _ = json.Marshal(a)
+	}
+	if len(sp.Tags) > 0 {
+		r.tags, _ = json.Marshal(sp.Tags) // keys sorted
+		for k, v := range sp.Tags {
+			r.terms = appendTerm(r.terms, "0"+k)
+			r.terms = appendTerm(r.terms, valueTerm(k, v))
+		}
+	}
+	slices.Sort(r.terms)
+	r.terms = slices.Compact(r.terms)
+	if r.terms == nil {
+		r.terms = []string{}
+	}
+	r.frag = r.hash()
+	return r, true
+}
+
+func valueTerm(k, v string) string { return "1" + k + "\x1f" + v }
+
+func appendTerm(terms []string, t string) []string {
+	if len(t) > maxTerm {
+		return terms
+	}
+	return append(terms, t)
+}
+
+// hash is the fragment's content hash (FNV-1a 64 over every column), the
+// last part of its key: the same fragment sent again has the same key.
+func (r *spanRow) hash() int64 {
+	h := fnv.New64a()
+	var b [8]byte
+	num := func(v int64) { binary.LittleEndian.PutUint64(b[:], uint64(v)); h.Write(b[:]) }
+	str := func(s string) { num(int64(len(s))); h.Write([]byte(s)) }
+	addr := func(a netip.Addr) { s, _ := a.MarshalBinary(); str(string(s)) }
+	flag := func(v bool) {
+		if v {
+			num(1)
+		} else {
+			num(0)
+		}
+	}
+	num(r.parent)
+	str(r.kind)
+	str(r.name)
+	num(r.ts)
+	num(r.dur)
+	flag(r.debug)
+	flag(r.shared)
+	str(r.lsvc)
+	addr(r.l4)
+	addr(r.l6)
+	num(int64(r.lport))
+	str(r.rsvc)
+	addr(r.r4)
+	addr(r.r6)
+	num(int64(r.rport))
+	str(string(r.ann))
+	str(string(r.tags))
+	return int64(h.Sum64())
+}
+
+func prefix(a netip.Addr) any {
+	if !a.IsValid() {
+		return nil
+	}
+	return netip.PrefixFrom(a, a.BitLen())
+}
+
+func addrText(a netip.Addr) any {
+	if !a.IsValid() {
+		return nil
+	}
+	return a.String()
+}
+
+func nullTs(ts int64) any {
+	if ts == 0 {
+		return nil
+	}
+	return ts
+}
+
+func nullJSON(b []byte, text bool) any {
+	if b == nil {
+		return nil
+	}
+	if text {
+		return string(b)
+	}
+	return b
+}
+
+// copyValues are the row's values as pgx's COPY encodes them.
+func (r *spanRow) copyValues() []any {
+	return []any{r.low, r.high, r.id, r.frag, r.parent, r.kind, r.name, nullTs(r.ts), r.dur, r.debug, r.shared,
+		r.lsvc, prefix(r.l4), prefix(r.l6), r.lport, r.rsvc, prefix(r.r4), prefix(r.r6), r.rport,
+		nullJSON(r.ann, false), nullJSON(r.tags, false), r.terms}
+}
+
+// textValues are the row's values as any driver sends them (insertSQL casts
+// them).
+func (r *spanRow) textValues(out []any) []any {
+	return append(out, r.low, r.high, r.id, r.frag, r.parent, r.kind, r.name, nullTs(r.ts), r.dur, r.debug, r.shared,
+		r.lsvc, addrText(r.l4), addrText(r.l6), int64(r.lport), r.rsvc, addrText(r.r4), addrText(r.r6), int64(r.rport),
+		nullJSON(r.ann, true), nullJSON(r.tags, true), arrayLiteral(r.terms))
+}
+
+// arrayLiteral returns terms as a PostgreSQL text[] literal.
+func arrayLiteral(terms []string) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, t := range terms {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		for _, c := range []byte(t) {
+			if c == '"' || c == '\\' {
+				b.WriteByte('\\')
+			}
+			b.WriteByte(c)
+		}
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// insertCasts are the casts of insertSQL's parameters, by column.
+var insertCasts = []string{"int8", "int8", "int8", "int8", "int8", "text", "text", "int8", "int8", "bool", "bool",
+	"text", "text::inet", "text::inet", "int4", "text", "text::inet", "text::inet", "int4", "text::jsonb", "text::jsonb", "text::text[]"}
+
+// insertRowsPerStatement bounds one INSERT (22 parameters a row; PostgreSQL
+// takes at most 65,535).
+const insertRowsPerStatement = 1000
+
+func insertSQL(n int) string {
+	var b strings.Builder
+	b.WriteString("INSERT INTO " + tableSpans + " (" + strings.Join(spanColumns, ", ") + ") VALUES ")
+	p := 1
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteByte('(')
+		for j, c := range insertCasts {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteByte('$')
+			b.WriteString(strconv.Itoa(p))
+			b.WriteString("::")
+			b.WriteString(c)
+			p++
+		}
+		b.WriteByte(')')
+	}
+	b.WriteString(" ON CONFLICT DO NOTHING")
+	return b.String()
+}
+
+// Accept stores a batch of normalised spans: invalid spans (zero trace or
+// span ID, unknown kind) are skipped and counted (Stats.Rejected), the rest
+// written as one unit — with COPY on pgx's connections, falling back, when
+// the batch holds a fragment already stored (SQLSTATE 23505, a replay), to a
+// staging table and INSERT … ON CONFLICT DO NOTHING; with multi-row INSERT …
+// ON CONFLICT DO NOTHING on other drivers. It is idempotent: fragments sent
+// again are stored once. Names and autocomplete values not seen before by
+// this Store are then upserted into zipkin_names. nil means every valid span
+// is durable (as durable as the server's synchronous_commit makes a commit).
+func (s *Store) Accept(ctx context.Context, spans []model.Span) error {
+	rows := make([]spanRow, 0, len(spans))
+	seen := make(map[rowKey]struct{}, len(spans))
+	var names []nameRow
+	for i := range spans {
+		sp := &spans[i]
+		r, ok := buildRow(sp)
+		if !ok {
+			s.stats.rejected.Add(1)
+			continue
+		}
+		k := rowKey{r.low, r.high, r.id, r.frag}
+		if _, dup := seen[k]; dup {
+			continue
+		}
+		seen[k] = struct{}{}
+		rows = append(rows, r)
+		names = s.collectNames(names, sp)
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	err := s.writeSpans(ctx, rows)
+	if err == nil {
+		err = s.writeNames(ctx, names)
+	}
+	if err != nil {
+		s.stats.failures.Add(1)
+		return err
+	}
+	s.stats.batches.Add(1)
+	s.stats.spans.Add(int64(len(rows)))
+	return nil
+}
+
+// driver kinds, learned on the first write.
+const (
+	drvUnknown int32 = iota
+	drvPgx
+	drvOther
+)
+
+var errNotPgx = errors.New("pgstore: not a pgx connection")
+
+func (s *Store) writeSpans(ctx context.Context, rows []spanRow) error {
+	if !s.opts.DisableCopy && s.drv.Load() != drvOther {
+		err := s.copySpans(ctx, rows)
+		if !errors.Is(err, errNotPgx) {
+			return err
+		}
+		s.drv.Store(drvOther)
+	}
+	return s.insertSpans(ctx, rows)
+}
+
+// pgxConn returns the pgx connection under dc (what sql.Conn.Raw passes: the
+// pool's connection or the driver's), or nil for another driver.
+func pgxConn(dc any) *pgx.Conn {
+	if c, ok := pool.Unwrap(dc).(*stdlib.Conn); ok {
+		return c.Conn()
+	}
+	return nil
+}
+
+// copySpans writes rows with one COPY on a connection of the pool, and on a
+// unique violation again through a staging table.
+func (s *Store) copySpans(ctx context.Context, rows []spanRow) error {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("pgstore: writing spans: %w", err)
+	}
+	defer conn.Close()
+	src := make([][]any, len(rows))
+	for i := range rows {
+		src[i] = rows[i].copyValues()
+	}
+	return conn.Raw(func(dc any) error {
+		pc := pgxConn(dc)
+		if pc == nil {
+			return errNotPgx
+		}
+		s.drv.Store(drvPgx)
+		_, err := pc.CopyFrom(ctx, pgx.Identifier{tableSpans}, spanColumns, pgx.CopyFromRows(src))
+		if err == nil {
+			s.stats.copies.Add(1)
+			return nil
+		}
+		if !isUniqueViolation(err) {
+			return fmt.Errorf("pgstore: COPY of %d spans: %w", len(rows), err)
+		}
+		if err := stageSpans(ctx, pc, src); err != nil {
+			return fmt.Errorf("pgstore: COPY of %d spans through a staging table (after a duplicate): %w", len(rows), err)
+		}
+		s.stats.staged.Add(1)
+		return nil
+	})
+}
+
+const (
+	tableStage = "zipkin_spans_stage"
+	sqlStage   = "CREATE TEMP TABLE " + tableStage + " (LIKE " + tableSpans + ") ON COMMIT DROP"
+	sqlUnstage = "INSERT INTO " + tableSpans + " SELECT * FROM " + tableStage + " ON CONFLICT DO NOTHING"
+)
+
+// stageSpans copies src into a temporary table dropped at commit and moves
+// the rows not yet stored into zipkin_spans, in one transaction.
+func stageSpans(ctx context.Context, pc *pgx.Conn, src [][]any) error {
+	tx, err := pc.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // after Commit: nothing to roll back
+	if _, err := tx.Exec(ctx, sqlStage); err != nil {
+		return err
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{tableStage}, spanColumns, pgx.CopyFromRows(src)); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, sqlUnstage); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+func isUniqueViolation(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505"
+}
+
+// insertSpans writes rows with multi-row INSERT … ON CONFLICT DO NOTHING, in
+// one transaction.
+func (s *Store) insertSpans(ctx context.Context, rows []spanRow) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("pgstore: writing spans: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit: nothing to roll back
+	args := make([]any, 0, len(spanColumns)*min(len(rows), insertRowsPerStatement))
+	for start := 0; start < len(rows); start += insertRowsPerStatement {
+		chunk := rows[start:min(start+insertRowsPerStatement, len(rows))]
+		args = args[:0]
+		for i := range chunk {
+			args = chunk[i].textValues(args)
+		}
+		if _, err := tx.ExecContext(ctx, insertSQL(len(chunk)), args...); err != nil {
+			return fmt.Errorf("pgstore: INSERT of %d spans: %w", len(chunk), err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("pgstore: committing %d spans: %w", len(rows), err)
+	}
+	s.stats.inserts.Add(1)
+	return nil
+}
+
+// collectNames adds the zipkin_names rows of sp not yet known to be stored.
+func (s *Store) collectNames(out []nameRow, sp *model.Span) []nameRow {
+	svc := sp.LocalServiceName()
+	cand := make([]nameRow, 0, 4)
+	if svc != "" {
+		cand = append(cand, nameRow{nameService, svc, ""})
+		if sp.Name != "" {
+			cand = append(cand, nameRow{nameSpan, svc, sp.Name})
+		}
+		if r := sp.RemoteServiceName(); r != "" {
+			cand = append(cand, nameRow{nameRemote, svc, r})
+		}
+	}
+	for k, v := range sp.Tags {
+		if s.keys[k] && v != "" {
+			cand = append(cand, nameRow{nameValue, k, v})
+		}
+	}
+	if len(cand) == 0 {
+		return out
+	}
+	s.namesMu.Lock()
+	defer s.namesMu.Unlock()
+	for _, n := range cand {
+		if _, ok := s.names[n]; !ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// writeNames upserts names (sorted, so that concurrent batches take their
+// locks in one order) and then remembers them.
+func (s *Store) writeNames(ctx context.Context, names []nameRow) error {
+	if len(names) == 0 {
+		return nil
+	}
+	slices.SortFunc(names, func(a, b nameRow) int {
+		if a.kind != b.kind {
+			return int(a.kind) - int(b.kind)
+		}
+		if c := strings.Compare(a.service, b.service); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	names = slices.Compact(names)
+	for start := 0; start < len(names); start += 1000 {
+		chunk := names[start:min(start+1000, len(names))]
+		var b strings.Builder
+		b.WriteString("INSERT INTO " + tableNames + " (kind, service, name) VALUES ")
+		args := make([]any, 0, 3*len(chunk))
+		for i, n := range chunk {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "($%d::int2, $%d::text, $%d::text)", 3*i+1, 3*i+2, 3*i+3)
+			args = append(args, int64(n.kind), n.service, n.name)
+		}
+		b.WriteString(" ON CONFLICT DO NOTHING")
+		if _, err := s.db.ExecContext(ctx, b.String(), args...); err != nil {
+			return fmt.Errorf("pgstore: writing %d names: %w", len(chunk), err)
+		}
+	}
+	s.namesMu.Lock()
+	for _, n := range names {
+		s.names[n] = struct{}{}
+	}
+	s.namesMu.Unlock()
+	return nil
+}
