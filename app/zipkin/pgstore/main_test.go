@@ -64,6 +64,9 @@ func forEachServer(t *testing.T, f func(t *testing.T, srv server)) {
 	}
 }
 
+// pgServerDSN is the shared server's URL (it skips without PostgreSQL).
+func pgServerDSN(t *testing.T) string { return pgtest.Shared(t).DSN() }
+
 func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
