@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -11,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -68,19 +68,37 @@ func buildRow(sp *model.Span) (r spanRow, ok bool) {
 		r.rsvc, r.r4, r.r6, r.rport = e.ServiceName, e.IPv4, e.IPv6, int32(e.Port)
 	}
 	if len(sp.Annotations) > 0 {
-		a := make([][2]any, len(sp.Annotations))
+		b := make([]byte, 0, 32*len(sp.Annotations))
+		b = append(b, '[')
 		for i, x := range sp.Annotations {
-			a[i] = [2]any{x.Timestamp, x.Value}
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '[')
+			b = strconv.AppendInt(b, x.Timestamp, 10)
+			b = append(b, ',')
+			b = appendJSONString(b, x.Value)
+			b = append(b, ']')
 			r.terms = appendTerm(r.terms, "0"+x.Value)
 		}
-		r.ann, _ = json.Marshal(a)
+		r.ann = append(b, ']')
 	}
 	if len(sp.Tags) > 0 {
-		r.tags, _ = json.Marshal(sp.Tags) // keys sorted
-		for k, v := range sp.Tags {
+		keys := sp.SortedTagKeys()
+		b := make([]byte, 0, 48*len(keys))
+		b = append(b, '{')
+		for i, k := range keys {
+			v := sp.Tags[k]
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, k)
+			b = append(b, ':')
+			b = appendJSONString(b, v)
 			r.terms = appendTerm(r.terms, "0"+k)
 			r.terms = appendTerm(r.terms, valueTerm(k, v))
 		}
+		r.tags = append(b, '}')
 	}
 	slices.Sort(r.terms)
 	r.terms = slices.Compact(r.terms)
@@ -103,25 +121,27 @@ func appendTerm(terms []string, t string) []string {
 // hash is the fragment's content hash (FNV-1a 64 over every column), the
 // last part of its key: the same fragment sent again has the same key.
 func (r *spanRow) hash() int64 {
-	h := fnv.New64a()
-	var b [8]byte
-	num := func(v int64) { binary.LittleEndian.PutUint64(b[:], uint64(v)); h.Write(b[:]) }
-	str := func(s string) { num(int64(len(s))); h.Write([]byte(s)) }
-	addr := func(a netip.Addr) { s, _ := a.MarshalBinary(); str(string(s)) }
-	flag := func(v bool) {
-		if v {
-			num(1)
-		} else {
-			num(0)
-		}
+	b := make([]byte, 0, 128+len(r.kind)+len(r.name)+len(r.lsvc)+len(r.rsvc)+len(r.ann)+len(r.tags))
+	num := func(v int64) { b = binary.LittleEndian.AppendUint64(b, uint64(v)) }
+	str := func(s string) { num(int64(len(s))); b = append(b, s...) }
+	addr := func(a netip.Addr) {
+		s, _ := a.MarshalBinary()
+		num(int64(len(s)))
+		b = append(b, s...)
+	}
+	flags := int64(0)
+	if r.debug {
+		flags |= 1
+	}
+	if r.shared {
+		flags |= 2
 	}
 	num(r.parent)
 	str(r.kind)
 	str(r.name)
 	num(r.ts)
 	num(r.dur)
-	flag(r.debug)
-	flag(r.shared)
+	num(flags)
 	str(r.lsvc)
 	addr(r.l4)
 	addr(r.l6)
@@ -130,9 +150,44 @@ func (r *spanRow) hash() int64 {
 	addr(r.r4)
 	addr(r.r6)
 	num(int64(r.rport))
-	str(string(r.ann))
-	str(string(r.tags))
+	num(int64(len(r.ann)))
+	b = append(b, r.ann...)
+	num(int64(len(r.tags)))
+	b = append(b, r.tags...)
+	h := fnv.New64a()
+	h.Write(b)
 	return int64(h.Sum64())
+}
+
+// appendJSONString appends s as a JSON string: quotes, backslashes and
+// control characters escaped, invalid UTF-8 replaced by U+FFFD (as
+// encoding/json does).
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c < 0x20:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, "\\ufffd"...)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
 }
 
 func prefix(a netip.Addr) any {
