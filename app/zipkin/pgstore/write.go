@@ -302,7 +302,7 @@ func insertSQL(n int) string {
 func (s *Store) Accept(ctx context.Context, spans []model.Span) error {
 	rows := make([]spanRow, 0, len(spans))
 	seen := make(map[rowKey]struct{}, len(spans))
-	var names []nameRow
+	names := make(map[nameRow]struct{})
 	for i := range spans {
 		sp := &spans[i]
 		r, ok := buildRow(sp)
@@ -316,14 +316,14 @@ func (s *Store) Accept(ctx context.Context, spans []model.Span) error {
 		}
 		seen[k] = struct{}{}
 		rows = append(rows, r)
-		names = s.collectNames(names, sp)
+		s.collectNames(names, sp)
 	}
 	if len(rows) == 0 {
 		return nil
 	}
 	err := s.writeSpans(ctx, rows)
 	if err == nil {
-		err = s.writeNames(ctx, names)
+		err = s.writeNames(ctx, s.newNames(names))
 	}
 	if err != nil {
 		s.stats.failures.Add(1)
@@ -454,30 +454,32 @@ func (s *Store) insertSpans(ctx context.Context, rows []spanRow) error {
 	return nil
 }
 
-// collectNames adds the zipkin_names rows of sp not yet known to be stored.
-func (s *Store) collectNames(out []nameRow, sp *model.Span) []nameRow {
-	svc := sp.LocalServiceName()
-	cand := make([]nameRow, 0, 4)
-	if svc != "" {
-		cand = append(cand, nameRow{nameService, svc, ""})
+// collectNames adds sp's zipkin_names rows to set.
+func (s *Store) collectNames(set map[nameRow]struct{}, sp *model.Span) {
+	if svc := sp.LocalServiceName(); svc != "" {
+		set[nameRow{nameService, svc, ""}] = struct{}{}
 		if sp.Name != "" {
-			cand = append(cand, nameRow{nameSpan, svc, sp.Name})
+			set[nameRow{nameSpan, svc, sp.Name}] = struct{}{}
 		}
 		if r := sp.RemoteServiceName(); r != "" {
-			cand = append(cand, nameRow{nameRemote, svc, r})
+			set[nameRow{nameRemote, svc, r}] = struct{}{}
 		}
 	}
-	for k, v := range sp.Tags {
-		if s.keys[k] && v != "" {
-			cand = append(cand, nameRow{nameValue, k, v})
+	if len(s.keys) > 0 {
+		for k, v := range sp.Tags {
+			if s.keys[k] && v != "" {
+				set[nameRow{nameValue, k, v}] = struct{}{}
+			}
 		}
 	}
-	if len(cand) == 0 {
-		return out
-	}
+}
+
+// newNames returns the rows of set not yet known to be stored.
+func (s *Store) newNames(set map[nameRow]struct{}) []nameRow {
 	s.namesMu.Lock()
 	defer s.namesMu.Unlock()
-	for _, n := range cand {
+	var out []nameRow
+	for n := range set {
 		if _, ok := s.names[n]; !ok {
 			out = append(out, n)
 		}
