@@ -2,10 +2,8 @@ package pgstore
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -67,6 +65,7 @@ func buildRow(sp *model.Span) (r spanRow, ok bool) {
 	if e := sp.RemoteEndpoint; e != nil {
 		r.rsvc, r.r4, r.r6, r.rport = e.ServiceName, e.IPv4, e.IPv6, int32(e.Port)
 	}
+	var tb termBuilder
 	if len(sp.Annotations) > 0 {
 		b := make([]byte, 0, 32*len(sp.Annotations))
 		b = append(b, '[')
@@ -79,7 +78,7 @@ func buildRow(sp *model.Span) (r spanRow, ok bool) {
 			b = append(b, ',')
 			b = appendJSONString(b, x.Value)
 			b = append(b, ']')
-			r.terms = appendTerm(r.terms, "0"+x.Value)
+			tb.add('0', x.Value, "", false)
 		}
 		r.ann = append(b, ']')
 	}
@@ -95,39 +94,83 @@ func buildRow(sp *model.Span) (r spanRow, ok bool) {
 			b = appendJSONString(b, k)
 			b = append(b, ':')
 			b = appendJSONString(b, v)
-			r.terms = appendTerm(r.terms, "0"+k)
-			r.terms = appendTerm(r.terms, valueTerm(k, v))
+			tb.add('0', k, "", false)
+			tb.add('1', k, v, true)
 		}
 		r.tags = append(b, '}')
 	}
-	slices.Sort(r.terms)
-	r.terms = slices.Compact(r.terms)
-	if r.terms == nil {
-		r.terms = []string{}
-	}
+	r.terms = tb.terms()
 	r.frag = r.hash()
 	return r, true
 }
 
 func valueTerm(k, v string) string { return "1" + k + "\x1f" + v }
 
-func appendTerm(terms []string, t string) []string {
-	if len(t) > maxTerm {
-		return terms
+// termBuilder collects a row's terms in one buffer, made into strings with
+// one allocation.
+type termBuilder struct {
+	buf  []byte
+	ends []int
+}
+
+// add adds the term kind+key, or kind+key+"\x1f"+value with withValue,
+// unless it is longer than maxTerm bytes.
+func (b *termBuilder) add(kind byte, key, value string, withValue bool) {
+	n := 1 + len(key)
+	if withValue {
+		n += 1 + len(value)
 	}
-	return append(terms, t)
+	if n > maxTerm {
+		return
+	}
+	b.buf = append(b.buf, kind)
+	b.buf = append(b.buf, key...)
+	if withValue {
+		b.buf = append(b.buf, 0x1f)
+		b.buf = append(b.buf, value...)
+	}
+	b.ends = append(b.ends, len(b.buf))
+}
+
+// terms returns the terms sorted, without repeats, never nil.
+func (b *termBuilder) terms() []string {
+	out := make([]string, len(b.ends))
+	all := string(b.buf)
+	start := 0
+	for i, end := range b.ends {
+		out[i] = all[start:end]
+		start = end
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // hash is the fragment's content hash (FNV-1a 64 over every column), the
 // last part of its key: the same fragment sent again has the same key.
 func (r *spanRow) hash() int64 {
-	b := make([]byte, 0, 128+len(r.kind)+len(r.name)+len(r.lsvc)+len(r.rsvc)+len(r.ann)+len(r.tags))
-	num := func(v int64) { b = binary.LittleEndian.AppendUint64(b, uint64(v)) }
-	str := func(s string) { num(int64(len(s))); b = append(b, s...) }
-	addr := func(a netip.Addr) {
-		s, _ := a.MarshalBinary()
+	const prime = 1099511628211
+	h := uint64(14695981039346656037)
+	num := func(v int64) {
+		for i := 0; i < 8; i++ {
+			h = (h ^ uint64(byte(v>>(8*i)))) * prime
+		}
+	}
+	str := func(s string) {
 		num(int64(len(s)))
-		b = append(b, s...)
+		for i := 0; i < len(s); i++ {
+			h = (h ^ uint64(s[i])) * prime
+		}
+	}
+	addr := func(a netip.Addr) {
+		if !a.IsValid() {
+			num(-1)
+			return
+		}
+		b := a.As16()
+		num(int64(a.BitLen()))
+		for _, c := range b {
+			h = (h ^ uint64(c)) * prime
+		}
 	}
 	flags := int64(0)
 	if r.debug {
@@ -150,13 +193,9 @@ func (r *spanRow) hash() int64 {
 	addr(r.r4)
 	addr(r.r6)
 	num(int64(r.rport))
-	num(int64(len(r.ann)))
-	b = append(b, r.ann...)
-	num(int64(len(r.tags)))
-	b = append(b, r.tags...)
-	h := fnv.New64a()
-	h.Write(b)
-	return int64(h.Sum64())
+	str(string(r.ann))
+	str(string(r.tags))
+	return int64(h)
 }
 
 // appendJSONString appends s as a JSON string: quotes, backslashes and
