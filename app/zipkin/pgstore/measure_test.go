@@ -28,7 +28,9 @@ import (
 // the prebuilt rows, and a raw multi-row INSERT … ON CONFLICT DO NOTHING of
 // them, each into its own schema with the same tables and indexes, from
 // PGSTORE_MEASURE_WRITERS goroutines (default 4) in batches of
-// PGSTORE_MEASURE_BATCH spans (default 1000). It runs only with
+// PGSTORE_MEASURE_BATCH spans (default 1000), PGSTORE_MEASURE_BATCHES
+// batches per method per round (default 10), PGSTORE_MEASURE_ROUNDS rounds
+// (default 15), each in a shuffled order. It runs only with
 // PGSTORE_MEASURE=1 (docs/design/pgstore.md has the commands).
 func TestMeasureIngest(t *testing.T) {
 	if os.Getenv("PGSTORE_MEASURE") != "1" || os.Getenv("PG_TEST_DSN") == "" {
@@ -36,7 +38,7 @@ func TestMeasureIngest(t *testing.T) {
 	}
 	dsn := os.Getenv("PG_TEST_DSN")
 	writers, batch, batches, rounds := envN("PGSTORE_MEASURE_WRITERS", 4), envN("PGSTORE_MEASURE_BATCH", 1000),
-		envN("PGSTORE_MEASURE_BATCHES", 40), envN("PGSTORE_MEASURE_ROUNDS", 3)
+		envN("PGSTORE_MEASURE_BATCHES", 10), envN("PGSTORE_MEASURE_ROUNDS", 15)
 	ctx := context.Background()
 	admin, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -174,8 +176,17 @@ func TestMeasureIngest(t *testing.T) {
 	}
 	med := func(v []float64) float64 { s := append([]float64(nil), v...); sort.Float64s(s); return s[len(s)/2] }
 	a, c, i := med(spansPerSec["accept"]), med(spansPerSec["copy"]), med(spansPerSec["insert"])
-	t.Logf("medians: accept %.0f, raw COPY %.0f, raw INSERT %.0f spans/s; accept/COPY %.2f, INSERT/COPY %.2f; pool release plans %d; store %+v",
-		a, c, i, a/c, i/c, p.Stats().ReleasePlans, store.Stats())
+	// Ratios paired within a round (the same load on the machine).
+	var ra, ri []float64
+	for r := range rounds {
+		ra = append(ra, spansPerSec["accept"][r]/spansPerSec["copy"][r])
+		ri = append(ri, spansPerSec["insert"][r]/spansPerSec["copy"][r])
+	}
+	sort.Float64s(ra)
+	sort.Float64s(ri)
+	q := func(v []float64, f float64) float64 { return v[int(f*float64(len(v)-1))] }
+	t.Logf("medians: accept %.0f, raw COPY %.0f, raw INSERT %.0f spans/s; per-round ratios: accept/COPY median %.2f (quartiles %.2f–%.2f), INSERT/COPY median %.2f (%.2f–%.2f); pool release plans %d; store %+v",
+		a, c, i, q(ra, 0.5), q(ra, 0.25), q(ra, 0.75), q(ri, 0.5), q(ri, 0.25), q(ri, 0.75), p.Stats().ReleasePlans, store.Stats())
 }
 
 func envN(name string, def int) int {
