@@ -41,8 +41,11 @@ func (p *params) add(v any) string {
 // unshared fragments (of its shared ones when it has no other), and for each
 // annotation-query term a fragment of the service carrying it (a tag with
 // that value; for a bare key, a tag with that key or an annotation with that
-// value). q must be normalised; an invalid request is a *model.QueryError.
-// With DisableSearch it returns nothing.
+// value). Candidates are read newest first along the index of the most
+// selective condition (a term's GIN index reads all its spans in the
+// window), so a span whose fragments carry different timestamps is ordered
+// by those of the fragments met first. q must be normalised; an invalid
+// request is a *model.QueryError. With DisableSearch it returns nothing.
 func (s *Store) GetTraces(ctx context.Context, q model.QueryRequest) ([][]model.Span, error) {
 	if err := q.Normalize(); err != nil {
 		return nil, err
@@ -51,8 +54,15 @@ func (s *Store) GetTraces(ctx context.Context, q model.QueryRequest) ([][]model.
 		return nil, nil
 	}
 	strict := !s.opts.DisableStrictTraceID
-	var p params
 	begin, end := q.WindowMicros()
+	if q.ServiceName == "" && q.RemoteServiceName == "" && q.SpanName == "" && q.MinDuration == 0 && len(q.AnnotationQuery) == 0 {
+		ids, err := s.newestTraces(ctx, begin, end, q.Limit, strict)
+		if err != nil || len(ids) == 0 {
+			return nil, err
+		}
+		return s.fetchTraces(ctx, ids, strict)
+	}
+	var p params
 	b, e := p.add(begin), p.add(end)
 	var drive []string // fragment conditions that select the candidate spans
 	having := []string{"bool_or(start_ts BETWEEN " + b + " AND " + e + ")"}
@@ -115,28 +125,119 @@ func (s *Store) GetTraces(ctx context.Context, q model.QueryRequest) ([][]model.
 	}
 	// The candidates: the spans with a fragment meeting the most selective
 	// condition at hand (an annotation-query term, then the service, the
-	// remote service, the span name), in the window or without a timestamp
-	// (a late fragment of a span whose timestamp came with another).
-	where := "start_ts BETWEEN " + b + " AND " + e
+	// remote service, the span name), newest first in the window (the
+	// newest n such fragments), and those without a timestamp (a late
+	// fragment of a span whose timestamp came with another). A trace's
+	// order is the latest timestamp of its matching spans.
+	window := "start_ts BETWEEN " + b + " AND " + e
+	var d string
 	switch {
 	case len(termDrive) > 0:
-		where = termDrive[0] + " AND (" + where + " OR start_ts IS NULL)"
+		d = termDrive[0]
 	case len(drive) > 0:
-		where = drive[0] + " AND (" + where + " OR start_ts IS NULL)"
+		d = drive[0]
 	}
 	high := "trace_id_high"
 	if !strict {
 		high = "0::int8"
 	}
-	query := "WITH c AS (SELECT DISTINCT trace_id, trace_id_high, id FROM " + tableSpans + " WHERE " + where + "), " +
-		"m AS (SELECT s.trace_id, s.trace_id_high, max(s.start_ts) AS ts FROM " + tableSpans + " s JOIN c USING (trace_id, trace_id_high, id) " +
-		"GROUP BY s.trace_id, s.trace_id_high, s.id HAVING " + strings.Join(having, " AND ") + ") " +
-		"SELECT trace_id, " + high + ", max(ts) AS ts FROM m GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT " + p.add(int64(q.Limit))
-	ids, err := s.selectKeys(ctx, query, p.args...)
-	if err != nil || len(ids) == 0 {
-		return nil, err
+	limited := "SELECT trace_id, trace_id_high, id FROM " + tableSpans + " WHERE " + window
+	if d != "" {
+		limited = "SELECT trace_id, trace_id_high, id FROM " + tableSpans + " WHERE " + d + " AND " + window
 	}
-	return s.fetchTraces(ctx, ids, strict)
+	// A term is read through its GIN index, all its fragments in the
+	// window at once (a bitmap scan: cheap for a rare term, where walking
+	// start_ts backwards would read the whole window); other conditions read
+	// the newest n fragments along their B-tree index.
+	bound, nIndex := "", -1
+	if len(termDrive) == 0 {
+		bound = " ORDER BY start_ts DESC LIMIT " + p.add(int64(0)) // n, set per attempt
+		nIndex = len(p.args) - 1
+	}
+	cand := "SELECT * FROM c0"
+	if d != "" {
+		cand += " UNION SELECT trace_id, trace_id_high, id FROM " + tableSpans + " WHERE " + d + " AND start_ts IS NULL"
+	}
+	// One row at least: the candidates read (to tell a cut from the end),
+	// with the matching traces, newest first.
+	query := "WITH c0 AS (" + limited + bound + "), c AS (" + cand + "), " +
+		"m AS (SELECT s.trace_id, s.trace_id_high, max(s.start_ts) AS ts FROM " + tableSpans + " s JOIN c USING (trace_id, trace_id_high, id) " +
+		"GROUP BY s.trace_id, s.trace_id_high, s.id HAVING " + strings.Join(having, " AND ") + "), " +
+		"r AS (SELECT trace_id, " + high + " AS hi, max(ts) AS ts FROM m GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT " + p.add(int64(q.Limit)) + ") " +
+		"SELECT r.trace_id, r.hi, k.n FROM (SELECT count(*) AS n FROM c0) k LEFT JOIN r ON true ORDER BY r.ts DESC, r.trace_id, r.hi"
+	for n := 64 * int64(q.Limit); ; n *= 8 {
+		if nIndex >= 0 {
+			p.args[nIndex] = n
+		}
+		ids, read, err := s.selectCandidates(ctx, query, p.args)
+		if err != nil {
+			return nil, err
+		}
+		if nIndex >= 0 && len(ids) < q.Limit && read >= n {
+			continue // the candidates were cut at n: read more
+		}
+		if len(ids) == 0 {
+			return nil, nil
+		}
+		return s.fetchTraces(ctx, ids, strict)
+	}
+}
+
+// selectCandidates runs GetTraces' query: trace IDs (NULL when none) and the
+// candidate count on every row.
+func (s *Store) selectCandidates(ctx context.Context, query string, args []any) (keys []traceKey, read int64, err error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("pgstore: select trace ids: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var low, high sql.NullInt64
+		if err := rows.Scan(&low, &high, &read); err != nil {
+			return nil, 0, fmt.Errorf("pgstore: select trace ids: %w", err)
+		}
+		if low.Valid {
+			keys = append(keys, traceKey{low.Int64, high.Int64})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("pgstore: select trace ids: %w", err)
+	}
+	return keys, read, nil
+}
+
+// newestTraces answers a search with a window only: it reads span
+// timestamps newest first along the start_ts index and keeps the first limit
+// distinct traces (a trace's first span read is its latest in the window,
+// the order GetTraces answers in). It reads 8 × limit rows first and four
+// times more each time that was not enough.
+func (s *Store) newestTraces(ctx context.Context, begin, end int64, limit int, strict bool) ([]traceKey, error) {
+	high := "trace_id_high"
+	if !strict {
+		high = "0::int8"
+	}
+	query := "SELECT trace_id, " + high + ", start_ts FROM " + tableSpans +
+		" WHERE start_ts BETWEEN $1 AND $2 ORDER BY start_ts DESC LIMIT $3"
+	for n := 8 * int64(limit); ; n *= 4 {
+		rows, err := s.selectKeys(ctx, query, begin, end, n)
+		if err != nil {
+			return nil, err
+		}
+		seen := make(map[traceKey]bool, limit)
+		keys := make([]traceKey, 0, limit)
+		for _, k := range rows {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+				if len(keys) == limit {
+					break
+				}
+			}
+		}
+		if len(keys) == limit || int64(len(rows)) < n {
+			return keys, nil
+		}
+	}
 }
 
 func (s *Store) selectKeys(ctx context.Context, query string, args ...any) ([]traceKey, error) {
