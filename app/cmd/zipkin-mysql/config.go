@@ -39,7 +39,7 @@ const (
 type config struct {
 	Listen string // address to listen on
 
-	// Storage is "memory", "mysql", "embedded" or "none" (see
+	// Storage is "memory", "mysql", "embedded", "postgres" or "none" (see
 	// resolveStorage); StorageSource says what chose it: "-storage",
 	// "STORAGE_TYPE", "MySQL settings" or "default".
 	Storage       string
@@ -84,6 +84,11 @@ type config struct {
 	// Galera turns on cluster.GaleraReady (MYSQL_GALERA=true): a node is
 	// used only while it is Synced. Default false.
 	Galera bool
+	// Postgres is the postgres:// URL of the PostgreSQL server ("" unless
+	// Storage is "postgres"); PostgresSource says where it came from
+	// (postgres.go).
+	Postgres       string
+	PostgresSource string
 
 	InitSchema bool
 	// BackfillDependencies runs the dependency aggregator over the spans
@@ -129,6 +134,9 @@ type config struct {
 
 // Password returns the configured MySQL password, for redaction.
 func (c *config) Password() string {
+	if c.Storage == "postgres" {
+		return postgresPassword(c.Postgres)
+	}
 	if c.MySQL == nil {
 		return ""
 	}
@@ -145,6 +153,8 @@ func (c *config) Addr() string {
 		return "memory"
 	case c.Embedded:
 		return "embedded"
+	case c.Storage == "postgres":
+		return postgresAddr(c.Postgres)
 	}
 	if len(c.Hosts) > 1 {
 		return strings.Join(c.Hosts, ",") + "/" + c.MySQL.DBName
@@ -166,7 +176,8 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	fs.SetOutput(usage)
 	listen := fs.String("listen", "", "address to listen on, e.g. :9411 or 127.0.0.1:0 (default: :QUERY_PORT, else :9411)")
 	dsn := fs.String("dsn", "", "go-sql-driver/mysql DSN, e.g. 'zipkin:secret@tcp(db:3306)/zipkin'; overrides MYSQL_JDBC_URL and MYSQL_*")
-	fs.StringVar(&c.Storage, "storage", "", "memory (in-process store, like Zipkin's STORAGE_TYPE=mem: the newest MEM_MAX_SPANS spans, default 500000, oldest traces evicted past it, lost on exit), mysql (the server of -dsn, MYSQL_JDBC_URL or MYSQL_*; Zipkin's defaults localhost:3306/zipkin), embedded (an in-process MySQL-protocol test server: the MySQL code path, slow past a few thousand spans, lost on exit) or none (accept and drop, for load comparisons) (default: STORAGE_TYPE (mem or mysql), else mysql when -dsn, MYSQL_JDBC_URL or a MYSQL_* server variable is set, else memory)")
+	fs.StringVar(&c.Storage, "storage", "", "memory (in-process store, like Zipkin's STORAGE_TYPE=mem: the newest MEM_MAX_SPANS spans, default 500000, oldest traces evicted past it, lost on exit), mysql (the server of -dsn, MYSQL_JDBC_URL or MYSQL_*; Zipkin's defaults localhost:3306/zipkin), embedded (an in-process MySQL-protocol test server: the MySQL code path, slow past a few thousand spans, lost on exit), postgres (the PostgreSQL server of -postgres-dsn, POSTGRES_DSN or POSTGRES_*) or none (accept and drop, for load comparisons) (default: STORAGE_TYPE (mem, mysql or postgres), else mysql when -dsn, MYSQL_JDBC_URL or a MYSQL_* server variable is set, else memory)")
+	pgDSN := fs.String("postgres-dsn", "", "with -storage=postgres: the server's URL, e.g. postgres://zipkin:secret@db:5432/zipkin?sslmode=disable; overrides POSTGRES_DSN and POSTGRES_*")
 	fs.StringVar(&c.Pool, "pool", "sqlpool", "connection pool: sqlpool, or database-sql (plain database/sql with the same connection limit)")
 	fs.BoolVar(&c.InitSchema, "init-schema", false, "create Zipkin's tables when they do not exist (always done on the embedded server)")
 	fs.BoolVar(&c.BackfillDependencies, "backfill-dependencies", false, "before serving, count the spans already stored into zipkin_dependencies with the dependency aggregator (for days stored before its tables existed, or by a bulk loader); reads every trace once")
@@ -192,9 +203,9 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	fs.Visit(func(f *flag.Flag) { storageSet = storageSet || f.Name == "storage" })
 	if storageSet {
 		switch c.Storage {
-		case "memory", "mysql", "embedded", "none":
+		case "memory", "mysql", "embedded", "postgres", "none":
 		default:
-			return nil, fmt.Errorf("-storage=%s: use memory, mysql, embedded or none", c.Storage)
+			return nil, fmt.Errorf("-storage=%s: use memory, mysql, embedded, postgres or none", c.Storage)
 		}
 	}
 	switch c.Pool {
@@ -316,6 +327,12 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (*c
 	if c.MemMaxSpans <= 0 {
 		return nil, fmt.Errorf("MEM_MAX_SPANS=%d: use a positive number of spans (default %d)", c.MemMaxSpans, defaultMemMaxSpans)
 	}
+	if c.Storage == "postgres" {
+		if len(mysqlSettings) > 0 {
+			c.Warnings = append(c.Warnings, strings.Join(mysqlSettings, ", ")+" ignored: the storage is postgres ("+c.StorageSource+")")
+		}
+		return c, c.resolvePostgres(*pgDSN, getenv)
+	}
 	if c.Storage != "mysql" {
 		if len(mysqlSettings) > 0 {
 			c.Warnings = append(c.Warnings, strings.Join(mysqlSettings, ", ")+" ignored: the storage is "+c.Storage+" ("+c.StorageSource+")")
@@ -404,8 +421,11 @@ func (c *config) resolveStorage(flagSet bool, storageType string, mysqlConfigure
 	case "mysql":
 		c.Storage, c.StorageSource = "mysql", "STORAGE_TYPE"
 		return nil
+	case "postgres", "postgresql":
+		c.Storage, c.StorageSource = "postgres", "STORAGE_TYPE"
+		return nil
 	default:
-		return fmt.Errorf("STORAGE_TYPE=%s is not supported here: use mem or mysql (or -storage=memory, mysql, embedded or none)", storageType)
+		return fmt.Errorf("STORAGE_TYPE=%s is not supported here: use mem, mysql or postgres (or -storage=memory, mysql, embedded, postgres or none)", storageType)
 	}
 	if mysqlConfigured {
 		c.Storage, c.StorageSource = "mysql", "MySQL settings"

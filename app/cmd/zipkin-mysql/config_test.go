@@ -106,8 +106,8 @@ func TestParseConfigErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"-pool=hikari"}, nil, "-pool=hikari: use sqlpool or database-sql"},
-		{[]string{"-storage=cassandra"}, nil, "-storage=cassandra: use memory, mysql, embedded or none"},
-		{nil, []string{"STORAGE_TYPE", "cassandra3"}, "STORAGE_TYPE=cassandra3 is not supported here: use mem or mysql"},
+		{[]string{"-storage=cassandra"}, nil, "-storage=cassandra: use memory, mysql, embedded, postgres or none"},
+		{nil, []string{"STORAGE_TYPE", "cassandra3"}, "STORAGE_TYPE=cassandra3 is not supported here: use mem, mysql or postgres"},
 		{nil, []string{"STORAGE_TYPE", "elasticsearch", "MYSQL_HOST", "db"}, "STORAGE_TYPE=elasticsearch is not supported here"},
 		{nil, []string{"MEM_MAX_SPANS", "0"}, "MEM_MAX_SPANS=0: use a positive number of spans"},
 		{nil, []string{"MEM_MAX_SPANS", "many"}, `MEM_MAX_SPANS="many" is not a whole number`},

@@ -407,6 +407,9 @@ func openStorage(ctx context.Context, cfg *config, log *slog.Logger, reg *promet
 	if cfg.Storage == "none" {
 		return &openedStorage{store: storage.Noop{}, name: "NoopStorage", close: func() {}}, nil
 	}
+	if cfg.Storage == "postgres" {
+		return openPostgres(ctx, cfg, log, reg)
+	}
 	if cfg.Storage == "memory" {
 		var warned atomic.Bool
 		st := memstore.New(memstore.Options{

@@ -143,7 +143,7 @@ func TestStartupFailures(t *testing.T) {
 			[]string{"-listen", "127.0.0.1:0", "-connect-timeout", "1s"}, "cannot reach MySQL at " + closedAddr},
 		{"missing schema", nil, []string{"-listen", "127.0.0.1:0", "-dsn", noSchema}, "the Zipkin tables are missing"},
 		{"bad env", []string{"QUERY_LOOKBACK=soon"}, []string{"-listen", "127.0.0.1:0"}, `QUERY_LOOKBACK="soon" is not a whole number`},
-		{"storage type not supported", []string{"STORAGE_TYPE=cassandra3"}, []string{"-listen", "127.0.0.1:0"}, "STORAGE_TYPE=cassandra3 is not supported here: use mem or mysql"},
+		{"storage type not supported", []string{"STORAGE_TYPE=cassandra3"}, []string{"-listen", "127.0.0.1:0"}, "STORAGE_TYPE=cassandra3 is not supported here: use mem, mysql or postgres"},
 	}
 	if dsn := os.Getenv("MYSQL_TEST_DSN"); dsn != "" {
 		cfg, err := mysql.ParseDSN(dsn)

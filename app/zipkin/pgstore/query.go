@@ -1,0 +1,533 @@
+package pgstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sqlpool/sqlpool/app/zipkin/model"
+	"github.com/sqlpool/sqlpool/app/zipkin/mysqlstore"
+)
+
+// traceKey is a trace ID as stored; high is 0 in non-strict lookups.
+type traceKey struct{ low, high int64 }
+
+func keyOf(id model.TraceID) traceKey { return traceKey{int64(id.Low), int64(id.High)} }
+
+// maxKeys bounds the trace IDs one SELECT names.
+const maxKeys = 500
+
+// params builds a statement's $n placeholders.
+type params struct{ args []any }
+
+func (p *params) add(v any) string {
+	p.args = append(p.args, v)
+	return "$" + strconv.Itoa(len(p.args))
+}
+
+// GetTraces returns the traces with a span matching every condition of q,
+// newest first (by the latest timestamp of their matching spans), at most
+// q.Limit, each merged with Zipkin's Trace.merge rules. The conditions hold
+// on one span as zipkin/mysqlstore's schema sees it — all fragments with one
+// span ID, client and shared server halves together: a timestamp in the
+// window (a span without one never qualifies), a fragment of the service
+// (its local endpoint), the remote service, the name, the duration of its
+// unshared fragments (of its shared ones when it has no other), and for each
+// annotation-query term a fragment of the service carrying it (a tag with
+// that value; for a bare key, a tag with that key or an annotation with that
+// value). Candidates are read newest first along the index of the most
+// selective condition (a term's GIN index reads all its spans in the
+// window), so a span whose fragments carry different timestamps is ordered
+// by those of the fragments met first. q must be normalised; an invalid
+// request is a *model.QueryError. With DisableSearch it returns nothing.
+func (s *Store) GetTraces(ctx context.Context, q model.QueryRequest) ([][]model.Span, error) {
+	if err := q.Normalize(); err != nil {
+		return nil, err
+	}
+	if s.opts.DisableSearch {
+		return nil, nil
+	}
+	strict := !s.opts.DisableStrictTraceID
+	begin, end := q.WindowMicros()
+	if q.ServiceName == "" && q.RemoteServiceName == "" && q.SpanName == "" && q.MinDuration == 0 && len(q.AnnotationQuery) == 0 {
+		ids, err := s.newestTraces(ctx, begin, end, q.Limit, strict)
+		if err != nil || len(ids) == 0 {
+			return nil, err
+		}
+		return s.fetchTraces(ctx, ids, strict)
+	}
+	var p params
+	b, e := p.add(begin), p.add(end)
+	var drive []string // fragment conditions that select the candidate spans
+	having := []string{"bool_or(start_ts BETWEEN " + b + " AND " + e + ")"}
+	svc := ""
+	if q.ServiceName != "" {
+		svc = p.add(q.ServiceName)
+		drive = append(drive, "l_service = "+svc)
+		having = append(having, "bool_or(l_service = "+svc+")")
+	}
+	if q.RemoteServiceName != "" {
+		v := p.add(q.RemoteServiceName)
+		drive = append(drive, "r_service = "+v)
+		having = append(having, "bool_or(r_service = "+v+")")
+	}
+	if q.SpanName != "" {
+		v := p.add(q.SpanName)
+		drive = append(drive, "name = "+v)
+		having = append(having, "bool_or(name = "+v+")")
+	}
+	if q.MinDuration != 0 {
+		// A span's duration is its unshared fragments' (Zipkin's v1 model
+		// drops a shared span's duration), else its shared ones'.
+		dur := "COALESCE(max(NULLIF(duration, 0)) FILTER (WHERE NOT shared), max(NULLIF(duration, 0)))"
+		having = append(having, dur+" >= "+p.add(q.MinDuration))
+		if q.MaxDuration != 0 {
+			having = append(having, dur+" <= "+p.add(q.MaxDuration))
+		}
+	}
+	keys := make([]string, 0, len(q.AnnotationQuery))
+	for k := range q.AnnotationQuery {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var termDrive []string
+	for _, k := range keys {
+		v := q.AnnotationQuery[k]
+		var cond string
+		if v == "" {
+			if t := "0" + k; len(t) <= maxTerm {
+				cond = "terms @> ARRAY[" + p.add(t) + "::text]"
+				termDrive = append(termDrive, cond)
+			} else {
+				kp := p.add(k)
+				cond = "(jsonb_exists(tags, " + kp + "::text) OR EXISTS (SELECT 1 FROM jsonb_array_elements(annotations) e WHERE e->>1 = " + kp + "::text))"
+			}
+		} else {
+			cond = "tags ->> " + p.add(k) + "::text = " + p.add(v) + "::text"
+			if t := valueTerm(k, v); len(t) <= maxTerm {
+				tc := "terms @> ARRAY[" + p.add(t) + "::text]"
+				termDrive = append(termDrive, tc)
+				cond = tc + " AND " + cond
+			}
+		}
+		// A term holds on the fragment that carries it, recorded by the
+		// requested service.
+		if svc != "" {
+			cond += " AND l_service = " + svc
+		}
+		having = append(having, "bool_or("+cond+")")
+	}
+	// The candidates: the spans with a fragment meeting the most selective
+	// condition at hand (an annotation-query term, then the service, the
+	// remote service, the span name), newest first in the window (the
+	// newest n such fragments), and those without a timestamp (a late
+	// fragment of a span whose timestamp came with another). A trace's
+	// order is the latest timestamp of its matching spans.
+	window := "start_ts BETWEEN " + b + " AND " + e
+	var d string
+	switch {
+	case len(termDrive) > 0:
+		d = termDrive[0]
+	case len(drive) > 0:
+		d = drive[0]
+	}
+	high := "trace_id_high"
+	if !strict {
+		high = "0::int8"
+	}
+	limited := "SELECT trace_id, trace_id_high, id FROM " + tableSpans + " WHERE " + window
+	if d != "" {
+		limited = "SELECT trace_id, trace_id_high, id FROM " + tableSpans + " WHERE " + d + " AND " + window
+	}
+	// A term is read through its GIN index, all its fragments in the
+	// window at once (a bitmap scan: cheap for a rare term, where walking
+	// start_ts backwards would read the whole window); other conditions read
+	// the newest n fragments along their B-tree index.
+	bound, nIndex := "", -1
+	if len(termDrive) == 0 {
+		bound = " ORDER BY start_ts DESC LIMIT " + p.add(int64(0)) // n, set per attempt
+		nIndex = len(p.args) - 1
+	}
+	cand := "SELECT * FROM c0"
+	if d != "" {
+		cand += " UNION SELECT trace_id, trace_id_high, id FROM " + tableSpans + " WHERE " + d + " AND start_ts IS NULL"
+	}
+	// One row at least: the candidates read (to tell a cut from the end),
+	// with the matching traces, newest first.
+	query := "WITH c0 AS (" + limited + bound + "), c AS (" + cand + "), " +
+		"m AS (SELECT s.trace_id, s.trace_id_high, max(s.start_ts) AS ts FROM " + tableSpans + " s JOIN c USING (trace_id, trace_id_high, id) " +
+		"GROUP BY s.trace_id, s.trace_id_high, s.id HAVING " + strings.Join(having, " AND ") + "), " +
+		"r AS (SELECT trace_id, " + high + " AS hi, max(ts) AS ts FROM m GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT " + p.add(int64(q.Limit)) + ") " +
+		"SELECT r.trace_id, r.hi, k.n FROM (SELECT count(*) AS n FROM c0) k LEFT JOIN r ON true ORDER BY r.ts DESC, r.trace_id, r.hi"
+	for n := 64 * int64(q.Limit); ; n *= 8 {
+		if nIndex >= 0 {
+			p.args[nIndex] = n
+		}
+		ids, read, err := s.selectCandidates(ctx, query, p.args)
+		if err != nil {
+			return nil, err
+		}
+		if nIndex >= 0 && len(ids) < q.Limit && read >= n {
+			continue // the candidates were cut at n: read more
+		}
+		if len(ids) == 0 {
+			return nil, nil
+		}
+		return s.fetchTraces(ctx, ids, strict)
+	}
+}
+
+// selectCandidates runs GetTraces' query: trace IDs (NULL when none) and the
+// candidate count on every row.
+func (s *Store) selectCandidates(ctx context.Context, query string, args []any) (keys []traceKey, read int64, err error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, 0, fmt.Errorf("pgstore: select trace ids: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var low, high sql.NullInt64
+		if err := rows.Scan(&low, &high, &read); err != nil {
+			return nil, 0, fmt.Errorf("pgstore: select trace ids: %w", err)
+		}
+		if low.Valid {
+			keys = append(keys, traceKey{low.Int64, high.Int64})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("pgstore: select trace ids: %w", err)
+	}
+	return keys, read, nil
+}
+
+// newestTraces answers a search with a window only: it reads span
+// timestamps newest first along the start_ts index and keeps the first limit
+// distinct traces (a trace's first span read is its latest in the window,
+// the order GetTraces answers in). It reads 8 × limit rows first and four
+// times more each time that was not enough.
+func (s *Store) newestTraces(ctx context.Context, begin, end int64, limit int, strict bool) ([]traceKey, error) {
+	high := "trace_id_high"
+	if !strict {
+		high = "0::int8"
+	}
+	query := "SELECT trace_id, " + high + ", start_ts FROM " + tableSpans +
+		" WHERE start_ts BETWEEN $1 AND $2 ORDER BY start_ts DESC LIMIT $3"
+	for n := 8 * int64(limit); ; n *= 4 {
+		rows, err := s.selectKeys(ctx, query, begin, end, n)
+		if err != nil {
+			return nil, err
+		}
+		seen := make(map[traceKey]bool, limit)
+		keys := make([]traceKey, 0, limit)
+		for _, k := range rows {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+				if len(keys) == limit {
+					break
+				}
+			}
+		}
+		if len(keys) == limit || int64(len(rows)) < n {
+			return keys, nil
+		}
+	}
+}
+
+func (s *Store) selectKeys(ctx context.Context, query string, args ...any) ([]traceKey, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: select trace ids: %w", err)
+	}
+	defer rows.Close()
+	var keys []traceKey
+	for rows.Next() {
+		var k traceKey
+		var ts sql.NullInt64
+		if err := rows.Scan(&k.low, &k.high, &ts); err != nil {
+			return nil, fmt.Errorf("pgstore: select trace ids: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: select trace ids: %w", err)
+	}
+	return keys, nil
+}
+
+// GetTrace returns the spans of one trace, merged. With strict trace IDs (the
+// default) a 64-bit ID finds only spans stored with a 64-bit ID and a 128-bit
+// ID only spans with all 128 bits; otherwise the low 64 bits decide. It
+// returns nil when nothing is stored.
+func (s *Store) GetTrace(ctx context.Context, id model.TraceID) ([]model.Span, error) {
+	if id.IsZero() {
+		return nil, nil
+	}
+	traces, err := s.GetTracesByIDs(ctx, []model.TraceID{id})
+	if err != nil || len(traces) == 0 {
+		return nil, err
+	}
+	return traces[0], nil
+}
+
+// GetTracesByIDs returns the traces found among ids (duplicates and zero IDs
+// ignored), in the order of ids, with GetTrace's matching rules.
+func (s *Store) GetTracesByIDs(ctx context.Context, ids []model.TraceID) ([][]model.Span, error) {
+	strict := !s.opts.DisableStrictTraceID
+	seen := make(map[traceKey]bool, len(ids))
+	keys := make([]traceKey, 0, len(ids))
+	for _, id := range ids {
+		if id.IsZero() {
+			continue
+		}
+		k := keyOf(id)
+		if !strict {
+			k.high = 0
+		}
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	return s.fetchTraces(ctx, keys, strict)
+}
+
+const readColumns = "trace_id, trace_id_high, id, parent_id, kind, name, start_ts, duration, debug, shared, " +
+	"l_service, host(l_ipv4), host(l_ipv6), l_port, r_service, host(r_ipv4), host(r_ipv6), r_port, annotations::text, tags::text"
+
+// fetchTraces reads the traces of keys (all 128 bits when strict, else the
+// low 64) and returns each merged, in the order of keys; traces with
+// nothing stored are left out.
+func (s *Store) fetchTraces(ctx context.Context, keys []traceKey, strict bool) ([][]model.Span, error) {
+	byTrace := make(map[traceKey][]model.Span, len(keys))
+	for start := 0; start < len(keys); start += maxKeys {
+		chunk := keys[start:min(start+maxKeys, len(keys))]
+		var p params
+		var b strings.Builder
+		b.WriteString("SELECT " + readColumns + " FROM " + tableSpans + " WHERE ")
+		if strict {
+			b.WriteString("(trace_id, trace_id_high) IN (")
+			for i, k := range chunk {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteString("(" + p.add(k.low) + "::int8, " + p.add(k.high) + "::int8)")
+			}
+		} else {
+			b.WriteString("trace_id IN (")
+			for i, k := range chunk {
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				b.WriteString(p.add(k.low) + "::int8")
+			}
+		}
+		b.WriteString(")")
+		if err := s.readSpans(ctx, b.String(), p.args, func(sp model.Span) {
+			k := keyOf(sp.TraceID)
+			if !strict {
+				k.high = 0
+			}
+			byTrace[k] = append(byTrace[k], sp)
+		}); err != nil {
+			return nil, err
+		}
+	}
+	out := make([][]model.Span, 0, len(byTrace))
+	for _, k := range keys {
+		if t, ok := byTrace[k]; ok {
+			out = append(out, mysqlstore.MergeTrace(t))
+			delete(byTrace, k)
+		}
+	}
+	return out, nil
+}
+
+// readSpans runs query (which selects readColumns) and passes each span to fn.
+func (s *Store) readSpans(ctx context.Context, query string, args []any, fn func(model.Span)) error {
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return fmt.Errorf("pgstore: select spans: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			low, high, id, parent, dur int64
+			kind, name, lsvc, rsvc     string
+			ts                         sql.NullInt64
+			debug, shared              bool
+			l4, l6, r4, r6, ann, tags  sql.NullString
+			lport, rport               int64
+		)
+		if err := rows.Scan(&low, &high, &id, &parent, &kind, &name, &ts, &dur, &debug, &shared,
+			&lsvc, &l4, &l6, &lport, &rsvc, &r4, &r6, &rport, &ann, &tags); err != nil {
+			return fmt.Errorf("pgstore: select spans: %w", err)
+		}
+		sp := model.Span{TraceID: model.TraceID{High: uint64(high), Low: uint64(low)}, ID: model.ID(uint64(id)),
+			ParentID: model.ID(uint64(parent)), Kind: model.Kind(kind), Name: name, Timestamp: ts.Int64, Duration: dur,
+			Debug: debug, Shared: shared,
+			LocalEndpoint:  endpoint(lsvc, l4, l6, lport),
+			RemoteEndpoint: endpoint(rsvc, r4, r6, rport)}
+		if ann.Valid {
+			var a [][2]json.RawMessage
+			if err := json.Unmarshal([]byte(ann.String), &a); err != nil {
+				return fmt.Errorf("pgstore: decoding the annotations of span %s: %w", sp.ID, err)
+			}
+			sp.Annotations = make([]model.Annotation, len(a))
+			for i, x := range a {
+				_ = json.Unmarshal(x[0], &sp.Annotations[i].Timestamp)
+				_ = json.Unmarshal(x[1], &sp.Annotations[i].Value)
+			}
+		}
+		if tags.Valid {
+			if err := json.Unmarshal([]byte(tags.String), &sp.Tags); err != nil {
+				return fmt.Errorf("pgstore: decoding the tags of span %s: %w", sp.ID, err)
+			}
+		}
+		fn(sp)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("pgstore: select spans: %w", err)
+	}
+	return nil
+}
+
+func endpoint(svc string, v4, v6 sql.NullString, port int64) *model.Endpoint {
+	e := &model.Endpoint{ServiceName: svc, Port: int(port)}
+	if v4.Valid {
+		e.IPv4, _ = netip.ParseAddr(v4.String)
+	}
+	if v6.Valid {
+		e.IPv6, _ = netip.ParseAddr(v6.String)
+	}
+	if e.IsZero() {
+		return nil
+	}
+	return e
+}
+
+// GetDependencies links the traces with a span in [endTs-lookback, endTs]
+// (epoch milliseconds), read whole, with Zipkin's DependencyLinker rules.
+func (s *Store) GetDependencies(ctx context.Context, endTs, lookback int64) ([]model.DependencyLink, error) {
+	if endTs <= 0 {
+		return nil, &model.QueryError{Msg: "endTs <= 0"}
+	}
+	if lookback <= 0 {
+		return nil, &model.QueryError{Msg: "lookback <= 0"}
+	}
+	begin, end := model.MillisToMicros(max(endTs-lookback, 0)), model.MillisToMicros(endTs)
+	strict := !s.opts.DisableStrictTraceID
+	group := "trace_id, trace_id_high"
+	if !strict {
+		group = "trace_id, 0::int8"
+	}
+	keys, err := s.selectKeys(ctx, "SELECT DISTINCT "+group+", 0::int8 FROM "+tableSpans+
+		" WHERE start_ts BETWEEN $1 AND $2 ORDER BY 1, 2", begin, end)
+	if err != nil || len(keys) == 0 {
+		return nil, err
+	}
+	traces, err := s.fetchTraces(ctx, keys, strict)
+	if err != nil {
+		return nil, err
+	}
+	return mysqlstore.LinkTraces(traces), nil
+}
+
+// GetServiceNames returns the local service names of the stored spans,
+// sorted. With DisableSearch it returns nothing.
+func (s *Store) GetServiceNames(ctx context.Context) ([]string, error) {
+	if s.opts.DisableSearch {
+		return nil, nil
+	}
+	return s.selectNames(ctx, nameService, "")
+}
+
+// GetRemoteServiceNames returns the remote service names of the spans of a
+// local service, sorted; "" and DisableSearch return nothing.
+func (s *Store) GetRemoteServiceNames(ctx context.Context, serviceName string) ([]string, error) {
+	return s.namesOf(ctx, nameRemote, serviceName)
+}
+
+// GetSpanNames returns the span names of a local service, sorted; "" and
+// DisableSearch return nothing.
+func (s *Store) GetSpanNames(ctx context.Context, serviceName string) ([]string, error) {
+	return s.namesOf(ctx, nameSpan, serviceName)
+}
+
+func (s *Store) namesOf(ctx context.Context, kind int16, serviceName string) ([]string, error) {
+	serviceName = strings.ToLower(strings.TrimSpace(serviceName))
+	if s.opts.DisableSearch || serviceName == "" {
+		return nil, nil
+	}
+	return s.selectNames(ctx, kind, serviceName)
+}
+
+// selectNames reads the names of one kind: the services themselves, or the
+// names recorded under service.
+func (s *Store) selectNames(ctx context.Context, kind int16, service string) ([]string, error) {
+	var query string
+	var args []any
+	if kind == nameService {
+		query = "SELECT service FROM " + tableNames + " WHERE kind = $1 ORDER BY 1"
+		args = []any{int64(kind)}
+	} else {
+		query = "SELECT name FROM " + tableNames + " WHERE kind = $1 AND service = $2 ORDER BY 1"
+		args = []any{int64(kind), service}
+	}
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: select names: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, fmt.Errorf("pgstore: select names: %w", err)
+		}
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: select names: %w", err)
+	}
+	slices.Sort(out) // byte order, whatever the database's collation
+	return slices.Compact(out), nil
+}
+
+// GetKeys returns the configured autocomplete keys (Options.AutocompleteKeys),
+// sorted and without repeats; with DisableSearch, nothing.
+func (s *Store) GetKeys(context.Context) ([]string, error) {
+	if s.opts.DisableSearch || len(s.keys) == 0 {
+		return nil, nil
+	}
+	out := make([]string, 0, len(s.keys))
+	for k := range s.keys {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// GetValues returns the distinct values stored for tag key, sorted, when key
+// is a configured autocomplete key, and nothing otherwise (or with
+// DisableSearch). An empty key is a *model.QueryError "key was empty".
+func (s *Store) GetValues(ctx context.Context, key string) ([]string, error) {
+	if key == "" {
+		return nil, &model.QueryError{Msg: "key was empty"}
+	}
+	if s.opts.DisableSearch || !s.keys[key] {
+		return nil, nil
+	}
+	return s.selectNames(ctx, nameValue, key)
+}
