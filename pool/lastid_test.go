@@ -70,14 +70,18 @@ func TestLastInsertIDDeferred(t *testing.T) {
 	}{
 		{"LAST_INSERT_ID()", func(t *testing.T, c *sql.Conn) (string, string) { return scalar(t, c, "SELECT LAST_INSERT_ID()"), "0" }},
 		{"@@identity", func(t *testing.T, c *sql.Conn) (string, string) { return scalar(t, c, "SELECT @@identity"), "0" }},
-		{"@@session.last_insert_id", func(t *testing.T, c *sql.Conn) (string, string) { return scalar(t, c, "select @@session.last_insert_id"), "0" }},
+		{"@@session.last_insert_id", func(t *testing.T, c *sql.Conn) (string, string) {
+			return scalar(t, c, "select @@session.last_insert_id"), "0"
+		}},
 		{"SHOW VARIABLES", func(t *testing.T, c *sql.Conn) (string, string) {
 			return scalar(t, c, "SHOW SESSION VARIABLES LIKE 'last_insert_id'"), "0"
 		}},
 		{"SESSION_VARIABLES", func(t *testing.T, c *sql.Conn) (string, string) {
 			return scalar(t, c, "SELECT VARIABLE_VALUE FROM information_schema.SESSION_VARIABLES WHERE VARIABLE_NAME = 'IDENTITY'"), "0"
 		}},
-		{"parameterized", func(t *testing.T, c *sql.Conn) (string, string) { return scalar(t, c, "SELECT LAST_INSERT_ID() + ?", 0), "0" }},
+		{"parameterized", func(t *testing.T, c *sql.Conn) (string, string) {
+			return scalar(t, c, "SELECT LAST_INSERT_ID() + ?", 0), "0"
+		}},
 		{"sql.Stmt prepared before", func(t *testing.T, c *sql.Conn) (string, string) {
 			st, err := c.PrepareContext(ctx, "SELECT LAST_INSERT_ID()")
 			if err != nil {
