@@ -615,6 +615,25 @@ func (s *side) borrow(ctx context.Context, pooled bool) (diff string, fresh, got
 	return "", "", "", nil
 }
 
+// borrowQuietly ends the current borrow and starts the next without looking at its session, so
+// that whatever the pool left (or defers resetting) reaches the next steps unobserved.
+func (s *side) borrowQuietly(ctx context.Context, pooled bool) error {
+	s.endBorrow()
+	bctx, cancel := context.WithTimeout(ctx, 2*s.r.o.StepTimeout)
+	defer cancel()
+	if !pooled {
+		if err := s.waitLocksFree(bctx); err != nil {
+			return err
+		}
+	}
+	c, err := s.db.Conn(bctx)
+	if err != nil {
+		return err
+	}
+	s.conn = c
+	return nil
+}
+
 func (s *side) waitLocksFree(ctx context.Context) error {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -674,6 +693,17 @@ func (r *Runner) Run(p Program) (*Divergence, error) {
 	}
 	for i, st := range p {
 		start := time.Now()
+		if st.Op == OpBorrow && !st.Snapshot {
+			for _, s := range []*side{ref, pl} {
+				if err := s.borrowQuietly(ctx, s == pl); err != nil {
+					return nil, fmt.Errorf("step %d: %s side: %w", i, s.name, err)
+				}
+			}
+			if r.o.OnStep != nil {
+				r.o.OnStep(i, st, time.Since(start))
+			}
+			continue
+		}
 		if st.Op == OpBorrow {
 			if d, err := borrow(i); d != nil || err != nil {
 				return d, err
