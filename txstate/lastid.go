@@ -198,25 +198,36 @@ func (t *Tracker) LastInsertIDStale() bool {
 // performance_schema's variables tables) or turn on sql_auto_is_null, which makes
 // WHERE id IS NULL read it. A literal or comment that mentions one errs toward a reset.
 func observesLastID(s string) bool {
-	for i := 0; i+8 <= len(s); i++ {
-		switch s[i] | 0x20 {
-		case 'l':
-			if i+14 <= len(s) && eqFold(s[i:i+14], "last_insert_id") {
-				return true
-			}
-		case 'i':
-			if eqFold(s[i:i+8], "identity") {
-				return true
-			}
-		case 'v':
-			if i+9 <= len(s) && eqFold(s[i:i+9], "variables") {
-				return true
-			}
-		case 'a':
-			if i+12 <= len(s) && eqFold(s[i:i+12], "auto_is_null") {
-				return true
-			}
+	// Each word is found from a byte of it that SQL text rarely holds, with strings.IndexByte:
+	// the '_' of last_insert_id and auto_is_null (the fifth byte of both), the 'y' of identity
+	// (its last), the 'b' of variables (its sixth).
+	for i := 0; ; {
+		j := strings.IndexByte(s[i:], '_')
+		if j < 0 {
+			break
+		}
+		p := i + j - 4 // where the word would start
+		i += j + 1
+		if p >= 0 && (p+14 <= len(s) && eqFold(s[p:p+14], "last_insert_id") || p+12 <= len(s) && eqFold(s[p:p+12], "auto_is_null")) {
+			return true
 		}
 	}
-	return false
+	return hasWordAt(s, 'y', 7, "identity") || hasWordAt(s, 'Y', 7, "identity") ||
+		hasWordAt(s, 'b', 5, "variables") || hasWordAt(s, 'B', 5, "variables")
+}
+
+// hasWordAt reports whether s holds the lower-case word w, in any case, with its byte at
+// offset off being c (as found by strings.IndexByte).
+func hasWordAt(s string, c byte, off int, w string) bool {
+	for i := 0; ; {
+		j := strings.IndexByte(s[i:], c)
+		if j < 0 {
+			return false
+		}
+		p := i + j - off
+		i += j + 1
+		if p >= 0 && p+len(w) <= len(s) && eqFold(s[p:p+len(w)], w) {
+			return true
+		}
+	}
 }
