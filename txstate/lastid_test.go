@@ -236,3 +236,20 @@ func TestObservesLastID(t *testing.T) {
 		}
 	}
 }
+
+// A borrow whose session state became unknown (it will be discarded at release) still keeps its
+// own ids through the reset (found by the differential fuzzer: HANDLER, then an INSERT, then a
+// read of LAST_INSERT_ID()).
+func TestDeferInsertIDAfterDiscard(t *testing.T) {
+	tr := NewTracker(lazyBase("0"))
+	tr.SetDeferInsertID(true)
+	insertBorrow(t, tr, 5)
+	tr.Statement("HANDLER n READ FIRST")
+	tr.Failed()
+	tr.Statement("INSERT INTO t (v) VALUES ('g')")
+	tr.InsertID(4)
+	want := "SET last_insert_id=IF(LAST_INSERT_ID() IN (4),LAST_INSERT_ID(),0)"
+	if s := tr.BeforeStatement("SELECT LAST_INSERT_ID()", false); s != want {
+		t.Fatalf("reset %q; want %q", s, want)
+	}
+}

@@ -366,13 +366,13 @@ func (t *Tracker) Statement(query string) {
 	q := t.st.quoting
 	analyze(&in, query, q)
 	t.apply(&in)
+	t.id.insert = in.insert // also when discarding: the borrow's own ids matter until release
 	if in.class == ClassEmpty || t.st.dirty&dDiscard != 0 {
 		return
 	}
 	if strings.IndexByte(query, '@') >= 0 {
 		t.scanUserVars(query, q, &in)
 	}
-	t.id.insert = in.insert
 	switch {
 	case hasLastInsertIDArg(query):
 		t.setLastID()
