@@ -416,7 +416,7 @@ func TestRunStubJSON(t *testing.T) {
 		t.Fatalf("code %d; stderr:\n%s", code, errb.String())
 	}
 	res := parseJSONLines(t, out.String())
-	if want := 3*2*len(AllPools) + 2*len(AllPools); len(res) != want {
+	if want := 5*2*len(AllPools) + 2*len(AllPools); len(res) != want { // 5 closed-loop benchmarks × 2 thread counts, contended, saturated
 		t.Fatalf("%d results, want %d", len(res), want)
 	}
 	for _, m := range res {
