@@ -597,8 +597,12 @@ const resolutionVars varMask = 1<<vSQLMode | 1<<vCharsetClient | 1<<vCharsetConn
 func (t *Tracker) set(in *info) {
 	wasOn := t.st.ac == triOn
 	if in.ac != triNone {
-		if in.ac == triOn && t.st.ac == triOff {
-			t.implicitCommit() // switching autocommit from 0 to 1 commits
+		if in.ac == triOn && t.st.ac == triOff && !(t.st.dirty&dTx != 0 && t.st.txMode == txModeReadOnly) {
+			// Switching autocommit from 0 to 1 commits. Not a READ ONLY transaction as far as
+			// release is concerned: MariaDB 10.11 commits it (@@in_transaction reads 0) but
+			// keeps refusing writes (1792) until the next COMMIT or ROLLBACK, which release
+			// then sends.
+			t.implicitCommit()
 		}
 		t.st.ac = in.ac
 		if t.hasBase && in.ac != triUnknown && (in.ac == triOn) == t.base.Autocommit {
