@@ -281,14 +281,19 @@ var gens = []gen{
 	{3, true, func(r *rand.Rand) []Step {
 		return ex(pick(r, "INSERT INTO u (k, parent) VALUES (?, 999)", "INSERT INTO n (id, s) VALUES (?, 'p')", "DELETE FROM u WHERE k = ?"), int64(r.IntN(40)+60))
 	}},
-	// borrows, a quarter of them compared with a fresh connection
-	{14, true, func(r *rand.Rand) []Step { return []Step{{Op: OpBorrow, Snapshot: r.IntN(4) == 0}} }},
+	// borrows (Generate draws which compare sessions)
+	{14, true, func(r *rand.Rand) []Step { return []Step{{Op: OpBorrow}} }},
 }
 
 // Generate returns a program of n steps drawn from the vocabulary with the seed: the same seed,
 // n and vocabulary give the same program.
 func Generate(seed uint64, n int, v Vocabulary) Program {
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	// Which borrows compare sessions (a quarter on MariaDB) is drawn from a stream of its own, so
+	// that the steps are those the vocabulary alone draws. On the embedded server every borrow
+	// compares, as its programs were checked: after DROP TEMPORARY TABLE of a table that shadows
+	// t, its session fails to prepare statements on the real t (1146) until something reads it.
+	snap := rand.New(rand.NewPCG(seed^0x5bd1e9955bd1e995, seed))
 	var usable []gen
 	total := 0
 	for _, g := range gens {
@@ -309,6 +314,9 @@ func Generate(seed uint64, n int, v Vocabulary) Program {
 					}
 					if v.Embedded && (s.Op == OpStmtExec || s.Op == OpStmtQuery) && len(s.Args) == 1 && s.Args[0] == int64(0) {
 						continue // "SELECT LAST_INSERT_ID(), ?" and "SELECT @u, @v, ?" among others: not on the embedded server
+					}
+					if s.Op == OpBorrow {
+						s.Snapshot = v.Embedded || snap.IntN(4) == 0
 					}
 					if v.Embedded && s.Op == OpBeginTx {
 						// The embedded server keeps the isolation level of go-sql-driver's
