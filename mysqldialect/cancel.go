@@ -28,7 +28,7 @@ func (d dialect) NewCancellableSession(ctx context.Context, dc driver.Conn) (poo
 		t, err := d.NewSession(ctx, dc)
 		return t, 0, err
 	}
-	return newTracker(b, true), id, nil
+	return newTracker(dc, b, true), id, nil
 }
 
 // Cancel runs KILL QUERY id on side.

@@ -17,16 +17,18 @@ func (dialect) NewSession(ctx context.Context, dc driver.Conn) (pool.SessionTrac
 	if err != nil {
 		return nil, err
 	}
-	return newTracker(b, known), nil
+	return newTracker(dc, b, known), nil
 }
 
-// newTracker starts a tracker from b. When the driver could not answer the baseline query
-// (known false) the tracker has no baseline and plans a discard for any change it cannot undo.
-func newTracker(b txstate.Baseline, known bool) *tracker {
+// newTracker starts a tracker over dc from b. When the driver could not answer the baseline
+// query (known false) the tracker has no baseline and plans a discard for any change it cannot
+// undo.
+func newTracker(dc driver.Conn, b txstate.Baseline, known bool) *tracker {
 	s := &tracker{}
 	if known {
 		s.Reset(b)
 	}
+	s.deferInsertID(dc)
 	return s
 }
 
@@ -35,6 +37,8 @@ func newTracker(b txstate.Baseline, known bool) *tracker {
 // with the few that speak the pool's types.
 type tracker struct {
 	txstate.Tracker
+	// dc is the connection the deferred LAST_INSERT_ID() reset runs on; nil: not deferred.
+	dc driver.Conn
 }
 
 // Result tells the tracker the last insert id: zero means the statement generated no
@@ -74,10 +78,16 @@ func (s *tracker) Scope() (string, bool) {
 	return db, known
 }
 
-// Caps is the zero pool.SessionCaps: no liveness peek (go-sql-driver checks its socket in
-// ResetSession), the driver's ResetSession at every hand-out, statements run as the driver runs
-// them.
-func (s *tracker) Caps() pool.SessionCaps { return pool.SessionCaps{} }
+// Caps asks for no liveness peek (go-sql-driver checks its socket in ResetSession), the
+// driver's ResetSession at every hand-out, statements run as the driver runs them; and, when
+// the LAST_INSERT_ID() reset is deferred, Before (lastid.go).
+func (s *tracker) Caps() pool.SessionCaps {
+	var c pool.SessionCaps
+	if s.dc != nil {
+		c.Before = s.before
+	}
+	return c
+}
 
 // queryBaseline runs txstate.BaselineQuery (directly, or prepared when the driver has no
 // QueryerContext): once per connection, right after dialling, never on a borrow. A server that

@@ -53,8 +53,25 @@ var (
 // The pool cannot see what is done with it, so the session state becomes unknown and the
 // connection gets a full reset (or is discarded) when it is returned.
 func (c *conn) Unwrap() driver.Conn {
+	c.runBefore()
 	c.e.sess.Unknown()
 	return c.e.conn
+}
+
+// runBefore runs the tracker's deferred resets (SessionCaps.Before) before the driver's
+// connection is handed out, within ValidationTimeout; a connection whose reset failed is closed
+// at release.
+func (c *conn) runBefore() {
+	b := c.e.before
+	if b == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.p.cfg.ValidationTimeout)
+	defer cancel()
+	if err := b(ctx, "", false); err != nil {
+		_ = c.observe(err)
+		c.e.evict.Store(true)
+	}
 }
 
 // Unwrap returns the driver connection under one of the pool's connections (as sql.Conn.Raw passes
@@ -209,6 +226,11 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 }
 
 func (c *conn) execContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	if b := c.e.before; b != nil {
+		if err := b(ctx, query, true); err != nil {
+			return nil, c.observe(err)
+		}
+	}
 	var r driver.Result
 	var err error
 	var ran bool // run through the statement cache first (cacheFirst)
@@ -261,6 +283,11 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 }
 
 func (c *conn) queryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	if b := c.e.before; b != nil {
+		if err := b(ctx, query, false); err != nil {
+			return nil, c.observe(err)
+		}
+	}
 	var r driver.Rows
 	var err error
 	var ran bool // run through the statement cache first (cacheFirst)

@@ -96,7 +96,9 @@ type SessionTracker interface {
 	Failed()
 	// Unknown: the borrower reached the driver connection directly (sql.Conn.Raw).
 	Unknown()
-	// Clean: the session is as at connect, so release sends nothing.
+	// Clean: the session is as at connect, so release sends nothing. It is asked once at every
+	// release of a connection the pool keeps (after Hooks.AfterRelease), and so marks the end of
+	// a borrow.
 	Clean() bool
 	// ReadOnlyTx: the borrower opened a read-only transaction itself.
 	ReadOnlyTx() bool
@@ -125,6 +127,15 @@ type SessionCaps struct {
 	// CacheFirst, if set and true, runs repeated statements through the cache; false in a
 	// transaction.
 	CacheFirst func() bool
+	// Before, if set, is called before each statement a borrower (or a BeforeAcquire or
+	// AfterRelease hook) runs — an Exec, a Query, an execution of a prepared statement;
+	// result says the driver reports its driver.Result — and with query "" before the pool
+	// hands out the driver's connection (Unwrap). It may first run statements of its own on the
+	// connection, with ctx: a reset deferred from an earlier release until a statement could
+	// observe what it resets (MySQL: LAST_INSERT_ID()). Its error is the statement's, which is
+	// then not sent. It is called on every statement, so it must return at once, without
+	// allocating, when nothing is deferred.
+	Before func(ctx context.Context, query string, result bool) error
 }
 
 // livenessPeekWindow is how recently a connection must have been handed out before (its
@@ -159,6 +170,7 @@ func (e *entry) adoptTracker() {
 	caps := e.sess.Caps()
 	e.live = caps.Alive
 	e.cacheFirst = caps.CacheFirst
+	e.before = caps.Before
 	if caps.SkipDriverReset {
 		e.resetter = nil
 		if caps.IsValid != nil && e.validator == nil {

@@ -1,6 +1,7 @@
 package pool
 
 import (
+	"context"
 	"database/sql/driver"
 	"slices"
 	"sync"
@@ -77,7 +78,9 @@ type entry struct {
 	sess  SessionTracker // the Dialect's; nil only before the session is initialised
 	// cacheFirst is the tracker's SessionCaps.CacheFirst, or nil.
 	cacheFirst func() bool
-	fatal      error // first fatal error seen while in use
+	// before is the tracker's SessionCaps.Before, or nil.
+	before func(ctx context.Context, query string, result bool) error
+	fatal  error // first fatal error seen while in use
 	// discard is why IsValid refused the connection; the Close that database/sql sends next
 	// closes it with this reason.
 	discard CloseReason

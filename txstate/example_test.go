@@ -176,3 +176,36 @@ func ExampleAction_String() {
 	// Output:
 	// none reset discard
 }
+
+// The deferred LAST_INSERT_ID() reset: an insert cycle releases clean, and the stale id is
+// reset just before the first later statement that could read it.
+func ExampleTracker_SetDeferInsertID() {
+	var b txstate.Baseline // as BaselineFromRow returns it
+	b.Autocommit, b.Isolation = true, "REPEATABLE-READ"
+	b.Variables.Set("sql_auto_is_null", "0")
+	var t txstate.Tracker
+	t.Reset(b)
+	t.SetDeferInsertID(true)
+
+	// A borrow: one autocommit INSERT that generated id 41, then its release.
+	fmt.Printf("before: %q\n", t.BeforeStatement("INSERT INTO orders (item) VALUES (?)", true))
+	t.Statement("INSERT INTO orders (item) VALUES (?)")
+	t.InsertID(41)
+	t.EndBorrow()
+	fmt.Println("clean:", t.Clean())
+
+	// Later borrows: a query that cannot read the id, then one that can.
+	for _, q := range []string{"SELECT item FROM orders WHERE id = ?", "SELECT LAST_INSERT_ID()"} {
+		if s := t.BeforeStatement(q, false); s != "" {
+			fmt.Printf("before %s: %s\n", q, s)
+			t.BeforeDone() // after s ran successfully
+		}
+		t.Statement(q)
+	}
+	fmt.Println("stale:", t.LastInsertIDStale())
+	// Output:
+	// before: ""
+	// clean: true
+	// before SELECT LAST_INSERT_ID(): SET last_insert_id=0
+	// stale: false
+}

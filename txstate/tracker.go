@@ -115,6 +115,9 @@ type Tracker struct {
 	uvars       []string
 	idTentative bool
 
+	// id is the deferred LAST_INSERT_ID() reset (lastid.go); its zero value is off (eager).
+	id lastID
+
 	txIso driver.IsolationLevel
 	xid   string
 	temps []string
@@ -185,6 +188,7 @@ func (t *Tracker) Reset(b Baseline) {
 		t.assign[vCharsetClient] = "NAMES '" + cl + "' COLLATE '" + co + "'"
 	}
 	t.Done()
+	t.id.fresh(t)
 }
 
 // Baseline returns the baseline given to Reset, and false for a Tracker
@@ -197,6 +201,7 @@ func (t *Tracker) Baseline() (Baseline, bool) {
 // baseline and clean. Call it after every successful reset (and never after
 // a failed one: close the connection instead).
 func (t *Tracker) Done() {
+	t.doneLastID()
 	t.st = sess{quoting: t.base.Quoting, db: t.base.Database}
 	if t.hasBase {
 		t.st.ac = triOff
@@ -315,6 +320,7 @@ func (t *Tracker) Unknown() {
 // before and after); what it may have started is kept too.
 func (t *Tracker) Failed() {
 	t.idTentative = false
+	t.id.insert = false
 	p := t.prev
 	t.st.dirty |= p.dirty | t.failExtra
 	if p.ac != t.st.ac {
@@ -355,10 +361,12 @@ func (t *Tracker) Failed() {
 func (t *Tracker) Statement(query string) {
 	t.prev, t.failExtra = t.st, 0
 	t.idTentative = false
+	t.id.insert = false
 	var in info
 	q := t.st.quoting
 	analyze(&in, query, q)
 	t.apply(&in)
+	t.id.insert = in.insert // also when discarding: the borrow's own ids matter until release
 	if in.class == ClassEmpty || t.st.dirty&dDiscard != 0 {
 		return
 	}
@@ -367,9 +375,9 @@ func (t *Tracker) Statement(query string) {
 	}
 	switch {
 	case hasLastInsertIDArg(query):
-		t.st.dirty |= dLastID
-	case in.insert && t.st.dirty&dLastID == 0:
-		t.st.dirty |= dLastID
+		t.setLastID()
+	case in.insert && !t.lastIDChanged():
+		t.setLastID()
 		t.idTentative = true
 	}
 }
@@ -412,8 +420,13 @@ func (t *Tracker) scanUserVars(query string, q Quoting, in *info) {
 func (t *Tracker) InsertID(id int64) {
 	if id == 0 && t.idTentative {
 		t.st.dirty &^= dLastID
+		t.id.borrow = false
 	}
 	t.idTentative = false
+	if id != 0 {
+		t.id.reported(id)
+	}
+	t.id.insert = false
 }
 
 // apply changes the state by one classified statement.
@@ -584,8 +597,12 @@ const resolutionVars varMask = 1<<vSQLMode | 1<<vCharsetClient | 1<<vCharsetConn
 func (t *Tracker) set(in *info) {
 	wasOn := t.st.ac == triOn
 	if in.ac != triNone {
-		if in.ac == triOn && t.st.ac == triOff {
-			t.implicitCommit() // switching autocommit from 0 to 1 commits
+		if in.ac == triOn && t.st.ac == triOff && !(t.st.dirty&dTx != 0 && t.st.txMode == txModeReadOnly) {
+			// Switching autocommit from 0 to 1 commits. Not a READ ONLY transaction as far as
+			// release is concerned: MariaDB 10.11 commits it (@@in_transaction reads 0) but
+			// keeps refusing writes (1792) until the next COMMIT or ROLLBACK, which release
+			// then sends.
+			t.implicitCommit()
 		}
 		t.st.ac = in.ac
 		if t.hasBase && in.ac != triUnknown && (in.ac == triOn) == t.base.Autocommit {
@@ -697,7 +714,7 @@ func (t *Tracker) createTemp(in *info) {
 // is not known. Plan does not change the Tracker; it allocates only to
 // join several causes in Reason and to build a DROP TEMPORARY TABLE.
 func (t *Tracker) Plan() Plan {
-	d := t.st.dirty
+	d := t.st.dirty | t.lastIDInSet()
 	switch {
 	case d == 0:
 		return Plan{}

@@ -111,6 +111,9 @@ func TestTrackerPlans(t *testing.T) {
 		{"autocommit=0 commit", &testBase, []string{"SET autocommit=0", "INSERT INTO t VALUES (1)", "COMMIT"}, ActionReset, []string{"SET autocommit=1"}},
 		{"autocommit back on commits", &testBase, []string{"SET autocommit=0", "INSERT INTO t VALUES (1)", "SET autocommit=1"}, ActionNone, nil},
 		{"autocommit=1 inside begin", &testBase, []string{"BEGIN", "INSERT INTO t VALUES (1)", "SET autocommit=1"}, ActionReset, []string{"ROLLBACK"}},
+		// MariaDB 10.11 commits, but refuses writes (1792) until COMMIT or ROLLBACK (found by the
+		// differential fuzzer).
+		{"autocommit back on in a read-only transaction", &testBase, []string{"START TRANSACTION READ ONLY", "SET autocommit=0", "SET autocommit=1"}, ActionReset, []string{"ROLLBACK"}},
 		{"autocommit off begin on", &testBase, []string{"SET autocommit=0", "BEGIN", "INSERT INTO t VALUES (1)", "SET autocommit=1"}, ActionNone, nil},
 		{"autocommit failed switch", &testBase, []string{"SET autocommit=0", "INSERT INTO t VALUES (1)", "SET autocommit=1", "<failed>"}, ActionReset, []string{"ROLLBACK", "SET autocommit=1"}},
 		{"autocommit unknown", &testBase, []string{"SET autocommit=@v"}, ActionReset, []string{"SET autocommit=1"}},

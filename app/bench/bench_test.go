@@ -141,12 +141,21 @@ func (s *sharedTarget) rate(b *testing.B, g int) float64 {
 func BenchmarkCycleConnection(b *testing.B)     { benchClosed(b, BenchCycleConnection) }
 func BenchmarkCycleStatement(b *testing.B)      { benchClosed(b, BenchCycleStatement) }
 func BenchmarkCycleParamStatement(b *testing.B) { benchClosed(b, BenchCycleParamStatement) }
+func BenchmarkCycleInsert(b *testing.B)         { benchClosed(b, BenchCycleInsert) }
+func BenchmarkCycleInsertAutocommit(b *testing.B) {
+	benchClosed(b, BenchCycleInsertAutocommit)
+}
 
 func benchClosed(b *testing.B, name string) {
 	t := shared.get(b)
 	for _, threads := range benchThreads {
 		for _, kind := range AllPools {
 			b.Run(fmt.Sprintf("pool=%s/threads=%d", kind, threads), func(b *testing.B) {
+				if isInsert(name) {
+					if err := t.PrepareInsertTable(); err != nil {
+						b.Fatal(err)
+					}
+				}
 				d := openBenchPool(b, t, kind)
 				ops := make([]func(context.Context) error, threads)
 				for i := range ops {

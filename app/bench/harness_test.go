@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqlpool/sqlpool/internal/mysqltest"
 	"github.com/sqlpool/sqlpool/pool"
 )
 
@@ -125,6 +126,12 @@ func TestStubThroughPools(t *testing.T) {
 			}
 			if err := CycleParamStatement(ctx, d, int64(i+40)); err != nil {
 				t.Fatalf("%s: cycleParamStatement: %v", kind, err)
+			}
+			if err := CycleInsert(ctx, d); err != nil {
+				t.Fatalf("%s: cycleInsert: %v", kind, err)
+			}
+			if err := CycleInsertAutocommit(ctx, d); err != nil {
+				t.Fatalf("%s: cycleInsertAutocommit: %v", kind, err)
 			}
 		}
 		if d.Pool != nil {
@@ -409,7 +416,7 @@ func TestRunStubJSON(t *testing.T) {
 		t.Fatalf("code %d; stderr:\n%s", code, errb.String())
 	}
 	res := parseJSONLines(t, out.String())
-	if want := 3*2*len(AllPools) + 2*len(AllPools); len(res) != want {
+	if want := 5*2*len(AllPools) + 2*len(AllPools); len(res) != want { // 5 closed-loop benchmarks × 2 thread counts, contended, saturated
 		t.Fatalf("%d results, want %d", len(res), want)
 	}
 	for _, m := range res {
@@ -470,7 +477,7 @@ func TestRunEmbeddedTraffic(t *testing.T) {
 		t.Skip("starts an embedded server")
 	}
 	var out, errb bytes.Buffer
-	code := Run([]string{"-forks", "0", "-format", "json", "-bench", "cycleConnection,cycleParamStatement,contended",
+	code := Run([]string{"-forks", "0", "-format", "json", "-bench", "cycleConnection,cycleParamStatement,cycleInsert,cycleInsertAutocommit,contended",
 		"-threads", "2", "-contended-threads", "8", "-rate", "2", "-warmup", "1", "-iterations", "1",
 		"-iteration-time", "100ms", "-size", "2"}, &out, &errb)
 	if code != ExitOK {
@@ -504,6 +511,70 @@ func TestRunEmbeddedTraffic(t *testing.T) {
 	}
 	if a, b := rt["cycleParamStatement/sqlpool"], rt["cycleParamStatement/database-sql"]; !(a < b) || a > 1.01 {
 		t.Errorf("cycleParamStatement: sqlpool %v round trips/op, database-sql %v: want ~1 < ~3", a, b)
+	}
+	// An insert cycle's generated id costs nothing more: the same round trips as plain
+	// database/sql (autocommit: 1; transaction: 3).
+	for _, b := range []string{BenchCycleInsert, BenchCycleInsertAutocommit} {
+		if a, d := rt[b+"/sqlpool"], rt[b+"/database-sql"]; a != d || a < 1 {
+			t.Errorf("%s: sqlpool %v round trips/op, database-sql %v: want the same", b, a, d)
+		}
+	}
+}
+
+// TestCycleInsertServerStatements counts, at a MariaDB server (MYSQL_TEST_DSN), the statements
+// an insert cycle runs (the session's Questions, one connection per pool) and the packets it
+// sends (the counting proxy): the pool's equal plain database/sql's.
+func TestCycleInsertServerStatements(t *testing.T) {
+	mysqltest.RequireMariaDB(t, "counts statements with MariaDB's session status")
+	tg, err := OpenServer(mysqltest.DSN(t), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.Close()
+	ctx := context.Background()
+	const ops = 200
+	for _, b := range []string{BenchCycleInsert, BenchCycleInsertAutocommit} {
+		stmts, packets := map[string]float64{}, map[string]float64{}
+		for _, kind := range AllPools {
+			if err := tg.PrepareInsertTable(); err != nil {
+				t.Fatal(err)
+			}
+			d, err := OpenPool(kind, tg.Connector(), 1, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			questions := func() float64 {
+				var name string
+				var n float64
+				if err := d.DB.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE 'Questions'").Scan(&name, &n); err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			op, err := closedOp(b, d, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q0 := questions()
+			tg.ResetCounts()
+			for range ops {
+				if err := op(ctx); err != nil {
+					t.Fatalf("%s/%s: %v", b, kind, err)
+				}
+			}
+			c := tg.Counts()
+			stmts[kind] = (questions() - q0 - 1) / ops // less the SHOW itself
+			packets[kind] = float64(c.ClientPackets) / ops
+			_ = d.Close()
+		}
+		t.Logf("%s: statements/op at the server %v, client packets/op %v", b, stmts, packets)
+		if stmts[PoolSqlpool] != stmts[PoolDatabaseSQL] || packets[PoolSqlpool] != packets[PoolDatabaseSQL] {
+			t.Errorf("%s: sqlpool %v statements and %v packets per op, database-sql %v and %v: want the same",
+				b, stmts[PoolSqlpool], packets[PoolSqlpool], stmts[PoolDatabaseSQL], packets[PoolDatabaseSQL])
+		}
+	}
+	if err := tg.PrepareInsertTable(); err != nil { // leave it empty
+		t.Fatal(err)
 	}
 }
 

@@ -67,6 +67,11 @@ type Raw struct {
 // pool. onIter, if not nil, is called after each iteration. logTo receives the pool's warnings.
 func RunSpec(s Spec, t *Target, logTo io.Writer, onIter func(IterEvent)) (*Raw, error) {
 	raw := &Raw{Spec: s, Counting: t.Counting(), NoPackets: t.pg, Load1Start: Load1(), Started: time.Now()}
+	if isInsert(s.Benchmark) {
+		if err := t.PrepareInsertTable(); err != nil {
+			return nil, err
+		}
+	}
 	d, err := openPoolOn(s.Pool, t, s.Size, logTo)
 	if err != nil {
 		return nil, err

@@ -69,8 +69,14 @@ func (c *stubConn) ExecContext(_ context.Context, _ string, args []driver.NamedV
 	if len(args) > 0 {
 		return nil, driver.ErrSkip
 	}
-	return driver.RowsAffected(0), nil
+	return stubResult{}, nil
 }
+
+// stubResult is an Exec's result: no row changed, no AUTO_INCREMENT id generated.
+type stubResult struct{}
+
+func (stubResult) LastInsertId() (int64, error) { return 0, nil }
+func (stubResult) RowsAffected() (int64, error) { return 0, nil }
 
 func (c *stubConn) QueryContext(_ context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
 	if len(args) > 0 {

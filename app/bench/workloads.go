@@ -19,6 +19,13 @@ const (
 	// execute and close a statement each time; the pool's statement cache prepares once per
 	// connection.
 	BenchCycleParamStatement = "cycleParamStatement"
+	// BenchCycleInsert is borrow, BEGIN, one INSERT into an AUTO_INCREMENT table, COMMIT,
+	// release: the commonest OLTP write. Its INSERT generates an id, so LAST_INSERT_ID() (MySQL)
+	// changes on every cycle.
+	BenchCycleInsert = "cycleInsert"
+	// BenchCycleInsertAutocommit is cycleInsert without the transaction: borrow, one autocommit
+	// INSERT, release.
+	BenchCycleInsertAutocommit = "cycleInsertAutocommit"
 	// BenchContended is cycleStatement from many goroutines on a small pool, open loop: each
 	// goroutine starts a request at fixed intervals whether or not the previous one was late,
 	// and the acquire latency (until Borrow returns) is measured from the scheduled start, so
@@ -33,7 +40,55 @@ const (
 )
 
 // AllBenchmarks lists the benchmarks in their report order.
-var AllBenchmarks = []string{BenchCycleConnection, BenchCycleStatement, BenchCycleParamStatement, BenchContended, BenchSaturated}
+var AllBenchmarks = []string{BenchCycleConnection, BenchCycleStatement, BenchCycleParamStatement, BenchCycleInsert,
+	BenchCycleInsertAutocommit, BenchContended, BenchSaturated}
+
+// InsertTable is the AUTO_INCREMENT table (PostgreSQL: an identity column) the insert
+// benchmarks write to; PrepareInsertTable creates it and empties it before each spec.
+const InsertTable = "sqlpool_bench_insert"
+
+// insertSQL is the insert benchmarks' statement: no parameter, so that every pool sends the
+// same text (a parameter would make database/sql prepare it on each cycle and the pool's
+// statement cache once per connection).
+const insertSQL = "INSERT INTO " + InsertTable + " (v) VALUES (1)"
+
+// isInsert reports whether benchmark name writes to InsertTable.
+func isInsert(name string) bool {
+	return name == BenchCycleInsert || name == BenchCycleInsertAutocommit
+}
+
+// CycleInsert borrows a connection, runs BEGIN, one INSERT and COMMIT, and returns it.
+func CycleInsert(ctx context.Context, d *DB) error {
+	c, err := d.Borrow(ctx)
+	if err != nil {
+		return err
+	}
+	tx, err := c.BeginTx(ctx, nil)
+	if err == nil {
+		if _, err = tx.ExecContext(ctx, insertSQL); err != nil {
+			_ = tx.Rollback()
+		} else {
+			err = tx.Commit()
+		}
+	}
+	if rerr := d.Return(ctx, c); err == nil {
+		err = rerr
+	}
+	return err
+}
+
+// CycleInsertAutocommit borrows a connection, runs one autocommit INSERT and returns it.
+func CycleInsertAutocommit(ctx context.Context, d *DB) error {
+	c, err := d.Borrow(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = c.ExecContext(ctx, insertSQL)
+	if rerr := d.Return(ctx, c); err == nil {
+		err = rerr
+	}
+	return err
+}
 
 // CycleConnection borrows a connection and returns it.
 func CycleConnection(ctx context.Context, d *DB) error {
@@ -122,6 +177,10 @@ func closedOp(name string, d *DB, g int) (func(ctx context.Context) error, error
 		return func(ctx context.Context) error { return CycleConnection(ctx, d) }, nil
 	case BenchCycleStatement:
 		return func(ctx context.Context) error { return CycleStatement(ctx, d) }, nil
+	case BenchCycleInsert:
+		return func(ctx context.Context) error { return CycleInsert(ctx, d) }, nil
+	case BenchCycleInsertAutocommit:
+		return func(ctx context.Context) error { return CycleInsertAutocommit(ctx, d) }, nil
 	case BenchCycleParamStatement:
 		arg := int64(g) << 32
 		return func(ctx context.Context) error {

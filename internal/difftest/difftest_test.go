@@ -96,33 +96,46 @@ func TestDifferentialEmbedded(t *testing.T) {
 	runPrograms(t, Options{DSN: dsn, Prefix: "difftest", Vocabulary: Vocabulary{Embedded: true}}, 1, envInt(t, "DIFFTEST_STEPS", 2000), 1000)
 }
 
-// TestDifferentialFindsInjected makes the pool skip one reset (UNLOCK TABLES, which ends a
-// borrower's LOCK TABLES) and checks that the fuzzer finds the divergence and shrinks it.
+// TestDifferentialFindsInjected makes the pool skip one kind of reset and checks that the fuzzer
+// finds the divergence and shrinks it: UNLOCK TABLES, which ends a borrower's LOCK TABLES; and
+// SET last_insert_id, the LAST_INSERT_ID() reset that the pool defers until a later borrow's
+// statement could observe the stale id (the shrunk sequence: an INSERT, a borrow that does not
+// compare sessions, a read).
 func TestDifferentialFindsInjected(t *testing.T) {
 	mysqltest.RequireMariaDB(t, "the differential fuzzer's full vocabulary")
-	r, err := NewRunner(Options{DSN: mysqltest.DSN(t), Prefix: "difftest_inj", Inject: "UNLOCK TABLES"})
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		inject string
+		max    int // steps the shrunk sequence may have
+	}{
+		{"UNLOCK TABLES", 5},      // LOCK TABLES, a borrow
+		{"SET last_insert_id", 5}, // an INSERT, a borrow, a read
+	} {
+		t.Run(tc.inject, func(t *testing.T) {
+			r, err := NewRunner(Options{DSN: mysqltest.DSN(t), Prefix: "difftest_inj", Inject: tc.inject})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			for seed := uint64(1); seed < 20; seed++ {
+				p := Generate(seed, 2000, r.o.Vocabulary)
+				d, err := r.Run(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d == nil {
+					continue
+				}
+				sp, sd, err := r.Shrink(p, d, 400)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Logf("seed %d: found at step %d of %d, shrunk to %d steps:\n%s%v", seed, d.Step, len(p), len(sp), sp, sd)
+				if len(sp) > tc.max {
+					t.Errorf("shrunk sequence has %d steps, want at most %d", len(sp), tc.max)
+				}
+				return
+			}
+			t.Fatal("the injected divergence was not found")
+		})
 	}
-	defer r.Close()
-	for seed := uint64(1); seed < 20; seed++ {
-		p := Generate(seed, 2000, r.o.Vocabulary)
-		d, err := r.Run(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d == nil {
-			continue
-		}
-		sp, sd, err := r.Shrink(p, d, 400)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("seed %d: found at step %d of %d, shrunk to %d steps:\n%s%v", seed, d.Step, len(p), len(sp), sp, sd)
-		if len(sp) > 5 {
-			t.Errorf("shrunk sequence has %d steps, want at most 5 (LOCK TABLES, a borrow)", len(sp))
-		}
-		return
-	}
-	t.Fatal("the injected divergence was not found")
 }

@@ -245,12 +245,17 @@ func TestGORMSendsOnlyItsOwnCommands(t *testing.T) {
 			after := p.Stats()
 			plain := measure(gPlain)
 
-			// Each cycle's Create(&gormItem{ID: 100}) makes the OK packet report insert id 100,
-			// which the pool cannot tell from a generated one: the release resets
-			// LAST_INSERT_ID() with one SET last_insert_id=0 (25 bytes, one packet) per cycle.
-			const resetBytes, cycles = 4 + 1 + len("SET last_insert_id=0"), 50
-			pooled.ClientBytes -= int64(resetBytes * cycles)
-			pooled.ClientPackets -= cycles
+			// Each cycle's Create(&gormItem{ID: 100}) may change LAST_INSERT_ID(). Its reset
+			// waits for a statement that could read it, and none does; but on MariaDB GORM
+			// inserts with INSERT … RETURNING through Query, which reports no insert id, so the
+			// stale id the previous Create may have left is reset just before it: one
+			// SET last_insert_id=0 (25 bytes, one packet) per cycle. The embedded server gets
+			// a plain INSERT through Exec: nothing more.
+			if srv.mariadb {
+				const resetBytes, cycles = 4 + 1 + len("SET last_insert_id=0"), 50
+				pooled.ClientBytes -= int64(resetBytes * cycles)
+				pooled.ClientPackets -= cycles
+			}
 			same := pooled.ClientBytes == plain.ClientBytes && pooled.ClientPackets == plain.ClientPackets
 			fewer := pooled.ClientBytes <= plain.ClientBytes && pooled.ClientPackets <= plain.ClientPackets
 			if !prepare && !same || prepare && !fewer {
@@ -260,7 +265,7 @@ func TestGORMSendsOnlyItsOwnCommands(t *testing.T) {
 			if pooled.Conns != plain.Conns {
 				t.Errorf("connections opened while measuring: pool %d, plain %d", pooled.Conns, plain.Conns)
 			}
-			if after.ReleasePlans != before.ReleasePlans+cycles+3 || after.Validations != before.Validations ||
+			if after.ReleasePlans != before.ReleasePlans || after.Validations != before.Validations ||
 				after.Created != before.Created || after.Closed != before.Closed {
 				t.Errorf("the pool ran release plans, probes or reconnects during GORM's work: before %+v, after %+v", before, after)
 			}

@@ -1,0 +1,233 @@
+package txstate
+
+import (
+	"strconv"
+	"strings"
+)
+
+// The deferred LAST_INSERT_ID() reset (SetDeferInsertID). A borrow whose only session effect is
+// an AUTO_INCREMENT id it generated leaves LAST_INSERT_ID() (also @@identity and
+// @@last_insert_id) at that id. Eagerly, the release plan resets it with SET last_insert_id=0:
+// one more round trip on every such cycle. Deferred, release sends nothing for it; the value
+// is marked stale, and BeforeStatement answers the reset just before the first statement of a
+// later borrow that could observe it.
+//
+// What the Tracker cannot tell apart is a stale value from one the current borrow produced: an
+// Exec's last insert id is the id the INSERT generated (LAST_INSERT_ID() is then that id) or,
+// for an INSERT that gave the AUTO_INCREMENT column a value, that value (LAST_INSERT_ID() is
+// then unchanged). So while the value is stale, the ids the borrow's INSERTs reported are kept
+// as candidates, and the reset keeps the value when it is one of them:
+//
+//	SET last_insert_id=IF(LAST_INSERT_ID() IN (41,42),LAST_INSERT_ID(),0)
+//
+// (a stale value equal to an id the borrower itself just wrote tells it nothing).
+
+// maxIDCands bounds the candidates; an INSERT that would add one more gets the reset before it.
+const maxIDCands = 8
+
+// lastID is a Tracker's deferred-reset state.
+type lastID struct {
+	want  bool // SetDeferInsertID(true)
+	lazy  bool // want, and the baseline's sql_auto_is_null is known to be off
+	stale bool // LAST_INSERT_ID() may hold a value an earlier borrow left
+	// borrow: this borrow may have changed LAST_INSERT_ID() (lazy's dLastID).
+	borrow bool
+	// insert: the last Statement may have inserted (for InsertID's candidates).
+	insert bool
+	n      int
+	cands  [maxIDCands]int64
+}
+
+// SetDeferInsertID turns the deferred LAST_INSERT_ID() reset on or off (off: the zero value,
+// the release plan resets it). On, a borrow whose only effect is a generated AUTO_INCREMENT id
+// releases clean (Clean, no statement), and the caller must ask BeforeStatement before every
+// statement of later borrows, call BeforeDone after running what it returned, and call
+// EndBorrow at every release. It takes effect only with a baseline whose sql_auto_is_null is
+// known to be off: with it on, SELECT … WHERE id IS NULL reads the last generated id without
+// naming it, so the reset stays at release.
+func (t *Tracker) SetDeferInsertID(on bool) {
+	t.id.want = on
+	t.id.fresh(t)
+}
+
+// fresh sets the mode from the baseline and marks LAST_INSERT_ID() as at connect.
+func (l *lastID) fresh(t *Tracker) {
+	want := l.want
+	*l = lastID{want: want}
+	if !want || !t.hasBase || t.base.Variables.known&(1<<vSQLAutoIsNull) == 0 {
+		return
+	}
+	switch v := t.base.Variables.vals[vSQLAutoIsNull]; {
+	case v == "0", strings.EqualFold(v, "OFF"):
+		l.lazy = true
+	}
+}
+
+// setLastID records a statement that may change LAST_INSERT_ID().
+func (t *Tracker) setLastID() {
+	if t.id.lazy {
+		t.id.borrow = true
+		return
+	}
+	t.st.dirty |= dLastID
+}
+
+// lastIDChanged reports whether this borrow may have changed LAST_INSERT_ID().
+func (t *Tracker) lastIDChanged() bool {
+	if t.id.lazy {
+		return t.id.borrow
+	}
+	return t.st.dirty&dLastID != 0
+}
+
+// reported records a non-zero last insert id an Exec reported.
+func (l *lastID) reported(id int64) {
+	if !l.lazy || !l.stale || !l.insert || l.n == maxIDCands {
+		return
+	}
+	for _, c := range l.cands[:l.n] {
+		if c == id {
+			return
+		}
+	}
+	l.cands[l.n] = id
+	l.n++
+}
+
+// EndBorrow marks the end of a borrow, at release before Clean: with the deferred reset on, a
+// LAST_INSERT_ID() the borrow may have changed becomes stale for the next one. It does nothing
+// otherwise, and nothing twice.
+func (t *Tracker) EndBorrow() {
+	l := &t.id
+	if l.borrow {
+		l.stale, l.borrow = true, false
+	}
+	l.n = 0
+	l.insert = false
+}
+
+// lastIDInSet returns dLastID when the release plan's one SET will be sent anyway (session or
+// user variables) and may as well reset a deferred LAST_INSERT_ID(): no round trip more.
+func (t *Tracker) lastIDInSet() uint32 {
+	if t.id.lazy && (t.id.stale || t.id.borrow) && t.st.dirty&(dVars|dUserVars) != 0 {
+		return dLastID
+	}
+	return 0
+}
+
+// doneLastID is Done's part: the plan just run reset LAST_INSERT_ID() if its SET did.
+func (t *Tracker) doneLastID() {
+	if !t.id.lazy {
+		return
+	}
+	set := t.lastIDInSet() != 0
+	t.EndBorrow()
+	if set {
+		t.id.stale = false
+	}
+}
+
+// BeforeStatement returns a statement to run on its own just before query (and "" nearly
+// always): with the deferred reset on and LAST_INSERT_ID() stale, the reset, when query could
+// observe it — its text names LAST_INSERT_ID, @@identity, @@last_insert_id, a table or SHOW of
+// variables (information_schema.SESSION_VARIABLES, SHOW … VARIABLES) or sql_auto_is_null; it is
+// a CALL, SQL-level PREPARE/EXECUTE, multi-statement text or text the classifier cannot read;
+// or query is "" (a use of the connection the caller cannot see, such as sql.Conn.Raw) — and
+// before an INSERT whose last insert id will not be reported (result false: a Query, not an
+// Exec). Stored functions, triggers and views that read LAST_INSERT_ID() without the
+// statement naming it are not seen (docs/txstate.md). It does not allocate when it returns ""
+// or the plain reset.
+func (t *Tracker) BeforeStatement(query string, result bool) string {
+	if !t.id.stale {
+		return ""
+	}
+	return t.beforeStale(query, result)
+}
+
+// BeforeDone records that the statement BeforeStatement returned ran successfully.
+func (t *Tracker) BeforeDone() {
+	t.id.stale = false
+	t.id.n = 0
+}
+
+// lastIDReset is the reset when the borrow reported no candidate.
+const lastIDReset = "SET last_insert_id=0"
+
+func (t *Tracker) beforeStale(query string, result bool) string {
+	if query == "" || observesLastID(query) {
+		return t.lastIDResetSQL()
+	}
+	var in info
+	analyze(&in, query, t.st.quoting)
+	switch in.class {
+	case ClassUnknown, ClassCall, ClassPrepared, ClassMulti:
+		return t.lastIDResetSQL()
+	}
+	if in.insert && (!result || t.id.n == maxIDCands) {
+		return t.lastIDResetSQL()
+	}
+	return ""
+}
+
+// lastIDResetSQL is the reset that keeps a value the borrow's own INSERTs reported.
+func (t *Tracker) lastIDResetSQL() string {
+	if t.id.n == 0 {
+		return lastIDReset
+	}
+	var b strings.Builder
+	b.WriteString("SET last_insert_id=IF(LAST_INSERT_ID() IN (")
+	for i, c := range t.id.cands[:t.id.n] {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatUint(uint64(c), 10))
+	}
+	b.WriteString("),LAST_INSERT_ID(),0)")
+	return b.String()
+}
+
+// LastInsertIDStale reports whether LAST_INSERT_ID() may hold a value an earlier borrow left,
+// to be reset before a statement that could observe it (SetDeferInsertID).
+func (t *Tracker) LastInsertIDStale() bool {
+	return t.id.stale
+}
+
+// observesLastID reports whether s names, in any case, last_insert_id, identity, variables or
+// auto_is_null: a statement that may read LAST_INSERT_ID() (also through @@identity,
+// @@last_insert_id, SHOW VARIABLES, information_schema.SESSION_VARIABLES or
+// performance_schema's variables tables) or turn on sql_auto_is_null, which makes
+// WHERE id IS NULL read it. A literal or comment that mentions one errs toward a reset.
+func observesLastID(s string) bool {
+	// Each word is found from a byte of it that SQL text rarely holds, with strings.IndexByte:
+	// the '_' of last_insert_id and auto_is_null (the fifth byte of both), the 'y' of identity
+	// (its last), the 'b' of variables (its sixth).
+	for i := 0; ; {
+		j := strings.IndexByte(s[i:], '_')
+		if j < 0 {
+			break
+		}
+		p := i + j - 4 // where the word would start
+		i += j + 1
+		if p >= 0 && (p+14 <= len(s) && eqFold(s[p:p+14], "last_insert_id") || p+12 <= len(s) && eqFold(s[p:p+12], "auto_is_null")) {
+			return true
+		}
+	}
+	return hasWordAt(s, 'y', 7, "identity") || hasWordAt(s, 'Y', 7, "identity") ||
+		hasWordAt(s, 'b', 5, "variables") || hasWordAt(s, 'B', 5, "variables")
+}
+
+// hasWordAt reports whether s holds the lower-case word w, in any case, with its byte at
+// offset off being c (as found by strings.IndexByte).
+func hasWordAt(s string, c byte, off int, w string) bool {
+	for i := 0; ; {
+		j := strings.IndexByte(s[i:], c)
+		if j < 0 {
+			return false
+		}
+		p := i + j - off
+		i += j + 1
+		if p >= 0 && p+len(w) <= len(s) && eqFold(s[p:p+len(w)], w) {
+			return true
+		}
+	}
+}
