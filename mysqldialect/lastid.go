@@ -11,7 +11,7 @@ import (
 // session effect is an AUTO_INCREMENT id it generated releases with nothing sent, and the stale
 // id is reset, as a statement of its own, just before the first statement of a later borrow
 // that could observe it (pool.SessionCaps.Before). A baseline with sql_auto_is_null on (or
-// unknown) keeps the reset at release. See docs/txstate.md.
+// unknown) keeps the reset at release. See docs/sessions.md.
 
 // deferInsertID turns the deferred reset on for a tracker over dc.
 func (s *tracker) deferInsertID(dc driver.Conn) {

@@ -111,7 +111,7 @@ type Config struct {
 	Logger *slog.Logger
 	// Addr (host:port) names the server in connection errors and logs. Zero value: read from the connector.
 	Addr string
-	// Overload control: docs/reliability.md, "Overload".
+	// Overload control: docs/operations.md, "Overload".
 
 	// OverloadTarget: while congested, a waiter waits at most the larger of this and the
 	// sampled borrow time, newest first. Zero value: 5 ms. Negative: off (FIFO, no limit).

@@ -8,7 +8,7 @@ import (
 )
 
 // statementDeadline is implemented by a Dialect that can give one statement a server-side time
-// limit (Config.ServerStatementDeadline; docs/reliability.md, "Overload"). StatementLimiter
+// limit (Config.ServerStatementDeadline; docs/operations.md, "Overload"). StatementLimiter
 // runs once per new connection and returns the function that rewrites a statement to run at
 // most limit ("": unchanged), or nil; StatementTimedOut recognizes the server's error for a
 // statement stopped so.

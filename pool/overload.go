@@ -11,7 +11,7 @@ import (
 )
 
 // Overload control: what the pool does when more borrowers want connections than the database
-// can serve before their deadlines (docs/reliability.md "Overload", docs/design/overload.md).
+// can serve before their deadlines (docs/operations.md "Overload", docs/design/overload.md).
 //
 // Without it a flood of requests with deadlines collapses the pool: first come, first served
 // hands each freed connection to the oldest waiter, whose deadline is nearest; the deadline

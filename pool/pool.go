@@ -121,7 +121,7 @@ type Stats struct {
 	ReleasePlans       uint64        // releases that had to run statements (rollback or reset)
 	LeakedStatements   uint64        // statements a borrower left open, closed on release
 	StatementCacheFull uint64        // errors 1461 that emptied a connection's statement cache
-	Congested          bool          // overload control (docs/reliability.md): congested now
+	Congested          bool          // overload control (docs/operations.md): congested now
 	Limit              int           // connections allowed in circulation (the adaptive limit)
 	LimitBaseline      time.Duration // the adaptive limit's minimum latency
 	Shed               uint64        // acquires refused with ErrOverloaded

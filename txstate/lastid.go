@@ -135,7 +135,7 @@ func (t *Tracker) doneLastID() {
 // or query is "" (a use of the connection the caller cannot see, such as sql.Conn.Raw) — and
 // before an INSERT whose last insert id will not be reported (result false: a Query, not an
 // Exec). Stored functions, triggers and views that read LAST_INSERT_ID() without the
-// statement naming it are not seen (docs/txstate.md). It does not allocate when it returns ""
+// statement naming it are not seen (docs/sessions.md). It does not allocate when it returns ""
 // or the plain reset.
 func (t *Tracker) BeforeStatement(query string, result bool) string {
 	if !t.id.stale {
