@@ -8,9 +8,6 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/lib/pq"
 )
 
 func TestChooseDialectMySQLByDefault(t *testing.T) {
@@ -30,7 +27,9 @@ func TestChooseDialectMySQLByDefault(t *testing.T) {
 }
 
 func TestChooseDialectConfigWins(t *testing.T) {
-	c, err := pq.NewConnector("host=127.0.0.1 port=1")
+	cfg := mysql.NewConfig()
+	cfg.Addr = "127.0.0.1:1"
+	c, err := mysql.NewConnector(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,27 +39,8 @@ func TestChooseDialectConfigWins(t *testing.T) {
 	}
 }
 
-// TestChooseDialectPostgresUnregistered: this test binary links pgx and lib/pq but not
-// pgdialect, so New must refuse PostgreSQL connectors instead of applying MySQL's rules.
-func TestChooseDialectPostgresUnregistered(t *testing.T) {
-	pc, err := pq.NewConnector("host=127.0.0.1 port=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc, err := pgx.ParseConfig("postgres://127.0.0.1:1/x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, c := range map[string]driver.Connector{"lib/pq": pc, "pgx stdlib": stdlib.GetConnector(*cc)} {
-		_, err := chooseDialect(c, nil)
-		if err == nil || !strings.Contains(err.Error(), "pgdialect") {
-			t.Errorf("%s: chooseDialect = %v; want an error naming pgdialect", name, err)
-		}
-		if _, err := New(c, Config{InitializationFailTimeout: -1}); err == nil {
-			t.Errorf("%s: New succeeded without a PostgreSQL dialect", name)
-		}
-	}
-}
+// TestChooseDialectPostgresUnregistered (PostgreSQL's connectors without pgdialect) is in the
+// pgdialect module, pgdialect/internal/unregistered, whose test binary links pgx and lib/pq.
 
 func TestRegisterDialect(t *testing.T) {
 	d := stubDialect{}

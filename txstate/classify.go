@@ -4,7 +4,7 @@ import "strings"
 
 // Class is what a statement does to the session, as far as a pool releasing
 // the connection cares. The zero value is ClassUnknown, the safe answer.
-// docs/txstate.md maps every class to its effect and release action.
+// docs/sessions.md maps every class to its effect and release action.
 type Class uint8
 
 const (

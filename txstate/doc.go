@@ -14,7 +14,7 @@
 // discarding the connection.
 //
 // Whenever the text is ambiguous, the answer errs toward a reset or a
-// discard, never toward clean. docs/txstate.md in the repository maps every
+// discard, never toward clean. docs/sessions.md in the repository maps every
 // class to its effect and release action and explains the choices.
 //
 // The package uses only the standard library and no regular expressions;

@@ -9,12 +9,11 @@ import (
 
 	"github.com/sqlpool/sqlpool/internal/leakcheck"
 	"github.com/sqlpool/sqlpool/internal/mysqltest"
-	"github.com/sqlpool/sqlpool/internal/pgtest"
 )
 
-// TestMain stops the shared PostgreSQL server (if a test started one) before the leak check.
+// TestMain runs the tests, then the leak check.
 func TestMain(m *testing.M) {
-	code := pgtest.Run(m)
+	code := m.Run()
 	if code == 0 {
 		if err := leakcheck.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "leakcheck: %v\n", err)

@@ -7,6 +7,11 @@
 // postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable); tests that need to stop or
 // restart the server then skip. When no server can be had the tests skip, or fail when
 // SQLPOOL_REQUIRE_POSTGRES=1.
+//
+// The package links no PostgreSQL driver, so that the library module needs none: it waits for
+// a starting server with pg_isready and reaches it through the drivers the test binary links
+// (package pgdialect links both): pgx's stdlib by its database/sql name "pgx", lib/pq through
+// the constructor registered with RegisterConnector.
 package pgtest
 
 import (
@@ -28,10 +33,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/lib/pq"
 )
 
 // ReadyTimeout bounds the wait for a starting server to accept connections.
@@ -69,8 +70,8 @@ func skipOrFail(tb testing.TB, format string, args ...any) {
 	tb.Skipf("pgtest: "+format, args...)
 }
 
-// binDir is the newest /usr/lib/postgresql/N/bin holding initdb and postgres, or the
-// directory of initdb on PATH; "" when none.
+// binDir is the newest /usr/lib/postgresql/N/bin holding initdb, postgres and pg_isready, or
+// the directory of initdb on PATH; "" when none.
 func binDir() string {
 	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
 	sort.Slice(dirs, func(i, j int) bool {
@@ -79,11 +80,12 @@ func binDir() string {
 		return vi > vj
 	})
 	for _, d := range dirs {
-		if isExec(filepath.Join(d, "initdb")) && isExec(filepath.Join(d, "postgres")) {
+		if isExec(filepath.Join(d, "initdb")) && isExec(filepath.Join(d, "postgres")) && isExec(filepath.Join(d, "pg_isready")) {
 			return d
 		}
 	}
-	if p, err := exec.LookPath("initdb"); err == nil && isExec(filepath.Join(filepath.Dir(p), "postgres")) {
+	if p, err := exec.LookPath("initdb"); err == nil && isExec(filepath.Join(filepath.Dir(p), "postgres")) &&
+		isExec(filepath.Join(filepath.Dir(p), "pg_isready")) {
 		return filepath.Dir(p)
 	}
 	return ""
@@ -264,17 +266,15 @@ func (s *Server) waitReady() error {
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		c, err := pgx.Connect(ctx, s.dsn)
-		if err == nil {
-			err = c.Ping(ctx)
-			_ = c.Close(ctx)
-		}
+		// pg_isready exits 0 once the server accepts connections (1 while it starts up).
+		out, err := exec.CommandContext(ctx, filepath.Join(s.bin, "pg_isready"), "-q", "-h", "127.0.0.1",
+			"-p", strconv.Itoa(s.port), "-U", "postgres", "-d", "postgres").CombinedOutput()
 		cancel()
 		if err == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("postgres not ready after %v: %v", ReadyTimeout, err)
+			return fmt.Errorf("postgres not ready after %v: pg_isready: %v %s", ReadyTimeout, err, out)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -372,20 +372,59 @@ func (s *Server) Restart(tb testing.TB) {
 }
 
 // PgxConnector returns pgx stdlib's connector for the superuser, with extra DSN parameters
-// (such as "default_query_exec_mode=simple_protocol") appended.
+// (such as "default_query_exec_mode=simple_protocol") appended. The test binary must link
+// github.com/jackc/pgx/v5/stdlib.
 func (s *Server) PgxConnector(tb testing.TB, params ...string) driver.Connector {
 	tb.Helper()
-	cfg, err := pgx.ParseConfig(s.withParams(params))
-	if err != nil {
-		tb.Fatalf("pgtest: %v", err)
-	}
-	return stdlib.GetConnector(*cfg)
+	return connector(tb, "pgx", "github.com/jackc/pgx/v5/stdlib", s.withParams(params))
 }
 
-// PqConnector returns lib/pq's connector for the superuser.
+// PqConnector returns lib/pq's connector for the superuser. The test binary must link
+// github.com/lib/pq.
 func (s *Server) PqConnector(tb testing.TB, params ...string) driver.Connector {
 	tb.Helper()
-	c, err := pq.NewConnector(s.withParams(params))
+	return connector(tb, "postgres", "github.com/lib/pq", s.withParams(params))
+}
+
+var connectors struct {
+	mu sync.Mutex
+	m  map[string]func(dsn string) (driver.Connector, error)
+}
+
+// RegisterConnector makes newConnector the way PgxConnector ("pgx") or PqConnector
+// ("postgres") builds its driver's connector. lib/pq's Driver has no OpenConnector, so a test
+// binary that calls PqConnector registers pq.NewConnector (from an init function of a test
+// file); pgx's stdlib needs no registration.
+func RegisterConnector(driverName string, newConnector func(dsn string) (driver.Connector, error)) {
+	connectors.mu.Lock()
+	defer connectors.mu.Unlock()
+	if connectors.m == nil {
+		connectors.m = map[string]func(string) (driver.Connector, error){}
+	}
+	connectors.m[driverName] = newConnector
+}
+
+// connector returns the connector of the database/sql driver registered as name for dsn.
+func connector(tb testing.TB, name, pkg, dsn string) driver.Connector {
+	tb.Helper()
+	connectors.mu.Lock()
+	f := connectors.m[name]
+	connectors.mu.Unlock()
+	if f == nil {
+		db, err := sql.Open(name, dsn)
+		if err != nil {
+			tb.Fatalf("pgtest: %v: the test binary must import %s (package pgdialect does)", err, pkg)
+		}
+		drv := db.Driver()
+		_ = db.Close()
+		dc, ok := drv.(driver.DriverContext)
+		if !ok {
+			tb.Fatalf("pgtest: the driver registered as %q (%T) has no OpenConnector: call "+
+				"pgtest.RegisterConnector(%q, ...) with %s's connector constructor from an init function of a test file", name, drv, name, pkg)
+		}
+		f = dc.OpenConnector
+	}
+	c, err := f(dsn)
 	if err != nil {
 		tb.Fatalf("pgtest: %v", err)
 	}
@@ -413,18 +452,20 @@ func (s *Server) Admin(tb testing.TB) *sql.DB {
 	return db
 }
 
-// Exec runs statements as the superuser on a connection of its own.
+// Exec runs statements as the superuser on a connection of its own (pgx stdlib).
 func (s *Server) Exec(tb testing.TB, queries ...string) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := pgx.Connect(ctx, s.dsn)
+	db := sql.OpenDB(s.PgxConnector(tb))
+	defer db.Close()
+	c, err := db.Conn(ctx)
 	if err != nil {
 		tb.Fatalf("pgtest: connect: %v", err)
 	}
-	defer c.Close(ctx)
+	defer c.Close()
 	for _, q := range queries {
-		if _, err := c.Exec(ctx, q); err != nil {
+		if _, err := c.ExecContext(ctx, q); err != nil {
 			tb.Fatalf("pgtest: exec %q: %v", q, err)
 		}
 	}

@@ -14,7 +14,7 @@
 //	go run ./app/bench/load -querybench-spans 10000000  # bulk-loaded, every GET endpoint
 //
 // Output: tables on stdout and in -out (results.md, results.json).
-// docs/load.md explains the figures.
+// docs/design/load.md explains the figures.
 package main
 
 import (
@@ -116,7 +116,7 @@ func main() {
 	// on MariaDB's core instead (the layout before), the generator's own
 	// scheduling delays — counted in every latency, which is measured from
 	// the due time — depended on how MariaDB's work came in bursts, which
-	// differs between the configurations compared; docs/load.md shows both.
+	// differs between the configurations compared; docs/design/load.md shows both.
 	// The query benchmark keeps its layout (MariaDB 0, server 1, loader 0).
 	def := func(v *string, load, query string) {
 		if *v == "" {

@@ -29,7 +29,7 @@ type Ratio struct {
 	P99x202PoolSQLMax float64 `json:"p99_202_pool_over_sql_max"`
 	// p99 of the POSTs, pool over none.
 	P99PoolNone float64 `json:"p99_pool_over_none"`
-	// Verdicts on the bar (see docs/load.md).
+	// Verdicts on the bar (see docs/design/load.md).
 	StoredNotLess bool `json:"pool_stored_not_less_beyond_error_bars"`
 	// WithinTwiceNone: the pool's median p99 is at most twice none's
 	// (the bar applies at rates up to 50 % only).
@@ -137,7 +137,7 @@ func yes(b bool) string {
 	return "**no**"
 }
 
-// markdown renders the results as docs/load.md quotes them.
+// markdown renders the results as docs/design/load.md quotes them.
 func markdown(res *Results) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Run: %s, %s → %s (%s)\n\n", res.Command, res.Started.Format(time.RFC3339),

@@ -36,7 +36,7 @@ const EnvGaleraLong = "SQLPOOL_GALERA_LONG"
 // except within 2 s of the kill (their latency is logged). The short form (CI) runs a
 // fixed 300 spans/s; SQLPOOL_GALERA_LONG=1 measures saturation first and
 // runs at half of it. Without Galera it skips (fails with
-// SQLPOOL_REQUIRE_GALERA=1). Figures go to the test log; docs/zipkin.md
+// SQLPOOL_REQUIRE_GALERA=1). Figures go to the test log; docs/design/zipkin.md
 // quotes them.
 func TestGaleraNodeKilledDuringIngest(t *testing.T) {
 	if testing.Short() {

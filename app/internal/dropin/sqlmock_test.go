@@ -169,7 +169,7 @@ const (
 // discard is the expected "plan" of a connection that is closed and replaced.
 var discard = []string{"<discard>"}
 
-// The exact statement sequence the pool sends for every row of docs/txstate.md's table: the
+// The exact statement sequence the pool sends for every row of docs/sessions.md's table: the
 // borrower's own statements, then nothing, the release plan (ROLLBACK first, then resets), or
 // a close followed by the new connection's baseline query.
 func TestSQLMockStatementSequence(t *testing.T) {

@@ -77,7 +77,7 @@ const (
 
 // AdditionsDDL returns the CREATE TABLE statements of the optional schema
 // additions (zipkin_names, zipkin_service_spans, zipkin_tags) that
-// CreateSchema runs after SchemaDDL. docs/zipkin.md describes them.
+// CreateSchema runs after SchemaDDL. docs/design/zipkin.md describes them.
 func AdditionsDDL() []string { return []string{ddlNames, ddlServiceSpans, ddlTags} }
 
 // Additions reports which schema additions Open found (and uses).

@@ -438,7 +438,7 @@ func byLow(spans []model.Span) map[uint64]bool {
 // about n generated spans on one day with the aggregator off, times the
 // 24-hour GetDependencies linked on demand, backfills the aggregator
 // (timed), and times the same call on the aggregated rows; both answers
-// must be equal. docs/zipkin.md quotes the figures.
+// must be equal. docs/design/zipkin.md quotes the figures.
 func TestDependenciesAtScale(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("DEPS_SCALE_SPANS"))
 	if n <= 0 {

@@ -40,7 +40,7 @@ const (
 
 // ErrNoSchema is returned by Open when the Zipkin tables do not exist.
 var ErrNoSchema = errors.New("mysqlstore: Zipkin tables not found: run the server with -init-schema, " +
-	"or call mysqlstore.CreateSchema, or apply the DDL of mysqlstore.SchemaDDL (docs/zipkin.md)")
+	"or call mysqlstore.CreateSchema, or apply the DDL of mysqlstore.SchemaDDL (docs/design/zipkin.md)")
 
 type probeResult uint8
 

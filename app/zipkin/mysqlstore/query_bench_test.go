@@ -12,7 +12,7 @@ import (
 // BenchmarkGetTraces measures getTraces (both steps: trace IDs, then spans
 // and annotations of 10 traces of 4 spans) on MariaDB, through the sqlpool
 // pool (p.OpenDB(), statement cache on) and through plain database/sql over
-// the same driver. Run it with MYSQL_TEST_DSN set; see docs/zipkin.md.
+// the same driver. Run it with MYSQL_TEST_DSN set; see docs/design/zipkin.md.
 func BenchmarkGetTraces(b *testing.B) {
 	mysqltest.RequireMariaDB(b, "the getTraces benchmark compares pools on MariaDB")
 	dsn := freshDatabaseB(b, mysqltest.DSN(b))

@@ -1,8 +1,10 @@
-package difftest
-
-// The differential fuzzer on PostgreSQL: the same idea as Runner (one random program through
-// plain database/sql, a fresh physical connection per borrow, and through p.OpenDB() with
-// MaxConns 1 and package pgdialect), with PostgreSQL's statements and session view.
+// Package pgdifftest is the differential fuzzer on PostgreSQL: the same idea as
+// internal/difftest's Runner (one random program through plain database/sql, a fresh physical
+// connection per borrow, and through p.OpenDB() with MaxConns 1 and package pgdialect), with
+// PostgreSQL's statements and session view. It lives in the pgdialect module so that the
+// library module requires no PostgreSQL driver; the program vocabulary (Step, Program, the Op
+// constants) is internal/difftest's, dot-imported.
+package pgdifftest
 
 import (
 	"context"
@@ -20,9 +22,20 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/lib/pq"
 
+	. "github.com/sqlpool/sqlpool/internal/difftest" //nolint:revive // the shared program vocabulary
 	"github.com/sqlpool/sqlpool/pgdialect"
 	"github.com/sqlpool/sqlpool/pool"
 )
+
+// execer is what a step runs on: the borrowed *sql.Conn or its open *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+}
+
+func ex(q string, args ...any) []Step     { return []Step{{Op: OpExec, SQL: q, Args: args}} }
+func qu(q string, args ...any) []Step     { return []Step{{Op: OpQuery, SQL: q, Args: args}} }
+func pick[T any](r *rand.Rand, xs ...T) T { return xs[r.IntN(len(xs))] }
 
 // PGOptions configure a PostgreSQL run.
 type PGOptions struct {
