@@ -125,7 +125,7 @@ func knownCall(ts []token, i int) bool {
 var customNames struct {
 	mu    sync.Mutex
 	names []string
-	check string // the check statement for names, built when names change
+	conds string // "current_setting('a.b', true) IS NOT NULL OR …"
 }
 
 // maxCustomNames bounds customNames.
@@ -147,21 +147,34 @@ func rememberCustom(n string) {
 	}
 	customNames.names = append(customNames.names, n)
 	var b strings.Builder
-	b.WriteString("DO $sqlpool$BEGIN IF ")
 	for k, m := range customNames.names {
 		if k > 0 {
 			b.WriteString(" OR ")
 		}
-		b.WriteString("current_setting('" + m + "', true) IS NOT NULL")
+		b.WriteString("current_setting('" + m + "', true) IS NOT NULL") // m is [a-z0-9_.]
 	}
-	b.WriteString(" THEN RAISE EXCEPTION 'sqlpool: the borrower created a custom setting, which PostgreSQL removes only with the session; the connection is closed'; END IF; END$sqlpool$")
-	customNames.check = b.String()
+	customNames.conds = b.String()
 }
 
-// customCheck returns a statement that fails when one of the custom settings in customNames
-// exists in the session, or "" when no name is known.
-func customCheck() string {
-	customNames.mu.Lock()
-	defer customNames.mu.Unlock()
-	return customNames.check
+// sessionCheck returns a statement that fails, so that the connection is closed, when the
+// session has what PostgreSQL removes only with the session: with temp, a temporary schema;
+// with custom, one of customNames' settings. It returns "" when there is nothing to check.
+func sessionCheck(temp, custom bool) string {
+	var conds string
+	if custom {
+		customNames.mu.Lock()
+		conds = customNames.conds
+		customNames.mu.Unlock()
+	}
+	if temp {
+		if conds != "" {
+			conds = "pg_my_temp_schema() <> 0 OR " + conds
+		} else {
+			conds = "pg_my_temp_schema() <> 0"
+		}
+	}
+	if conds == "" {
+		return ""
+	}
+	return "DO $sqlpool$BEGIN IF " + conds + " THEN RAISE EXCEPTION 'sqlpool: the session has a temporary schema or a custom setting, which PostgreSQL removes only with the session: the connection is closed'; END IF; END$sqlpool$"
 }

@@ -50,14 +50,10 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/lib/pq"
 
-	"github.com/sqlpool/sqlpool/internal/rawconn"
 	"github.com/sqlpool/sqlpool/internal/sqlstate"
 	"github.com/sqlpool/sqlpool/pool"
 	"github.com/sqlpool/sqlpool/validate"
 )
-
-// sideStatementTimeout bounds a statement the tracker runs inside a borrow (DISCARD PLANS).
-const sideStatementTimeout = 10 * time.Second
 
 // Dialect is PostgreSQL's dialect.
 var Dialect pool.Dialect = dialect{}
@@ -79,11 +75,6 @@ func (dialect) NewSession(ctx context.Context, dc driver.Conn) (pool.SessionTrac
 	t := &tracker{txStatus: txStatusFunc(dc), sock: socketOf(dc), closed: closedFunc(dc), cacheFirst: isPq, skipReset: isPq || defaultReset(dc)}
 	if c, ok := dc.(*stdlib.Conn); ok {
 		t.pgx, t.pgxOK = newPgxCaches(c.Conn())
-	}
-	t.exec = func(q string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), sideStatementTimeout)
-		defer cancel()
-		return rawconn.Exec(ctx, dc, q)
 	}
 	return t, nil
 }

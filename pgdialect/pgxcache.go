@@ -1,7 +1,9 @@
 package pgdialect
 
 import (
+	"context"
 	"reflect"
+	"time"
 	"unsafe"
 
 	"github.com/jackc/pgx/v5"
@@ -14,6 +16,8 @@ import (
 type pgxCache interface {
 	Invalidate(sql string)
 	InvalidateAll()
+	GetInvalidated() []*pgconn.StatementDescription
+	RemoveInvalidated()
 	Len() int
 }
 
@@ -31,6 +35,7 @@ type pgxCache interface {
 // holding it keeps working, since pgx's stdlib runs a statement by its text (through the
 // statement cache, prepared under the current names).
 type pgxCaches struct {
+	conn         *pgx.Conn
 	stmts, descs reflect.Value // the *pgx.Conn fields, made accessible
 	prepared     reflect.Value // map[string]*pgconn.StatementDescription
 }
@@ -57,8 +62,48 @@ func newPgxCaches(c *pgx.Conn) (pgxCaches, bool) {
 		return pgxCaches{}, false
 	}
 	m = reflect.NewAt(m.Type(), unsafe.Pointer(m.UnsafeAddr())).Elem()
-	return pgxCaches{stmts: s, descs: d, prepared: m}, true
+	return pgxCaches{conn: c, stmts: s, descs: d, prepared: m}, true
 }
+
+// flush deallocates the invalidated statements now, as pgx would before its next statement
+// (one pipelined round trip), so that a Prepare of an unprepared text, which pgx sends under
+// the same name, does not meet the old server statement (42P05). It does nothing while the
+// connection is busy (a result being read) or in a failed transaction: pgx then deallocates
+// them before its next statement.
+func (p pgxCaches) flush() error {
+	c := cacheOf(p.stmts)
+	if c == nil {
+		return nil
+	}
+	inv := c.GetInvalidated()
+	pc := p.conn.PgConn()
+	if len(inv) == 0 || pc.IsBusy() || pc.IsClosed() || pc.TxStatus() != 'I' && pc.TxStatus() != 'T' {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+	defer cancel()
+	pl := pc.StartPipeline(ctx)
+	for _, sd := range inv {
+		pl.SendDeallocate(sd.Name)
+	}
+	err := pl.Sync()
+	if cerr := pl.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	for _, sd := range inv {
+		if v := p.prepared.MapIndex(reflect.ValueOf(sd.Name)); v.IsValid() && v.Interface().(*pgconn.StatementDescription) == sd {
+			p.prepared.SetMapIndex(reflect.ValueOf(sd.Name), reflect.Value{})
+		}
+	}
+	c.RemoveInvalidated()
+	return nil
+}
+
+// flushTimeout bounds flush.
+const flushTimeout = 10 * time.Second
 
 // unprepare unprepares the statements pgx's stdlib prepared (their map key is their text)
 // whose text is not in keep; all of them with keep nil. It reports false when it could not

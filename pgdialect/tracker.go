@@ -17,7 +17,7 @@ const (
 	sAuth                           // SET SESSION AUTHORIZATION
 	sListen                         // LISTEN
 	sAdvisory                       // session advisory locks
-	sTemp                           // temporary objects
+	sTemp                           // temporary objects may exist: check for the temporary schema
 	sCursors                        // WITH HOLD cursors
 	sPrepared                       // SQL PREPARE (tracker.prepared)
 	sSequences                      // currval/lastval state (nextval, setval)
@@ -26,6 +26,7 @@ const (
 	sCustom                         // a custom setting (tracker.custom) exists that a new connection lacks
 	sCheckCustom                    // a custom setting may have been created unseen: check the known names
 	sNames                          // names may resolve differently (search_path, role, temporary objects)
+	sTempMade                       // a temporary object was created: the backend has a temporary schema
 )
 
 // everything is the full targeted reset for a session state the tracker could not follow
@@ -76,11 +77,6 @@ type tracker struct {
 	// used in it are invalidated when names change (see namesChanged).
 	used     []string
 	usedOver bool
-	// exec runs a statement on the connection, or is nil (tests).
-	exec func(q string) error
-	// tempNS: the backend has its temporary schema (an earlier borrow created a temporary
-	// object); tempBorrow: this borrow created one.
-	tempNS, tempBorrow bool
 }
 
 var _ pool.SessionTracker = (*tracker)(nil)
@@ -144,15 +140,15 @@ func (t *tracker) inTx() bool {
 func (t *tracker) Clean() bool {
 	if t.st&^sTx == 0 && !t.inTx() {
 		t.used, t.usedOver = t.used[:0], false
-		t.tempBorrow = false
 		return true
 	}
 	return false
 }
 
 // Scope is known while nothing changed how names resolve: search_path, whose default "$user"
-// follows the role, and any setting. In a failed transaction ('E') it is unknown, so that a
-// prepare goes to the server and fails there (25P02) as it would without the pool's cache.
+// follows the role, temporary objects, and any setting. In a failed transaction ('E') it is
+// unknown, so that a prepare goes to the server and fails there (25P02) as it would on a new
+// connection.
 func (t *tracker) Scope() (string, bool) {
 	if t.txStatus != nil && t.txStatus() == 'E' {
 		return "", false
@@ -177,7 +173,6 @@ func (t *tracker) Done() {
 	t.prepared = t.prepared[:0]
 	t.reason, t.custom = "", ""
 	t.used, t.usedOver = t.used[:0], false
-	t.tempBorrow = false
 }
 
 // Plan returns ROLLBACK (when a transaction is open, or in the failed state) as a statement of
@@ -189,12 +184,18 @@ func (t *tracker) Plan() pool.ReleasePlan {
 	if t.st&sCustom != 0 {
 		return pool.ReleasePlan{Discard: true, Reason: "custom setting " + t.custom + " exists: PostgreSQL removes a custom setting only with its session"}
 	}
+	if t.st&sTempMade != 0 {
+		return pool.ReleasePlan{Discard: true, Reason: "temporary objects: PostgreSQL keeps the session's temporary schema, which a new connection lacks, until the session ends"}
+	}
 	if t.st&namesBits != 0 && t.pgxOK {
 		// pgx's statements prepared under this borrower's names must not reach the next
 		// borrower: pgx deallocates them before its next statement (the plan's).
 		t.pgx.invalidateAll()
 		if !t.pgx.unprepare(nil) {
 			return pool.ReleasePlan{Discard: true, Reason: "statements prepared by pgx's stdlib under other names cannot be unprepared"}
+		}
+		if err := t.pgx.flush(); err != nil {
+			return pool.ReleasePlan{Discard: true, Reason: "deallocating pgx's statements prepared under other names failed: " + err.Error()}
 		}
 	}
 	t.plan = t.plan[:0]
@@ -235,9 +236,6 @@ func (t *tracker) Plan() pool.ReleasePlan {
 	if st&sAdvisory != 0 {
 		add("SELECT pg_advisory_unlock_all()", "advisory locks")
 	}
-	if st&sTemp != 0 {
-		add("DISCARD TEMP", "temporary tables")
-	}
 	if st&sSequences != 0 {
 		add("DISCARD SEQUENCES", "sequences")
 	}
@@ -250,11 +248,9 @@ func (t *tracker) Plan() pool.ReleasePlan {
 			add("DEALLOCATE "+quoteIdent(n), "prepared statement")
 		}
 	}
-	if st&sCheckCustom != 0 {
-		if q := customCheck(); q != "" {
-			// Last, so that the resets ran: an error closes the connection.
-			add(q, "custom settings check")
-		}
+	if q := sessionCheck(st&sTemp != 0, st&sCheckCustom != 0); q != "" {
+		// Last, so that the resets ran: its error closes the connection.
+		add(q, "temporary schema and custom settings check")
 	}
 	if b.Len() > 0 {
 		t.plan = append(t.plan, b.String())
@@ -295,28 +291,6 @@ func (t *tracker) Statement(query string) {
 		t.statement(s)
 	}
 	t.namesChanged(t.prev)
-	if t.st&sTemp != 0 && !t.tempBorrow {
-		t.tempCreated()
-	}
-}
-
-// tempCreated follows the borrow's first statement that may create a temporary object. On a
-// new connection that creates the session's temporary schema, which changes the schemas names
-// resolve in, so PostgreSQL re-plans every prepared statement at its next use (and refuses
-// one whose result type changed: a temporary table now shadows its table). A backend that has
-// the schema from an earlier borrow re-plans nothing, so the tracker has it forget its plans
-// (DISCARD PLANS, before the statement) as a new connection would.
-func (t *tracker) tempCreated() {
-	t.tempBorrow = true
-	had := t.tempNS
-	t.tempNS = true
-	if !had || t.exec == nil || t.txStatus != nil && t.txStatus() == 'E' {
-		return
-	}
-	if err := t.exec("DISCARD PLANS"); err != nil {
-		t.st |= sDiscard
-		t.reason = "DISCARD PLANS failed: " + err.Error()
-	}
 }
 
 // namesChanged follows a change of how names resolve (search_path, role, temporary objects, or
@@ -337,6 +311,11 @@ func (t *tracker) namesChanged(before uint32) {
 	if !t.pgx.unprepare(keep) {
 		t.st |= sDiscard
 		t.reason = "statements prepared by pgx's stdlib under other names cannot be unprepared"
+		return
+	}
+	if err := t.pgx.flush(); err != nil {
+		t.st |= sDiscard
+		t.reason = "deallocating pgx's statements prepared under other names failed: " + err.Error()
 	}
 }
 
@@ -455,10 +434,10 @@ func (t *tracker) statement(ts []token) {
 			t.clear(sCursors)
 		}
 	case "create":
-		// CREATE [OR REPLACE] [GLOBAL | LOCAL] {TEMP | TEMPORARY} …
+		// CREATE [OR REPLACE] [GLOBAL | LOCAL] {TEMP | TEMPORARY} …, or an object in pg_temp.
 		for i := 1; i < len(ts) && i < 5; i++ {
-			if w := word(ts, i); w == "temp" || w == "temporary" {
-				t.st |= sTemp
+			if w := word(ts, i); w == "temp" || w == "temporary" || w == "pg_temp" {
+				t.st |= sTemp | sTempMade
 			}
 		}
 	case "discard":
@@ -571,10 +550,11 @@ func (t *tracker) scanCalls(ts []token, unknown bool) {
 		if w == "" {
 			continue
 		}
-		if (w == "temp" || w == "temporary" || w == "pg_temp") && i > 0 {
-			if p := word(ts, i-1); p == "into" || w == "pg_temp" {
-				t.st |= sTemp
-			}
+		if (w == "temp" || w == "temporary") && i > 0 && word(ts, i-1) == "into" {
+			t.st |= sTemp | sTempMade // SELECT … INTO TEMP
+		}
+		if w == "pg_temp" {
+			t.st |= sTemp
 		}
 		if i+1 >= len(ts) || ts[i+1].kind != tPunct || ts[i+1].text != "(" {
 			continue

@@ -3,6 +3,8 @@ package pool
 import (
 	"context"
 	"database/sql/driver"
+
+	"github.com/sqlpool/sqlpool/internal/rawconn"
 )
 
 // stmt wraps a driver statement so that executions feed the session tracker and fatal errors
@@ -25,6 +27,10 @@ type stmt struct {
 	query  string
 	cs     *cachedStmt // the cache entry ds belongs to, or nil for an uncached statement
 	closed bool
+	// borrow is the hand-out (entry.handouts) ds was prepared or last renewed in; known
+	// says whether the session's scope was known then (SessionTracker.Scope).
+	borrow uint64
+	known  bool
 }
 
 type stmtCC struct{ *stmt }
@@ -37,7 +43,8 @@ var (
 )
 
 func newStmt(c *conn, ds driver.Stmt, query string, cs *cachedStmt) driver.Stmt {
-	s := &stmt{c: c, ds: ds, query: query, cs: cs}
+	s := &stmt{c: c, ds: ds, query: query, cs: cs, borrow: c.e.handouts.Load()}
+	_, s.known = c.e.sess.Scope()
 	if _, ok := ds.(driver.ColumnConverter); ok { //nolint:staticcheck
 		return stmtCC{s}
 	}
@@ -68,10 +75,18 @@ func (s *stmt) Close() error {
 		s.cs.release()
 		return nil
 	}
+	if s.ds == nil { // renew failed
+		return nil
+	}
 	return s.ds.Close()
 }
 
-func (s *stmt) NumInput() int { return s.ds.NumInput() }
+func (s *stmt) NumInput() int {
+	if s.ds == nil {
+		return -1
+	}
+	return s.ds.NumInput()
+}
 
 // Exec and Query are the legacy entry points; database/sql uses the Context forms, which
 // every stmt has.
@@ -114,6 +129,11 @@ func (s *stmt) run(ctx context.Context, do func() error) error {
 		return driver.ErrBadConn
 	}
 	p := s.c.p
+	if b := s.c.e.handouts.Load(); b != s.borrow {
+		if err := s.renew(ctx, b); err != nil {
+			return s.c.observe(err)
+		}
+	}
 	s.c.e.sess.Statement(s.query)
 	ev, start := p.cfg.Trace.forStatements(), int64(0)
 	if ev != nil {
@@ -127,6 +147,34 @@ func (s *stmt) run(ctx context.Context, do func() error) error {
 		s.c.e.sess.Failed()
 		return s.c.observe(err)
 	}
+	return nil
+}
+
+// renew readies for hand-out b a statement prepared in an earlier one, which database/sql keeps
+// per connection (a sql.Stmt prepared on the DB): a new connection would prepare it now. While
+// the session's scope is known, as it was when the statement was prepared, the server statement
+// is the one a new prepare gives; otherwise (the borrower changed search_path, sql_mode, the
+// database …, or the statement was prepared under such a change) it is prepared again, so that
+// it resolves names as the session now does.
+func (s *stmt) renew(ctx context.Context, b uint64) error {
+	_, known := s.c.e.sess.Scope()
+	if known && s.known {
+		s.borrow = b
+		return nil
+	}
+	if s.cs != nil {
+		s.cs.release()
+		s.cs = nil
+	} else {
+		_ = s.ds.Close()
+	}
+	s.ds = nil
+	ds, err := rawconn.Prepare(ctx, s.c.e.conn, s.query)
+	if err != nil {
+		s.borrow = 0 // prepared again at the next execution
+		return err
+	}
+	s.ds, s.known, s.borrow = ds, known, b
 	return nil
 }
 

@@ -579,10 +579,13 @@ func (r *PGRunner) Run(p Program) (*Divergence, error) {
 		b := sides[1].step(ctx, st)
 		cancel()
 		if st.Op == OpPrepare && a == "error 25P02" && b == "ok" {
-			// pgx's stdlib answers a Prepare of a text it already prepared on the same
-			// connection without a round trip, so in a failed transaction it succeeds where a
-			// fresh connection's fails: connection reuse, as plain database/sql's idle
-			// connections do too, not session state. Both sides go on without the statement.
+			// pgx's stdlib answers a Prepare of a text it holds prepared on the connection
+			// from its own map, without a round trip, so in a failed transaction it succeeds
+			// where the server would refuse it (25P02). A new connection does the same for a
+			// text prepared earlier in the borrow; through the pool the map also holds texts
+			// the pool's statement cache keeps from earlier borrows. The statement's first
+			// execution fails with 25P02 as the server would (docs/postgresql.md). Both sides
+			// go on without the statement.
 			_ = sides[1].stmts[st.Slot].Close()
 			sides[1].stmts[st.Slot] = nil
 			continue
