@@ -91,7 +91,39 @@ func mayCallUnknown(q string) bool {
 			}
 			buf[n] = c
 		}
-		if _, ok := knownWords[string(buf[:len(w)])]; !ok {
+		if _, ok := knownWords[string(buf[:len(w)])]; ok {
+			continue
+		}
+		if columnListAfter(prevWord(q, k)) {
+			continue // INSERT INTO t (…), WITH t (…) AS
+		}
+		return true
+	}
+	return false
+}
+
+// prevWord returns the word before q[:k], skipping spaces and a qualifying "name.".
+func prevWord(q string, k int) string {
+	if k > 0 && q[k-1] == '.' { // schema.table (…): the word before the schema
+		k--
+		for k > 0 && isIdentChar(q[k-1]) {
+			k--
+		}
+	}
+	for k > 0 && (q[k-1] == ' ' || q[k-1] == '\t' || q[k-1] == '\n' || q[k-1] == '\r') {
+		k--
+	}
+	j := k
+	for k > 0 && isIdentChar(q[k-1]) {
+		k--
+	}
+	return q[k:j]
+}
+
+// columnListAfter reports a word after which "name (" is a table or alias with its column list.
+func columnListAfter(w string) bool {
+	for _, c := range [...]string{"into", "as", "with", "recursive", "table", "references", "update", "only"} {
+		if strings.EqualFold(w, c) {
 			return true
 		}
 	}
@@ -112,11 +144,7 @@ func knownCall(ts []token, i int) bool {
 		}
 		j -= 2
 	}
-	switch word(ts, j-1) {
-	case "into", "as", "with", "recursive", "table", "references", "update", "only":
-		return true
-	}
-	return false
+	return columnListAfter(word(ts, j-1))
 }
 
 // customNames are the custom settings (names with a dot) statements through any pool named

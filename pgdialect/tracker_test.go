@@ -151,9 +151,23 @@ func TestTrackerTxStatusWins(t *testing.T) {
 }
 
 func TestFastPathDoesNotAllocate(t *testing.T) {
-	tr := &tracker{}
-	q := "SELECT id, name FROM users WHERE id = $1"
-	if n := testing.AllocsPerRun(100, func() { tr.Statement(q) }); n != 0 {
-		t.Fatalf("Statement(%q) allocates %.1f times", q, n)
+	tr := &tracker{pgxOK: true}
+	for _, q := range []string{
+		"SELECT id, name FROM users WHERE id = $1",
+		"INSERT INTO users (id, name) VALUES ($1, lower($2))",
+		"INSERT INTO app.users (id) VALUES ($1)",
+		"SELECT count(*), max(v) FROM t WHERE id IN ($1, $2)",
+	} {
+		if !fastPath(q) {
+			t.Errorf("%q: not on the fast path", q)
+		}
+		if n := testing.AllocsPerRun(100, func() { tr.Statement(q); tr.Clean() }); n != 0 {
+			t.Fatalf("Statement(%q) allocates %.1f times", q, n)
+		}
+	}
+	for _, q := range []string{"SELECT my_fn($1)", "SELECT app.my_fn(1)", "SELECT * FROM t WHERE v = f(1)"} {
+		if fastPath(q) {
+			t.Errorf("%q: on the fast path, which does not look at unknown functions", q)
+		}
 	}
 }
