@@ -15,21 +15,24 @@ import (
 // changes conversion when present, is kept exactly: stmtCC is used only when the driver's
 // statement has it.
 //
-// A statement runs as the server statement prepared when the borrower prepared it, as plain
-// database/sql gives: in the database, sql_mode and character set the session had then, whatever
-// USE or SET came after (the server fixes those into a statement when it prepares it). With
-// the statement cache on, that server statement may be one the cache already held for the same
-// database and text, prepared under the same baseline sql_mode and character set
-// (SessionTracker.Scope).
+// Within a borrow, a statement runs as the server statement prepared when the borrower prepared
+// it, as plain database/sql gives: in the database, sql_mode and character set the session had
+// then, whatever USE or SET came after (the server fixes those into a statement when it
+// prepares it). With the statement cache on, that server statement may be one the cache already
+// held for the same database and text, prepared under the same baseline sql_mode and character
+// set (SessionTracker.Scope). A statement database/sql keeps from an earlier borrow is prepared
+// again at its first execution in a borrow whose scope differs (renew), as a new connection
+// would prepare it.
 type stmt struct {
 	c      *conn
 	ds     driver.Stmt
 	query  string
 	cs     *cachedStmt // the cache entry ds belongs to, or nil for an uncached statement
 	closed bool
-	// borrow is the hand-out (entry.handouts) ds was prepared or last renewed in; known
-	// says whether the session's scope was known then (SessionTracker.Scope).
+	// borrow is the hand-out (entry.handouts) ds was prepared or last renewed in; scope and
+	// known are the session's scope then (SessionTracker.Scope).
 	borrow uint64
+	scope  string
 	known  bool
 }
 
@@ -44,7 +47,7 @@ var (
 
 func newStmt(c *conn, ds driver.Stmt, query string, cs *cachedStmt) driver.Stmt {
 	s := &stmt{c: c, ds: ds, query: query, cs: cs, borrow: c.e.handouts.Load()}
-	_, s.known = c.e.sess.Scope()
+	s.scope, s.known = c.e.sess.Scope()
 	if _, ok := ds.(driver.ColumnConverter); ok { //nolint:staticcheck
 		return stmtCC{s}
 	}
@@ -152,13 +155,13 @@ func (s *stmt) run(ctx context.Context, do func() error) error {
 
 // renew readies for hand-out b a statement prepared in an earlier one, which database/sql keeps
 // per connection (a sql.Stmt prepared on the DB): a new connection would prepare it now. While
-// the session's scope is known, as it was when the statement was prepared, the server statement
-// is the one a new prepare gives; otherwise (the borrower changed search_path, sql_mode, the
-// database …, or the statement was prepared under such a change) it is prepared again, so that
-// it resolves names as the session now does.
+// the session's scope is known and the one it was prepared under, the server statement is the
+// one a new prepare gives; otherwise (the borrower changed search_path, sql_mode, the database
+// …, or the statement was prepared under such a change) it is prepared again, so that it
+// resolves names as the session now does.
 func (s *stmt) renew(ctx context.Context, b uint64) error {
-	_, known := s.c.e.sess.Scope()
-	if known && s.known {
+	scope, known := s.c.e.sess.Scope()
+	if known && s.known && scope == s.scope {
 		s.borrow = b
 		return nil
 	}
@@ -174,7 +177,7 @@ func (s *stmt) renew(ctx context.Context, b uint64) error {
 		s.borrow = 0 // prepared again at the next execution
 		return err
 	}
-	s.ds, s.known, s.borrow = ds, known, b
+	s.ds, s.scope, s.known, s.borrow = ds, scope, known, b
 	return nil
 }
 
