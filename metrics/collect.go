@@ -14,7 +14,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	}
 	for _, d := range []*prometheus.Desc{m.descAcquire, m.descUsage, m.descCreation, m.descStmt, m.descConns, m.descActive, m.descIdle, m.descPending, m.descMax,
 		m.descMin, m.descAcquireMax, m.descUsageMax, m.descCreationMax, m.descStmtMax, m.descBypassed,
-		m.descExhausted, m.descCacheFull} {
+		m.descExhausted, m.descCacheFull, m.descUp} {
 		ch <- d
 	}
 }
@@ -22,7 +22,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.timeouts, m.closed, m.validations,
 		m.plans, m.rollbacks, m.resets, m.leaked, m.cancels, m.stmtErrors, m.retryAttempts,
-		m.retries, m.retryBudget, m.retryAmbiguous, m.retryCalls}
+		m.retries, m.retryBudget, m.retryAmbiguous, m.retryCalls, m.connectErrors}
 }
 
 // Collect implements prometheus.Collector. It reads each registered pool's Stats (which takes
@@ -68,6 +68,11 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		counter(m.descBypassed, float64(pm.bypassed(st.Acquires, st.Validations, st.ProbeFailures)), name)
 		counter(m.descExhausted, float64(st.Exhausted), name)
 		counter(m.descCacheFull, float64(st.StatementCacheFull), name)
+		up := 1.0
+		if !st.DownSince.IsZero() {
+			up = 0
+		}
+		gauge(m.descUp, up, name)
 	}
 }
 

@@ -7,11 +7,14 @@
 //
 // One *Metrics serves any number of pools, told apart by the label pool (pool.Config.Name):
 //
-//	m, _ := metrics.New(metrics.Options{})
-//	p, _ := pool.New(connector, pool.Config{Name: "main", Trace: m.Trace()})
-//	m.MustRegister(p)                        // gauges read from p.Stats() at scrape
+//	m, _ := metrics.New(metrics.Options{RuntimeCollectors: true})
+//	p, _ := pool.New(connector, pool.Config{Name: "main", Trace: m.Trace()}) // the one step
 //	http.Handle("/metrics", m.Handler())     // or register m in a registry of your own
 //	http.Handle("/admin/pool", m.AdminHandler())
+//
+// m.Trace() in Config.Trace is all a pool needs: pool.New hands the pool to m, whose gauges
+// (read from p.Stats() at every scrape) include sqlpool_up and the connect
+// errors by phase, and retry.Tx on the pool's DB counts its retries under the pool's name.
 //
 // # Cost on the hot path
 //

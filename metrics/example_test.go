@@ -25,14 +25,12 @@ func ExampleNew() {
 	if err != nil {
 		panic(err)
 	}
-	// m receives the pool's events: put m.Trace() in Config.Trace ...
+	// m.Trace() in Config.Trace is the one step: events, gauges and the retry observer.
 	p, err := pool.New(connector(), pool.Config{Name: "main", MaxConns: 4, Trace: m.Trace(), Logger: quiet})
 	if err != nil {
 		panic(err)
 	}
 	defer p.Close()
-	// ... and register the pool for its gauges.
-	m.MustRegister(p)
 
 	db := p.OpenDB()
 	defer db.Close()
@@ -53,9 +51,6 @@ func ExampleMetrics_Register() {
 			panic(err)
 		}
 		defer p.Close()
-		if err := m.Register(p); err != nil {
-			panic(err)
-		}
 	}
 	for _, ps := range m.Snapshot().Pools {
 		fmt.Println(ps.Name, ps.MaxConns, ps.Registered)
@@ -72,7 +67,6 @@ func ExampleMetrics_Handler() {
 		panic(err)
 	}
 	defer p.Close()
-	m.MustRegister(p)
 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.Handler())
@@ -87,13 +81,15 @@ func ExampleMetrics_Handler() {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if line := sc.Text(); strings.HasPrefix(line, "hikaricp_connections_max{") || strings.HasPrefix(line, "hikaricp_connections_min{") {
+		if line := sc.Text(); strings.HasPrefix(line, "hikaricp_connections_max{") || strings.HasPrefix(line, "hikaricp_connections_min{") ||
+			strings.HasPrefix(line, "sqlpool_up{") {
 			fmt.Println(line)
 		}
 	}
 	// Output:
 	// hikaricp_connections_max{pool="main"} 2
 	// hikaricp_connections_min{pool="main"} 1
+	// sqlpool_up{pool="main"} 1
 }
 
 func ExampleMetrics_StatementDone() {

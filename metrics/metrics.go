@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/sqlpool/sqlpool/internal/testhook"
 	"github.com/sqlpool/sqlpool/pool"
@@ -53,8 +54,14 @@ type Options struct {
 	MaxStatementNames int
 
 	// ConstLabels are added to every metric, e.g. {"service": "zipkin"}. They must not be
-	// "pool", "reason", "result", "statement", "class" or "op".
+	// "pool", "reason", "result", "statement", "class", "op" or "phase".
 	ConstLabels prometheus.Labels
+
+	// RuntimeCollectors makes Handler serve the Go runtime's and the process's metrics too
+	// (go_*, process_*: client_golang's collectors.NewGoCollector and NewProcessCollector),
+	// registered in Registry(). Zero value: off (register them yourself, or serve m from a
+	// registry that has them).
+	RuntimeCollectors bool
 
 	// clock rotates the _max windows; set only by the module's tests, through
 	// internal/testhook. nil: the system clock. It is read only when metrics are read (scrapes,
@@ -70,10 +77,10 @@ type systemClock struct{}
 
 func (systemClock) Now() time.Time { return time.Now() }
 
-// Metrics collects the metrics of one or more pools. It feeds on the pool's events through
-// Trace (put m.Trace() in pool.Config.Trace), implements prometheus.Collector (register it, or
-// serve Handler), and produces a retry.Observer per pool with RetryObserver. Register a pool to
-// add its gauges, which are read from pool.Stats at every scrape.
+// Metrics collects the metrics of one or more pools. Put m.Trace() in pool.Config.Trace: that
+// one step feeds m the pool's events, registers the pool's gauges (read from pool.Stats at every
+// scrape) when pool.New makes it, and gives the pool its retry observer (pool.Trace's
+// RetryObserver, which retry.Tx finds through the pool's DB). m implements prometheus.Collector (register it, or serve Handler).
 //
 // The pool calls the event methods (the fields of Trace) on every acquire and release. They take no lock, allocate
 // nothing and read no clock once a pool's first event has been seen: the per-pool metric
@@ -111,6 +118,8 @@ type Metrics struct {
 	descConns, descActive, descIdle, descPending, descMax, descMin *prometheus.Desc
 	descAcquireMax, descUsageMax, descCreationMax, descStmtMax     *prometheus.Desc
 	descBypassed, descExhausted, descCacheFull                     *prometheus.Desc
+	descUp                                                         *prometheus.Desc
+	connectErrors                                                  *prometheus.CounterVec
 
 	constLabels prometheus.Labels // Options.ConstLabels, for the per-host collector (hosts.go)
 	hostsMu     sync.Mutex
@@ -123,8 +132,11 @@ var errBuckets = errors.New("metrics: histogram buckets must be finite, non-nega
 
 var _ prometheus.Collector = (*Metrics)(nil)
 
-// Trace returns the pool.Trace that feeds m: put it in pool.Config.Trace (of every pool m
-// serves). Its functions do what m's event methods (Acquired, Released, ...) do. Give it to
+// Trace returns the pool.Trace that instruments a pool: put it in pool.Config.Trace (of every
+// pool m serves), and nothing else is needed. Its event functions do what m's event methods
+// (Acquired, Released, ...) do; its Attached registers the pool (Register) when pool.New makes
+// it, and Detached drops the pool's gauges when it closes (its counters and timers stay until
+// Unregister); its RetryObserver gives the pool m.RetryObserver(Config.Name). Give it to
 // otelpool.Options.Next to report to both Prometheus and OpenTelemetry.
 func (m *Metrics) Trace() *pool.Trace {
 	t := m.trace
@@ -154,11 +166,32 @@ func (m *Metrics) newTrace() pool.Trace {
 		LeakedStatementClosed: m.LeakedStatementClosed,
 		StatementDone:         m.statementDone(),
 		ServerCancelled:       m.ServerCancelled,
+		ConnectFailed:         m.connectFailed,
+		Attached:              m.attached,
+		Detached:              m.detached,
+		RetryObserver:         func(name string) any { return m.poolFor(name).retryObserver(m) },
+	}
+}
+
+// attached registers p when pool.New makes it (Trace.Attached). A name clash is logged on the
+// pool's logger: the second pool of that name has no gauges.
+func (m *Metrics) attached(p *pool.Pool) {
+	if err := m.Register(p); err != nil {
+		p.Config().Logger.Warn("sqlpool: metrics: the pool's gauges are not exported; give each pool its own Config.Name",
+			"pool", p.Config().Name, "error", err)
+	}
+	m.poolFor(p.Config().Name).retryObserver(m) // the retry series exist from the start
+}
+
+// detached drops a closed pool's gauges (Trace.Detached), so that a new pool may take its name.
+func (m *Metrics) detached(p *pool.Pool) {
+	if pm := (*m.pools.Load())[p.Config().Name]; pm != nil {
+		pm.src.CompareAndSwap(p, nil)
 	}
 }
 
 // reservedLabels are the variable labels of this package's metrics.
-var reservedLabels = []string{"pool", "reason", "result", "statement", "class", "op"}
+var reservedLabels = []string{"pool", "reason", "result", "statement", "class", "op", "phase"}
 
 // New returns a Metrics with the given options. It fails only on invalid options.
 func New(opts Options) (*Metrics, error) {
@@ -239,12 +272,22 @@ func New(opts Options) (*Metrics, error) {
 	m.descBypassed = desc(NameValidationsBypassed, "Acquires that handed out a connection without probing it (returned within AliveBypassWindow): Stats().Acquires minus successful probes.", "pool")
 	m.descExhausted = desc(NameExhausted, "Acquires refused at once with ErrPoolExhausted (MaxWaiters goroutines already waiting).", "pool")
 	m.descCacheFull = desc(NameStatementCacheFull, "Times a connection's statement cache was emptied after ER_MAX_PREPARED_STMT_COUNT_REACHED (1461).", "pool")
+	m.descUp = desc(NameUp, "1 while the pool can open connections, 0 from a failed attempt until a connection opens again (Stats.DownSince).", "pool")
+	m.connectErrors = counter(NameConnectErrors, "Failed attempts to open a connection, by the phase that failed: dial, tls, handshake, authentication, init, timeout, probe.", "pool", "phase")
 
 	empty := map[string]*poolMetrics{}
 	m.pools.Store(&empty)
 	m.registry = prometheus.NewRegistry()
 	if err := m.registry.Register(m); err != nil {
 		return nil, err
+	}
+	if opts.RuntimeCollectors {
+		if err := m.registry.Register(collectors.NewGoCollector()); err != nil {
+			return nil, err
+		}
+		if err := m.registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+			return nil, err
+		}
 	}
 	m.trace = m.newTrace()
 	return m, nil
@@ -275,6 +318,8 @@ const (
 	NameCancels             = "sqlpool_cancels_total"
 	NameStatementSeconds    = "sqlpool_statement_seconds"
 	NameStatementErrors     = "sqlpool_statement_errors_total"
+	NameUp                  = "sqlpool_up"
+	NameConnectErrors       = "sqlpool_connect_errors_total"
 
 	NameRetryAttempts        = "sqlpool_retry_attempts_total"
 	NameRetries              = "sqlpool_retries_total"
@@ -282,6 +327,22 @@ const (
 	NameRetryAmbiguous       = "sqlpool_retry_ambiguous_total"
 	NameRetryCalls           = "sqlpool_retry_calls_total"
 )
+
+// ConnectPhases are the phase label values of sqlpool_connect_errors_total, the phases of
+// pool.Trace.ConnectFailed; every pool has a series for each from its first event.
+var ConnectPhases = [...]string{"dial", "tls", "handshake", "authentication", "init", "timeout", "probe"}
+
+// connectFailed is pool.Trace.ConnectFailed: it counts sqlpool_connect_errors_total.
+func (m *Metrics) connectFailed(name, phase string, _ error) {
+	pm := m.poolFor(name)
+	for i, ph := range ConnectPhases {
+		if ph == phase {
+			pm.connectErrs[i].Inc()
+			return
+		}
+	}
+	m.connectErrors.WithLabelValues(name, phase).Inc() // a phase added to package pool later
+}
 
 // closeReasons are the label values of sqlpool_connections_closed_total, in pool's order; the
 // last is for a reason this package does not know yet.
@@ -328,8 +389,12 @@ type poolMetrics struct {
 	alive, dead                       prometheus.Counter
 	plansOK, plansFailed              prometheus.Counter
 	rollbacks, resets, leaked         prometheus.Counter
+	connectErrs                       [len(ConnectPhases)]prometheus.Counter
 
 	stmts *stmtTable // nil when statement timers are off
+
+	retryOnce sync.Once
+	retry     *retryObserver // retryObserver
 
 	lastBypassed uint64 // guarded by Metrics.readMu: keeps the bypassed counter monotonic
 }
@@ -382,6 +447,9 @@ func (m *Metrics) addPool(name string) *poolMetrics {
 		resets:      m.resets.WithLabelValues(name),
 		leaked:      m.leaked.WithLabelValues(name),
 	}
+	for i, ph := range ConnectPhases {
+		pm.connectErrs[i] = m.connectErrors.WithLabelValues(name, ph)
+	}
 	for i, r := range closeReasons {
 		if r == "other" {
 			continue // created on first use only: a reason this package does not know
@@ -404,10 +472,10 @@ func (m *Metrics) addPool(name string) *poolMetrics {
 	return pm
 }
 
-// Register adds p's gauges (connections, active, idle, pending, max, min) and its Stats-based
-// counters, read at every scrape. Put m.Trace() in p's Config.Trace as well, for the timers and event
-// counters; events that arrive before Register (the first connection, opened by pool.New) are
-// kept. Register fails if another pool with the same name is registered.
+// Register adds p's gauges (connections, active, idle, pending, max, min, up) and its
+// Stats-based counters, read at every scrape. A pool whose Config.Trace is m.Trace() is
+// registered by pool.New already; call Register only for a pool with a Trace of its own that
+// calls m's event methods. Register fails if another pool with the same name is registered.
 func (m *Metrics) Register(p *pool.Pool) error {
 	cfg := p.Config()
 	pm := m.poolFor(cfg.Name)
@@ -445,7 +513,8 @@ func (m *Metrics) Unregister(name string) {
 	m.unregisterHosts(name)
 	l := prometheus.Labels{"pool": name}
 	for _, v := range []*prometheus.CounterVec{m.timeouts, m.closed, m.validations, m.plans, m.rollbacks,
-		m.resets, m.leaked, m.cancels, m.stmtErrors, m.retryAttempts, m.retries, m.retryBudget, m.retryAmbiguous, m.retryCalls} {
+		m.resets, m.leaked, m.cancels, m.stmtErrors, m.retryAttempts, m.retries, m.retryBudget, m.retryAmbiguous, m.retryCalls,
+		m.connectErrors} {
 		v.DeletePartialMatch(l)
 	}
 }

@@ -281,6 +281,8 @@ var allNames = map[string]struct {
 	"sqlpool_retry_budget_exhausted_total":      {dto.MetricType_COUNTER, []string{"pool", "op"}},
 	"sqlpool_retry_ambiguous_total":             {dto.MetricType_COUNTER, []string{"pool", "op"}},
 	"sqlpool_retry_calls_total":                 {dto.MetricType_COUNTER, []string{"pool", "op", "result"}},
+	"sqlpool_up":                                {dto.MetricType_GAUGE, []string{"pool"}},
+	"sqlpool_connect_errors_total":              {dto.MetricType_COUNTER, []string{"pool", "phase"}},
 }
 
 // TestEveryMetricPresent exercises every event once and checks that every family in allNames

@@ -25,11 +25,18 @@ const (
 // retryOps are the op label values, indexed by retry.Op.
 var retryOps = [...]retry.Op{retry.OpDo, retry.OpTx}
 
+// retryObserver returns the pool's observer, made once.
+func (pm *poolMetrics) retryObserver(m *Metrics) *retryObserver {
+	pm.retryOnce.Do(func() { pm.retry = m.RetryObserver(pm.name).(*retryObserver) })
+	return pm.retry
+}
+
 // RetryObserver returns a retry.Observer that counts the attempts, retries, budget refusals,
-// ambiguous outcomes and final results of retry.Do and retry.Tx under the label pool=name
-// (retry does not know which pool a call used: pass the name of the pool whose *sql.DB the
-// policy runs on). Use it as retry.Policy{Observer: m.RetryObserver("main")}. Its methods take
-// no lock and allocate nothing.
+// ambiguous outcomes and final results of retry.Do and retry.Tx under the label pool=name.
+// A pool whose Config.Trace is m.Trace() needs none for retry.Tx on its DB, which finds the
+// pool's own; for retry.Do and retry.TxWith, which do not know the pool, use it as
+// retry.Policy{Observer: m.RetryObserver("main")}. Its methods take no lock and allocate
+// nothing.
 func (m *Metrics) RetryObserver(name string) retry.Observer {
 	o := &retryObserver{m: m, pool: name}
 	for i, op := range retryOps {

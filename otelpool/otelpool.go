@@ -5,8 +5,12 @@
 // provides.
 //
 //	tel, err := otelpool.New(otelpool.Options{MeterProvider: mp, TracerProvider: tp})
-//	p, err := pool.New(connector, pool.Config{Name: "orders", Trace: tel.Trace()})
-//	reg, err := tel.Observe(p) // the gauges; reg.Unregister() before dropping the pool
+//	p, err := pool.New(connector, pool.Config{Name: "orders", Trace: tel.Trace()}) // the one step
+//
+// tel.Trace() in Config.Trace is all a pool needs: pool.New hands the pool to tel, which
+// observes its gauges from then on and stops at Close. With Options.Next set to package
+// metrics' Trace, the same step instruments the pool for Prometheus too (gauges, retry
+// observer and all).
 //
 // The metrics, as the semantic conventions name them (docs/database/database-metrics.md of
 // open-telemetry/semantic-conventions; status: experimental), each with the attribute
@@ -22,7 +26,12 @@
 //	db.client.connection.wait_time        Histogram      s             0 for an idle connection handed out at once
 //	db.client.connection.use_time         Histogram      s             from hand-out to return
 //
-// The first five are asynchronous (read from Stats and Config at each collection, after Observe);
+// and two of this project's own:
+//
+//	sqlpool.pool.up                       Gauge          1             1 while connections open, 0 from a failed attempt (Stats.DownSince)
+//	sqlpool.pool.connect_errors           Counter        {error}       failed attempts to open a connection, + sqlpool.connect.phase
+//
+// The first five and sqlpool.pool.up are asynchronous (read from Stats and Config at each collection);
 // the others are recorded as the pool's events happen. "idle" counts connections idle in the
 // pool and those parked in database/sql's idle list (Stats().Idle), "used" the rest.
 //
@@ -73,6 +82,10 @@ const (
 	StateIdle    = "idle"
 	StateUsed    = "used"
 
+	MetricUp            = "sqlpool.pool.up"
+	MetricConnectErrors = "sqlpool.pool.connect_errors"
+	AttrConnectPhase    = "sqlpool.connect.phase"
+
 	SpanAcquire     = "sqlpool.acquire"
 	SpanReleasePlan = "sqlpool.release_plan"
 	SpanProbe       = "sqlpool.probe"
@@ -109,6 +122,11 @@ type Telemetry struct {
 	useTime    metric.Float64Histogram
 
 	count, max, idleMax, idleMin, pending metric.Int64ObservableUpDownCounter
+	up                                    metric.Int64ObservableGauge
+	connectErrors                         metric.Int64Counter
+
+	regMu sync.Mutex
+	regs  map[*pool.Pool]*poolRegistration // Observe, Trace.Attached
 
 	// attrs caches the attribute options per pool name: the last one used (the common case of
 	// one pool), then a map.
@@ -128,7 +146,7 @@ type poolAttrs struct {
 
 // New returns the Telemetry for opts; it fails only when the meter rejects an instrument.
 func New(opts Options) (*Telemetry, error) {
-	t := &Telemetry{planSpans: opts.ReleasePlanSpans, byPool: map[string]*poolAttrs{}}
+	t := &Telemetry{planSpans: opts.ReleasePlanSpans, byPool: map[string]*poolAttrs{}, regs: map[*pool.Pool]*poolRegistration{}}
 	if tp := opts.TracerProvider; tp != nil {
 		t.tracer = tp.Tracer(ScopeName)
 	}
@@ -171,6 +189,12 @@ func New(opts Options) (*Telemetry, error) {
 	t.pending, err = m.Int64ObservableUpDownCounter(MetricPendingRequests, metric.WithUnit("{request}"),
 		metric.WithDescription("The number of current pending requests for an open connection"))
 	add(err)
+	t.up, err = m.Int64ObservableGauge(MetricUp, metric.WithUnit("1"),
+		metric.WithDescription("1 while the pool can open connections, 0 from a failed attempt until a connection opens again"))
+	add(err)
+	t.connectErrors, err = m.Int64Counter(MetricConnectErrors, metric.WithUnit("{error}"),
+		metric.WithDescription("Failed attempts to open a connection, by the phase that failed"))
+	add(err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -201,6 +225,11 @@ func (t *Telemetry) own() *pool.Trace {
 	if t.createTime != nil {
 		tr.Created = t.created
 	}
+	if t.meter != nil {
+		tr.ConnectFailed = t.connectFailed
+		tr.Attached = t.attached
+		tr.Detached = t.detached
+	}
 	if t.tracer != nil {
 		tr.AcquireEnded = t.acquireEnded
 		tr.Validated = t.probeEnded
@@ -211,16 +240,23 @@ func (t *Telemetry) own() *pool.Trace {
 	return &tr
 }
 
-// Observe registers the asynchronous metrics (connection counts, limits, pending requests) of
-// p, read from p.Stats() and p.Config() at each collection; they follow the pool's runtime
-// resizes. Call Unregister on the result before dropping the pool. Without a MeterProvider it
-// does nothing and returns a Registration whose Unregister does nothing.
+// Observe registers the asynchronous metrics (connection counts, limits, pending requests, up)
+// of p, read from p.Stats() and p.Config() at each collection; they follow the pool's runtime
+// resizes. A pool whose Config.Trace is t.Trace() is observed from pool.New to Close already,
+// and Observe returns that registration. Call Unregister on the result before dropping a pool
+// observed this way. Without a MeterProvider it does nothing and returns a Registration whose
+// Unregister does nothing.
 func (t *Telemetry) Observe(p *pool.Pool) (metric.Registration, error) {
 	if t.meter == nil {
 		return noRegistration{}, nil
 	}
 	a := t.attrs(p.Config().Name)
-	return t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+	t.regMu.Lock()
+	defer t.regMu.Unlock()
+	if r := t.regs[p]; r != nil {
+		return r, nil
+	}
+	reg, err := t.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		st := p.Stats()
 		cfg := p.Config()
 		o.ObserveInt64(t.count, int64(st.Idle), a.idle...)
@@ -229,8 +265,64 @@ func (t *Telemetry) Observe(p *pool.Pool) (metric.Registration, error) {
 		o.ObserveInt64(t.idleMax, int64(cfg.MaxConns), a.observe...)
 		o.ObserveInt64(t.idleMin, int64(cfg.MinIdleConns), a.observe...)
 		o.ObserveInt64(t.pending, int64(st.Waiting), a.observe...)
+		up := int64(1)
+		if !st.DownSince.IsZero() {
+			up = 0
+		}
+		o.ObserveInt64(t.up, up, a.observe...)
 		return nil
-	}, t.count, t.max, t.idleMax, t.idleMin, t.pending)
+	}, t.count, t.max, t.idleMax, t.idleMin, t.pending, t.up)
+	if err != nil {
+		return nil, err
+	}
+	r := &poolRegistration{Registration: reg, t: t, p: p}
+	t.regs[p] = r
+	return r, nil
+}
+
+// poolRegistration is one pool's callback; Unregister also forgets it, so that Observe may
+// register the pool again.
+type poolRegistration struct {
+	metric.Registration
+	t    *Telemetry
+	p    *pool.Pool
+	once sync.Once
+	err  error
+}
+
+func (r *poolRegistration) Unregister() error {
+	r.once.Do(func() {
+		r.t.regMu.Lock()
+		if r.t.regs[r.p] == r {
+			delete(r.t.regs, r.p)
+		}
+		r.t.regMu.Unlock()
+		r.err = r.Registration.Unregister()
+	})
+	return r.err
+}
+
+// attached observes a pool that pool.New made with t's Trace (pool.Trace.Attached).
+func (t *Telemetry) attached(p *pool.Pool) {
+	if _, err := t.Observe(p); err != nil {
+		p.Config().Logger.Warn("sqlpool: otelpool: the pool's gauges are not observed", "pool", p.Config().Name, "error", err)
+	}
+}
+
+// detached stops observing a closed pool (pool.Trace.Detached).
+func (t *Telemetry) detached(p *pool.Pool) {
+	t.regMu.Lock()
+	r := t.regs[p]
+	t.regMu.Unlock()
+	if r != nil {
+		_ = r.Unregister()
+	}
+}
+
+// connectFailed counts sqlpool.pool.connect_errors (pool.Trace.ConnectFailed).
+func (t *Telemetry) connectFailed(p, phase string, _ error) {
+	kv := attribute.String(AttrPoolName, p)
+	t.connectErrors.Add(context.Background(), 1, metric.WithAttributes(kv, attribute.String(AttrConnectPhase, phase)))
 }
 
 type noRegistration struct{ metric.Registration }
@@ -351,7 +443,7 @@ func (t *Telemetry) probeEnded(ctx context.Context, p string, took time.Duration
 
 // chain returns a Trace that calls own's function and then next's for each event (next's
 // first for the span-making events, as Telemetry always did), or the one set alone, so that
-// an event neither wants stays nil. own sets only the seven fields below; next may be nil.
+// an event neither wants stays nil. own sets only the ten fields below; next may be nil.
 func chain(own, next *pool.Trace) pool.Trace {
 	if next == nil {
 		return *own
@@ -397,6 +489,24 @@ func chain(own, next *pool.Trace) pool.Trace {
 				g(ctx, p, d, alive)
 				f(ctx, p, d, alive)
 			}
+		}
+	}
+	if f, g := own.ConnectFailed, next.ConnectFailed; f != nil {
+		tr.ConnectFailed = f
+		if g != nil {
+			tr.ConnectFailed = func(p, phase string, err error) { f(p, phase, err); g(p, phase, err) }
+		}
+	}
+	if f, g := own.Attached, next.Attached; f != nil {
+		tr.Attached = f
+		if g != nil {
+			tr.Attached = func(p *pool.Pool) { f(p); g(p) }
+		}
+	}
+	if f, g := own.Detached, next.Detached; f != nil {
+		tr.Detached = f
+		if g != nil {
+			tr.Detached = func(p *pool.Pool) { f(p); g(p) }
 		}
 	}
 	if f, g := own.ReleasePlanEnded, next.ReleasePlanEnded; f != nil {

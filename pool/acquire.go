@@ -561,6 +561,8 @@ func (p *Pool) timeoutError(ctx context.Context, dl *deadline, byCtx bool) error
 		CtxDeadline: byCtx,
 		Failing:     lastErr != nil,
 		LastErr:     lastErr,
+		addr:        p.outage.addr,
+		dialing:     p.dialing(),
 	}
 }
 

@@ -141,6 +141,9 @@ type Config struct {
 	// Logger receives the pool's structured log lines. Zero value: slog.Default().
 	Logger *slog.Logger
 
+	// Addr (host:port) names the server in connection errors and logs. Zero value: read from the connector.
+	Addr string
+
 	// Settings for the module's own tests, set through internal/testhook (or directly by this
 	// package's tests).
 	//
@@ -151,6 +154,9 @@ type Config struct {
 	testClock timeSource
 	// housekeepingPeriod is how often the housekeeper runs; zero: 30 s; negative: an error.
 	housekeepingPeriod time.Duration
+	// outageLogInterval is the least time between two summary WARN lines of an outage; zero:
+	// 30 s; negative: none (outage.go).
+	outageLogInterval time.Duration
 	// testAfter, if set, makes the timer the creator waits on after a refused login (loginWait).
 	testAfter func(time.Duration) <-chan time.Time
 }

@@ -23,11 +23,7 @@ func (p *Pool) creator() {
 	defer p.wg.Done()
 	backoff := time.Duration(0)
 	grow := func() {
-		maxBackoff := 5 * time.Second
-		if at := p.acquireTimeout(); at > 0 {
-			maxBackoff = min(maxBackoff, max(at/2, minDerivedTimeout))
-		}
-		backoff = min(max(backoff*2, 10*time.Millisecond), maxBackoff)
+		backoff = min(max(backoff*2, 10*time.Millisecond), maxBackoffFor(p))
 	}
 	dialFailed := false
 	loginWait := time.Duration(0) // after a refused login (login.go); 0 after a successful dial
@@ -42,8 +38,9 @@ func (p *Pool) creator() {
 				// Connections opened lately failed their first probe, and none has passed a
 				// probe or been handed out since: dials succeed but the connections are no good.
 				grow()
-				p.cfg.Logger.Warn("sqlpool: new connections fail their first probe; slowing down",
-					"pool", p.cfg.Name, "error", p.lastError(), "retry_in", backoff)
+				plan, attrs := retryPlan(maxBackoffFor(p))
+				p.noteConnectFailed(&connectError{addr: p.outage.addr, phase: phaseProbe, err: p.lastError()},
+					plan, attrs...)
 				if !p.backoffSleep(backoff) {
 					return
 				}
@@ -58,7 +55,9 @@ func (p *Pool) creator() {
 			default:
 			}
 			dialStart := p.nanotime()
+			p.outage.dialStart.Store(max(dialStart, 1))
 			e, err := p.dial()
+			p.outage.dialStart.Store(0)
 			if err != nil {
 				if p.closed.Load() {
 					return
@@ -67,8 +66,9 @@ func (p *Pool) creator() {
 				if p.loginRefused(err) {
 					loginWait = p.nextLoginWait(loginWait)
 					p.loginFailed(err, loginWait)
-					p.cfg.Logger.Warn("sqlpool: the server refused the login; correct the credentials or grants, then call Redial",
-						"pool", p.cfg.Name, "error", err, "retry_in", loginWait)
+					p.noteConnectFailed(p.connectError(err, false),
+						fmt.Sprintf("dials again in %v (doubling up to LoginBackoffMax %v) or at once after Pool.Redial; correct the credentials or grants, then call Redial",
+							loginWait, p.cfg.LoginBackoffMax), "retry_in", loginWait)
 					if !p.loginWait(loginWait) {
 						return
 					}
@@ -79,8 +79,8 @@ func (p *Pool) creator() {
 				}
 				dialFailed = true
 				grow()
-				p.cfg.Logger.Warn("sqlpool: cannot open a connection; retrying",
-					"pool", p.cfg.Name, "error", err, "retry_in", backoff)
+				plan, attrs := retryPlan(maxBackoffFor(p))
+				p.noteConnectFailed(p.connectError(err, false), plan, attrs...)
 				if !p.backoffSleep(backoff) {
 					return
 				}
@@ -100,6 +100,7 @@ func (p *Pool) creator() {
 			}
 			if p.deadOnArrival.Load() == 0 {
 				p.clearLastError() // else the pool is still failing: its connections are no good
+				p.noteConnected()
 			}
 			p.register(e)
 			if ev := p.cfg.Trace; ev != nil && ev.Created != nil {
@@ -112,6 +113,16 @@ func (p *Pool) creator() {
 			p.park(e)
 		}
 	}
+}
+
+// maxBackoffFor is the cap on the creator's backoff after a failed dial: 5 s, or half of
+// AcquireTimeout when that is shorter, but not below minDerivedTimeout.
+func maxBackoffFor(p *Pool) time.Duration {
+	maxBackoff := 5 * time.Second
+	if at := p.acquireTimeout(); at > 0 {
+		maxBackoff = min(maxBackoff, max(at/2, minDerivedTimeout))
+	}
+	return maxBackoff
 }
 
 // waitingBackoff caps the creator's backoff while acquires wait for a connection.
@@ -168,10 +179,10 @@ func (p *Pool) dial() (*entry, error) {
 		if errors.Is(err, context.DeadlineExceeded) && p.dialCtx.Err() == nil {
 			err = fmt.Errorf("connect timed out after ConnectTimeout %v: %w", p.cfg.ConnectTimeout, err)
 		}
-		return nil, err
+		return nil, p.connectError(err, false)
 	}
 	if dc == nil {
-		return nil, errors.New("the connector returned a nil connection and no error")
+		return nil, p.connectError(errors.New("the connector returned a nil connection and no error"), false)
 	}
 	e := &entry{conn: dc, host: host}
 	e.stmts.max = p.cfg.StatementCacheSize
@@ -180,12 +191,12 @@ func (p *Pool) dial() (*entry, error) {
 	if p.cfg.Hooks.AfterConnect != nil {
 		if err := p.runAfterConnect(ctx, e); err != nil {
 			_ = dc.Close()
-			return nil, err
+			return nil, p.connectError(err, true)
 		}
 	}
 	if err := p.initSession(ctx, e, dc); err != nil {
 		_ = dc.Close()
-		return nil, fmt.Errorf("recording the session baseline: %w", err)
+		return nil, p.connectError(fmt.Errorf("recording the session baseline: %w", err), true)
 	}
 	e.adoptTracker()
 	now := p.nanotime()

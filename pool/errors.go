@@ -31,6 +31,9 @@ type AcquireTimeoutError struct {
 	CtxDeadline bool          // the ctx deadline, not AcquireTimeout, ended the wait
 	Failing     bool          // the last attempt to open or validate a connection failed
 	LastErr     error         // that attempt's error when Failing
+
+	addr    string        // the server's address, when the pool knows it
+	dialing time.Duration // how long the attempt to open a connection in progress has run; 0: none
 }
 
 func (e *AcquireTimeoutError) Error() string {
@@ -43,6 +46,12 @@ func (e *AcquireTimeoutError) Error() string {
 	switch {
 	case e.Failing && e.LastErr != nil:
 		msg += "; pool failing: its last attempt to open or validate a connection failed; last connection error: " + e.LastErr.Error()
+	case e.dialing > 0 && e.addr != "":
+		msg += fmt.Sprintf("; pool waiting for the server: an attempt to open a connection to %s has had no answer for %v (ConnectTimeout bounds it)",
+			e.addr, e.dialing.Round(time.Millisecond))
+	case e.dialing > 0:
+		msg += fmt.Sprintf("; pool waiting for the server: an attempt to open a connection has had no answer for %v (ConnectTimeout bounds it)",
+			e.dialing.Round(time.Millisecond))
 	case e.Active >= e.Total && e.Total > 0:
 		msg += "; pool busy: every connection is in use: raise MaxConns, shorten transactions, or look for leaks (LeakDetectionThreshold)"
 	default:

@@ -78,6 +78,8 @@ type Pool struct {
 	redialCh chan struct{} // Redial: ends the creator's wait after a refused login
 	// cancel is the server-side cancel state (cancel.go); nil when ServerCancelTimeout is off.
 	cancel *canceller
+	// outage is what the pool logs and reports while it cannot open connections (outage.go).
+	outage outageState
 
 	timeouts      atomic.Uint64
 	created       atomic.Uint64
@@ -104,17 +106,18 @@ type Stats struct {
 	Waiting    int // goroutines waiting in Connect
 	Cancelling int // closed, but their cancelled statement may still run (ServerCancelTimeout)
 
-	Acquires           uint64 // hand-outs (Connect, or a checkout from database/sql's idle list)
-	Timeouts           uint64 // acquires that reached their deadline
-	Exhausted          uint64 // acquires refused with ErrPoolExhausted
-	Created            uint64 // physical connections opened
-	Closed             uint64 // physical connections closed
-	Validations        uint64 // liveness probes run on acquire (bypass window passed)
-	ProbeFailures      uint64 // probes that found a dead connection
-	ReleasePlans       uint64 // releases that had to run statements (rollback or reset)
-	LeakedStatements   uint64 // statements a borrower left open, closed on release
-	StatementCacheFull uint64 // errors 1461 that emptied a connection's statement cache
-	LastError          error  // of the last failed open or probe; nil after a success
+	Acquires           uint64    // hand-outs (Connect, or a checkout from database/sql's idle list)
+	Timeouts           uint64    // acquires that reached their deadline
+	Exhausted          uint64    // acquires refused with ErrPoolExhausted
+	Created            uint64    // physical connections opened
+	Closed             uint64    // physical connections closed
+	Validations        uint64    // liveness probes run on acquire (bypass window passed)
+	ProbeFailures      uint64    // probes that found a dead connection
+	ReleasePlans       uint64    // releases that had to run statements (rollback or reset)
+	LeakedStatements   uint64    // statements a borrower left open, closed on release
+	StatementCacheFull uint64    // errors 1461 that emptied a connection's statement cache
+	LastError          error     // of the last failed open or probe; nil after a success
+	DownSince          time.Time // attempts to open a connection fail since then; zero while they succeed
 }
 
 func (s Stats) String() string {
@@ -154,14 +157,17 @@ func New(c driver.Connector, cfg Config) (*Pool, error) {
 		p.cancel = &canceller{impl: sc}
 	}
 
+	p.resolveAddr()
 	if err := p.attachHosts(); err != nil {
 		p.dialStop()
 		return nil, err
 	}
+	p.attachTrace()
 	if rc.InitializationFailTimeout > 0 {
 		if err := p.checkFailFast(); err != nil {
 			p.dialStop()
 			p.detachHosts()
+			p.detachTrace()
 			return nil, err
 		}
 	}
@@ -243,6 +249,7 @@ func (p *Pool) Stats() Stats {
 		LeakedStatements:   p.leakedStmts.Load(),
 		StatementCacheFull: p.stmtCacheFull.Load(),
 		LastError:          p.lastError(),
+		DownSince:          p.downSince(),
 	}
 	p.reg.mu.Lock()
 	s.Cancelling = p.cancelling()
@@ -328,6 +335,7 @@ func (p *Pool) Close() error {
 	p.wg.Wait()
 	p.stopCanceller()
 	p.detachHosts()
+	p.detachTrace()
 
 	deadline := time.NewTimer(p.cfg.CloseTimeout)
 	defer deadline.Stop()

@@ -35,6 +35,35 @@ type Trace struct {
 	StatementDone func(ctx context.Context, pool, query string, d time.Duration, err error)
 	// ServerCancelled: a server-side cancel ended with outcome, d after its connection closed.
 	ServerCancelled func(pool string, outcome CancelOutcome, d time.Duration)
+	// ConnectFailed: opening a connection failed in phase (dial, tls, handshake, authentication, init, timeout, probe).
+	ConnectFailed func(pool, phase string, err error)
+	// Attached: New made p, before its first dial; once per pool. Detached: p closed, or New failed.
+	Attached, Detached func(p *Pool)
+	// RetryObserver returns a retry.Observer for the pool named pool; retry.Tx on its DB uses it.
+	RetryObserver func(pool string) any
+}
+
+// attachTrace calls Trace.Attached; New calls it once.
+func (p *Pool) attachTrace() {
+	if t := p.cfg.Trace; t != nil && t.Attached != nil {
+		t.Attached(p)
+	}
+}
+
+// detachTrace calls Trace.Detached.
+func (p *Pool) detachTrace() {
+	if t := p.cfg.Trace; t != nil && t.Detached != nil {
+		t.Detached(p)
+	}
+}
+
+// RetryObserver returns Config.Trace.RetryObserver(Name), or nil; package retry finds it
+// through the DB's driver (a *sql.DB from OpenDB or sql.OpenDB(p)).
+func (d poolDriver) RetryObserver() any {
+	if t := d.p.cfg.Trace; t != nil && t.RetryObserver != nil {
+		return t.RetryObserver(d.p.cfg.Name)
+	}
+	return nil
 }
 
 // forStatements returns t when it times statements, else nil.

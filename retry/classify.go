@@ -12,6 +12,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sqlpool/sqlpool/internal/sqlstate"
+	"github.com/sqlpool/sqlpool/pool"
 	"github.com/sqlpool/sqlpool/validate"
 )
 
@@ -74,70 +75,112 @@ const (
 // such outcomes as ErrAmbiguousCommit, which Classify then sees as Ambiguous.
 // Classify walks the whole error chain (fmt.Errorf %w and errors.Join).
 func Classify(err error) Class {
-	return classify(err, false)
+	return classify(err, false, nil)
+}
+
+// Classify returns the Class Do and Tx give err under p: the package's
+// Classify, and for an error none of its rules names, p.Dialect's verdict
+// when p.Dialect is set — Transient when the dialect calls the error
+// transient (pool.ErrorClass.Transient) or fatal to the connection for a
+// reason other than a refused login, Permanent otherwise. With a nil
+// Dialect it is Classify.
+func (p Policy) Classify(err error) Class {
+	return classify(err, false, p.Dialect)
+}
+
+// Classifier is what Policy.Dialect needs of a pool.Dialect: its verdict on
+// one error. Every pool.Dialect is one, such as mysqldialect.Dialect and
+// pgdialect.Dialect, or a type of your own that embeds one and overrides
+// Classify.
+type Classifier interface {
+	Classify(err error, s pool.ErrorContext) pool.ErrorClass
 }
 
 // classify is Classify knowing whether the caller opened a read-only
-// transaction itself, which makes 1792 its own mistake.
-func classify(err error, readOnlyTx bool) Class {
+// transaction itself, which makes 1792 its own mistake, and asking d (when
+// not nil) about an error the package's own rules do not name.
+func classify(err error, readOnlyTx bool, d Classifier) Class {
+	c, named := classifyNamed(err, readOnlyTx)
+	if named || d == nil {
+		return c
+	}
+	return fromDialect(d.Classify(err, pool.ErrorContext{ReadOnlyTx: readOnlyTx}))
+}
+
+// fromDialect is the Class of a dialect's verdict on an error the package's
+// own rules do not name: Transient when the dialect says a retried
+// transaction may not meet it again, or that the connection is lost (the
+// server rolls back the open transaction of a connection that went away) and
+// not because the server refused a login; Permanent otherwise.
+func fromDialect(ec pool.ErrorClass) Class {
+	if ec.Transient || ec.Fatal && !ec.Login {
+		return Transient
+	}
+	return Permanent
+}
+
+// classifyNamed is the package's own rules: the class of err and true when a
+// rule names it, Permanent and false for an error no rule names (an
+// application's error, 1062, 42601, ...).
+func classifyNamed(err error, readOnlyTx bool) (Class, bool) {
 	if err == nil {
-		return Permanent
+		return Permanent, true
 	}
 	if errors.Is(err, ErrAmbiguousCommit) || ambiguousCommit(err) {
-		return Ambiguous
+		return Ambiguous, true
 	}
 	me, isMySQL := errors.AsType[*mysql.MySQLError](err)
 	if isMySQL && me != nil && me.Number == erErrorDuringCommit {
-		return Ambiguous
+		return Ambiguous, true
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return Permanent
+		return Permanent, true
 	}
 	if m, ok := pgMeaning(err, readOnlyTx); ok {
 		switch {
 		case m.Unknown:
-			return Ambiguous
+			return Ambiguous, true
 		case m.Retry:
-			return Transient
+			return Transient, true
 		}
-		return Permanent
+		return Permanent, true
 	}
 	if safeToRetry(err) {
-		return Transient
+		return Transient, true
 	}
 	if isMySQL && me != nil {
 		switch me.Number {
 		case erLockDeadlock, erLockWaitTimeout, erConCount, erTooManyUserConns, erUnknownCom, erReadOnlyMode:
-			return Transient
+			return Transient, true
 		case erCantExecReadOnlyTx:
 			if readOnlyTx {
-				return Permanent
+				return Permanent, true
 			}
-			return Transient
+			return Transient, true
 		case erNetPacketTooLarge:
-			return Permanent
+			return Permanent, true
 		}
 		// 1290 only with --read-only, the connection-loss codes, SQLSTATE 08.
 		if validate.Check(me, validate.Session{ReadOnlyTx: readOnlyTx}).Fatal {
-			return Transient
+			return Transient, true
 		}
 		// A server answer that says nothing about the connection (1062,
 		// 1064, 1317, 1969, ...). A network error further down the chain
 		// is still a lost connection.
 	}
 	if errors.Is(err, driver.ErrBadConn) {
-		return Transient
+		return Transient, true
 	}
 	if validate.Check(err, validate.Session{ReadOnlyTx: readOnlyTx}).Fatal {
-		return Transient
+		return Transient, true
 	}
-	return Permanent
+	return Permanent, false
 }
 
 // classifyAttempt is the class Do and Tx act on: classify, except that an
 // error that already went through a retry loop is not retried again.
-func classifyAttempt(err error, readOnlyTx bool) Class {
-	c := classify(err, readOnlyTx)
+func classifyAttempt(err error, readOnlyTx bool, d Classifier) Class {
+	c := classify(err, readOnlyTx, d)
 	if c == Transient {
 		if _, nested := errors.AsType[*Error](err); nested {
 			return Permanent
@@ -148,7 +191,7 @@ func classifyAttempt(err error, readOnlyTx bool) Class {
 
 // classifyCommit is the class of an error returned by sql.Tx.Commit. COMMIT
 // may have been applied unless the error proves it was not.
-func classifyCommit(ctx context.Context, err error, readOnlyTx bool) (error, Class) {
+func classifyCommit(ctx context.Context, err error, readOnlyTx bool, d Classifier) (error, Class) {
 	if errors.Is(err, sql.ErrTxDone) {
 		// database/sql rolled the transaction back because ctx ended, or fn
 		// committed or rolled it back itself: COMMIT was not sent.
@@ -173,7 +216,7 @@ func classifyCommit(ctx context.Context, err error, readOnlyTx bool) (error, Cla
 	if errors.Is(err, driver.ErrBadConn) {
 		// Nothing was sent (or, with rejectReadOnly, a read-only server
 		// refused the COMMIT).
-		return err, classifyAttempt(err, readOnlyTx)
+		return err, classifyAttempt(err, readOnlyTx, d)
 	}
 	if st, ok := errors.AsType[sqlStater](err); ok && !isNil(st) {
 		// A PostgreSQL server's answer to COMMIT.
@@ -188,7 +231,7 @@ func classifyCommit(ctx context.Context, err error, readOnlyTx bool) (error, Cla
 		case known && m.Retry:
 			// 40001 from a serializable transaction's commit-time check, 40P01,
 			// or a refusal: rolled back, not committed.
-			return err, classifyAttempt(err, readOnlyTx)
+			return err, classifyAttempt(err, readOnlyTx, d)
 		case !known && len(state) == 5 && strings.Contains(" 53 57 58 XX ", " "+state[:2]+" "):
 			// Insufficient resources, operator intervention, a system or internal
 			// error: possibly a FATAL or PANIC after the commit record was written.
@@ -204,7 +247,7 @@ func classifyCommit(ctx context.Context, err error, readOnlyTx bool) (error, Cla
 			return err, Ambiguous
 		case erOptionPrevents, erReadOnlyMode, erCantExecReadOnlyTx, erUnknownCom:
 			// A refusal: the server did not run the COMMIT.
-			return err, classifyAttempt(err, readOnlyTx)
+			return err, classifyAttempt(err, readOnlyTx, d)
 		}
 		if validate.Check(me, validate.Session{ReadOnlyTx: readOnlyTx}).Fatal {
 			// Shutdown, a killed connection, a network error on the server's
@@ -213,7 +256,7 @@ func classifyCommit(ctx context.Context, err error, readOnlyTx bool) (error, Cla
 		}
 		// Any other server answer to COMMIT (1213 from a Galera
 		// certification failure, ...): the transaction was not committed.
-		return err, classifyAttempt(err, readOnlyTx)
+		return err, classifyAttempt(err, readOnlyTx, d)
 	}
 	// mysql.ErrInvalidConn, io.EOF, a network error, or an error this
 	// package does not know: the outcome is unknown.
@@ -262,6 +305,13 @@ func ambiguousCommit(err error) bool {
 func isNil(e error) bool {
 	v := reflect.ValueOf(e)
 	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
+// isNilValue reports whether v holds a nil pointer (a typed nil *sql.DB),
+// whose methods would panic.
+func isNilValue(v any) bool {
+	r := reflect.ValueOf(v)
+	return r.Kind() == reflect.Pointer && r.IsNil()
 }
 
 // txDoneError is sql.ErrTxDone from a Commit after the caller's ctx ended.

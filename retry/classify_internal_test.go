@@ -99,7 +99,7 @@ func TestClassifyCommit(t *testing.T) {
 		{"pgx: not SafeToRetry", live, &unsent{safe: false}, false, Ambiguous},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err, got := classifyCommit(tc.ctx, tc.err, tc.readOnly)
+			err, got := classifyCommit(tc.ctx, tc.err, tc.readOnly, nil)
 			if got != tc.want {
 				t.Errorf("classifyCommit(%v) = %v, want %v", tc.err, got, tc.want)
 			}
@@ -108,7 +108,7 @@ func TestClassifyCommit(t *testing.T) {
 			}
 		})
 	}
-	err, _ := classifyCommit(cancelled, sql.ErrTxDone, false)
+	err, _ := classifyCommit(cancelled, sql.ErrTxDone, false, nil)
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("ErrTxDone after ctx ended does not match context.Canceled: %v", err)
 	}
@@ -131,11 +131,11 @@ func TestClassifyPostgres(t *testing.T) {
 		{"57P04", false, Permanent}, {"25P04", false, Permanent}, {"57014", false, Permanent},
 		{"23505", false, Permanent}, {"42601", false, Permanent}, {"25P02", false, Permanent},
 	} {
-		if got := classify(pgErr(tc.code), tc.readOnly); got != tc.want {
+		if got := classify(pgErr(tc.code), tc.readOnly, nil); got != tc.want {
 			t.Errorf("classify(%s, readOnlyTx %v) = %v, want %v", tc.code, tc.readOnly, got, tc.want)
 		}
 	}
-	if got := classify(fmt.Errorf("update: %w", pgErr("40P01")), false); got != Transient {
+	if got := classify(fmt.Errorf("update: %w", pgErr("40P01")), false, nil); got != Transient {
 		t.Errorf("wrapped 40P01 = %v, want transient", got)
 	}
 }
@@ -143,10 +143,10 @@ func TestClassifyPostgres(t *testing.T) {
 // The read-only flag of Tx turns 1792 into the caller's own mistake.
 func TestClassifyReadOnlyTx(t *testing.T) {
 	e := mysqlErr(1792, "25006", "Cannot execute statement in a READ ONLY transaction")
-	if got := classify(e, true); got != Permanent {
+	if got := classify(e, true, nil); got != Permanent {
 		t.Errorf("1792 in our read-only tx = %v, want permanent", got)
 	}
-	if got := classify(e, false); got != Transient {
+	if got := classify(e, false, nil); got != Transient {
 		t.Errorf("1792 not in our read-only tx = %v, want transient", got)
 	}
 }

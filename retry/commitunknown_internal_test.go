@@ -22,13 +22,13 @@ func TestClassifyCommitUnknownOutcome(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	wrapped := fmt.Errorf("tx: %w", &unknownCommit{err: context.DeadlineExceeded})
-	if _, c := classifyCommit(ctx, wrapped, false); c != Ambiguous {
+	if _, c := classifyCommit(ctx, wrapped, false, nil); c != Ambiguous {
 		t.Errorf("commit with unknown outcome: class %v, want Ambiguous", c)
 	}
 	if !errors.Is(wrapped, context.DeadlineExceeded) {
 		t.Fatal("setup: the error must match the context's error")
 	}
-	if _, c := classifyCommit(ctx, context.DeadlineExceeded, false); c != Permanent {
+	if _, c := classifyCommit(ctx, context.DeadlineExceeded, false, nil); c != Permanent {
 		t.Errorf("bare context error from Commit: class %v, want Permanent", c)
 	}
 }
@@ -66,7 +66,7 @@ func TestClassifyTypedNil(t *testing.T) {
 		if c := Classify(err); c != Permanent {
 			t.Errorf("Classify(%v) = %v, want Permanent", err, c)
 		}
-		if _, c := classifyCommit(context.Background(), err, false); c != Ambiguous {
+		if _, c := classifyCommit(context.Background(), err, false, nil); c != Ambiguous {
 			t.Errorf("classifyCommit(%v) = %v, want Ambiguous (an error it does not know)", err, c)
 		}
 	}

@@ -2,7 +2,6 @@ package retry
 
 import (
 	"context"
-	"database/sql"
 	"time"
 )
 
@@ -21,45 +20,23 @@ import (
 // retried and matches ErrAmbiguousCommit. If ctx has already ended, fn does
 // not run. With a nil Observer, Do allocates nothing when fn succeeds.
 func Do(ctx context.Context, p Policy, fn func(ctx context.Context) error) error {
-	return run(ctx, &p, OpDo, fn, nil, nil, nil)
+	return run(ctx, &p, OpDo, fn, nil)
 }
 
-// Tx runs fn in a transaction begun with db.BeginTx(ctx, opts) and commits it
-// when fn returns nil. When begin, fn or commit fails with a Transient error
-// — a deadlock (1213), a lock wait timeout (1205), a connection lost before
-// COMMIT was sent, a failover to a read-only server — Tx rolls the
-// transaction back and runs the whole transaction again on a fresh begin, up
-// to p's MaxAttempts, waiting a jittered backoff between attempts, as long as
-// p's Budget grants each retry and ctx has not ended.
-//
-// fn must do all its work through tx and must not commit or roll it back
-// itself; since it may run more than once, it must not have effects outside
-// the transaction that cannot be repeated. If fn panics, Tx rolls back and
-// panics again.
-//
-// When the connection is lost while COMMIT is in flight, or the server
-// answers 1180, the transaction may or may not have been committed: Tx does
-// not retry and returns an error matching ErrAmbiguousCommit. When opts asks
-// for a read-only transaction, a 1792 error is the caller's own and is
-// Permanent.
-//
-// Tx returns nil once a commit succeeds. Otherwise it returns an *Error
-// wrapping the last attempt's error and the number of attempts; errors.Is and
-// errors.As reach the cause.
-func Tx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, p Policy, fn func(ctx context.Context, tx *sql.Tx) error) error {
-	return run(ctx, &p, OpTx, nil, db, opts, fn)
+// attempter runs one attempt of a transaction (Tx and TxWith).
+type attempter interface {
+	attempt(ctx context.Context, d Classifier) (error, Class)
 }
 
-// run is the loop behind Do (fnDo set) and Tx (db and fnTx set). It takes
-// the functions rather than a closure so that Do does not allocate.
-func run(ctx context.Context, p *Policy, op Op, fnDo func(context.Context) error,
-	db *sql.DB, opts *sql.TxOptions, fnTx func(context.Context, *sql.Tx) error) error {
+// run is the loop behind Do (fnDo set) and Tx and TxWith (tx set). It takes
+// fnDo rather than a closure, and is not generic, so that Do does not
+// allocate.
+func run(ctx context.Context, p *Policy, op Op, fnDo func(context.Context) error, tx attempter) error {
 	r := p.resolve()
 	if err := ctx.Err(); err != nil {
 		return r.finish(&Error{Op: op, Err: err, Class: Permanent})
 	}
 	r.budget.Deposit()
-	readOnly := opts != nil && opts.ReadOnly
 	for n := 1; ; n++ {
 		if r.obs != nil {
 			r.obs.Attempt(op, n)
@@ -68,10 +45,10 @@ func run(ctx context.Context, p *Policy, op Op, fnDo func(context.Context) error
 		var class Class
 		if fnDo != nil {
 			if err = fnDo(ctx); err != nil {
-				class = classifyAttempt(err, false)
+				class = classifyAttempt(err, false, r.dialect)
 			}
 		} else {
-			err, class = txOnce(ctx, db, opts, readOnly, fnTx)
+			err, class = tx.attempt(ctx, r.dialect)
 		}
 		if err == nil {
 			if r.obs != nil {
@@ -125,34 +102,4 @@ func wait(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// txOnce runs one attempt of Tx: begin, fn, commit, rolling back on any
-// failure before commit.
-func txOnce(ctx context.Context, db *sql.DB, opts *sql.TxOptions, readOnly bool,
-	fn func(context.Context, *sql.Tx) error) (err error, class Class) {
-	tx, err := db.BeginTx(ctx, opts)
-	if err != nil {
-		return err, classifyAttempt(err, readOnly)
-	}
-	finished := false
-	defer func() {
-		if !finished {
-			// fn panicked: roll back, and let the panic go on.
-			_ = tx.Rollback()
-		}
-	}()
-	if err = fn(ctx, tx); err != nil {
-		finished = true
-		// After 1205 InnoDB rolled back only the statement: the rollback
-		// ends the transaction and frees its locks before the next attempt.
-		// Its own error does not matter (a lost connection is discarded).
-		_ = tx.Rollback()
-		return err, classifyAttempt(err, readOnly)
-	}
-	finished = true
-	if err = tx.Commit(); err != nil {
-		return classifyCommit(ctx, err, readOnly)
-	}
-	return nil, Permanent
 }

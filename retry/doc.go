@@ -11,6 +11,27 @@
 // attempts ([Policy]), and a shared [Budget] that keeps a retry storm from
 // multiplying the load on a database that is already struggling.
 //
+// # Transaction starters
+//
+// [Tx] begins on any [Beginner] — *sql.DB (the pool's p.OpenDB()), *sql.Conn,
+// sqlx's *sqlx.DB, an interface of the application's own with BeginTx — and
+// hands fn the *sql.Tx. [TxWith] takes a begin function instead and hands fn
+// a transaction of any type that has Commit and Rollback ([Committer]):
+// sqlx's *sqlx.Tx with db.BeginTxx, or a small adapter around GORM's *gorm.DB
+// (docs/retry.md has both recipes). Both run the same loop with the same
+// classes, Policy and Observer events.
+//
+// # The pool's dialect
+//
+// [Policy].Dialect takes the pool's dialect (p.Dialect(); or
+// mysqldialect.Dialect, pgdialect.Dialect, or a type of the application's
+// own that embeds one and overrides Classify). [Tx] over a pool's *sql.DB
+// finds it by itself when Policy.Dialect is nil. The rules below decide every
+// error they name; an error they do not name is Transient when the dialect
+// calls it transient (pool.ErrorClass.Transient) or fatal to its connection
+// for a reason other than a refused login, and Permanent otherwise
+// ([Policy.Classify]). Without a dialect such errors are Permanent.
+//
 // # Classes
 //
 // [Transient] means the whole unit of work — a transaction whose COMMIT was

@@ -11,6 +11,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/sqlpool/sqlpool/internal/mysqltest"
+	"github.com/sqlpool/sqlpool/mysqldialect"
 	"github.com/sqlpool/sqlpool/pool"
 	"github.com/sqlpool/sqlpool/retry"
 )
@@ -134,4 +135,100 @@ func ExampleNewBudget() {
 	fmt.Printf("%+v, %d retries available\n", spans.Config(), spans.Balance())
 	_ = policy
 	// Output: {Window:10s MinRetriesPerSec:10 Ratio:0.2}, 100 retries available
+}
+
+// orders is an application's own transaction type: the queries of one
+// transaction, over a *sql.Tx. TxWith runs transactions of such a type as Tx
+// runs a *sql.Tx (sqlx's *sqlx.Tx works the same way, with db.BeginTxx as
+// the begin function).
+type orders struct{ *sql.Tx }
+
+func (o orders) place(ctx context.Context, id, qty int) error {
+	_, err := o.ExecContext(ctx, "INSERT INTO orders VALUES (?, ?)", id, qty)
+	return err
+}
+
+func ExampleTxWith() {
+	db, done := exampleDB()
+	defer done()
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE orders (id INT PRIMARY KEY, qty INT NOT NULL)"); err != nil {
+		fmt.Println(err)
+		return
+	}
+	begin := func(ctx context.Context, opts *sql.TxOptions) (orders, error) {
+		tx, err := db.BeginTx(ctx, opts)
+		return orders{tx}, err
+	}
+	attempt := 0
+	err := retry.TxWith(ctx, begin, nil, retry.Policy{}, func(ctx context.Context, o orders) error {
+		attempt++
+		if err := o.place(ctx, 1, 5); err != nil {
+			return err
+		}
+		if attempt == 1 {
+			// A lock wait timeout: only the statement was rolled back;
+			// TxWith rolls back the rest and runs the transaction again.
+			return &mysql.MySQLError{Number: 1205, Message: "Lock wait timeout exceeded; try restarting transaction"}
+		}
+		return o.place(ctx, 2, 7)
+	})
+	var n int
+	if err == nil {
+		err = db.QueryRowContext(ctx, "SELECT COUNT(*) FROM orders").Scan(&n)
+	}
+	fmt.Println(err, attempt, n)
+	// Output: <nil> 2 2
+}
+
+// mysqlGroupReplication is MySQL's dialect taught that 3101 (the transaction
+// was rolled back at COMMIT by a Group Replication certification conflict)
+// is worth another try. Set as pool.Config.Dialect and as Policy.Dialect,
+// the pool and retry read errors the same way.
+type mysqlGroupReplication struct{ pool.Dialect }
+
+func (d mysqlGroupReplication) Classify(err error, s pool.ErrorContext) pool.ErrorClass {
+	if me, ok := errors.AsType[*mysql.MySQLError](err); ok && me.Number == 3101 {
+		return pool.ErrorClass{Transient: true}
+	}
+	return d.Dialect.Classify(err, s)
+}
+
+func ExamplePolicy_Classify() {
+	policy := retry.Policy{Dialect: mysqlGroupReplication{mysqldialect.Dialect}}
+	for _, err := range []error{
+		&mysql.MySQLError{Number: 3101, Message: "Plugin instructed the server to rollback the current transaction."},
+		&mysql.MySQLError{Number: 1213, Message: "Deadlock found when trying to get lock; try restarting transaction"},
+		&mysql.MySQLError{Number: 1062, Message: "Duplicate entry '1' for key 'PRIMARY'"},
+	} {
+		fmt.Println(retry.Classify(err), policy.Classify(err))
+	}
+	// Output:
+	// permanent transient
+	// transient transient
+	// permanent permanent
+}
+
+func ExampleTx_conn() {
+	db, done := exampleDB()
+	defer done()
+	ctx := context.Background()
+	// Tx begins on anything with BeginTx: here one *sql.Conn, whose session
+	// (a variable set on it) every attempt sees.
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "SET @tenant = 42"); err != nil {
+		fmt.Println(err)
+		return
+	}
+	var tenant int
+	err = retry.Tx(ctx, conn, nil, retry.Policy{}, func(ctx context.Context, tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, "SELECT @tenant").Scan(&tenant)
+	})
+	fmt.Println(tenant, err)
+	// Output: 42 <nil>
 }

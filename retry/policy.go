@@ -39,8 +39,20 @@ type Policy struct {
 	Budget *Budget
 
 	// Observer receives the events of every call, for metrics. Zero value:
-	// none; nothing is called and nothing allocated for it.
+	// Tx over a pool's *sql.DB uses the pool's (package metrics gives every
+	// pool whose Config.Trace is its Trace one); otherwise none, and nothing
+	// is called or allocated for it.
 	Observer Observer
+
+	// Dialect classifies the errors the package's own rules do not name
+	// (see Policy.Classify). Set it to the pool's dialect, p.Dialect(), so
+	// that retry and the pool read an error the same way; a dialect of your
+	// own that embeds mysqldialect.Dialect or pgdialect.Dialect and overrides
+	// Classify, set as pool.Config.Dialect, then teaches both at once. Zero
+	// value: Tx over a pool's *sql.DB (or a type that embeds one, such as
+	// *sqlx.DB) uses the pool's dialect; Do, TxWith and other starters use
+	// none, and such errors are Permanent.
+	Dialect Classifier
 }
 
 // policy is a Policy with its defaults resolved, for one call.
@@ -49,10 +61,11 @@ type policy struct {
 	base, cap   time.Duration // cap < 0: no cap; base <= 0: no wait
 	budget      *Budget
 	obs         Observer
+	dialect     Classifier
 }
 
 func (p *Policy) resolve() policy {
-	r := policy{maxAttempts: p.MaxAttempts, base: p.BaseDelay, cap: p.MaxDelay, budget: p.Budget, obs: p.Observer}
+	r := policy{maxAttempts: p.MaxAttempts, base: p.BaseDelay, cap: p.MaxDelay, budget: p.Budget, obs: p.Observer, dialect: p.Dialect}
 	switch {
 	case r.maxAttempts == 0:
 		r.maxAttempts = DefaultMaxAttempts

@@ -1,6 +1,7 @@
 // Command gorm runs GORM on sqlpool: gorm.io/driver/mysql is given the pool's *sql.DB as its
 // connection (mysql.Config{Conn: db}) and everything else is plain GORM — models, CRUD,
-// transactions, prepared statements. It starts an in-process MySQL-protocol server (the
+// transactions, prepared statements — plus transactions that retry.TxWith runs again on a
+// deadlock, through a four-line adapter (gormTx). It starts an in-process MySQL-protocol server (the
 // embedded go-mysql-server used by the tests); pass -dsn to use a real MySQL or MariaDB
 // server instead.
 //
@@ -10,6 +11,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"flag"
 	"fmt"
 	"os"
@@ -23,7 +25,37 @@ import (
 	"github.com/sqlpool/sqlpool/app/embedded"
 	_ "github.com/sqlpool/sqlpool/mysqldialect" // MySQL's pool.Dialect, registered on import
 	"github.com/sqlpool/sqlpool/pool"
+	"github.com/sqlpool/sqlpool/retry"
 )
+
+// gormTx is a GORM transaction as retry.TxWith takes it: GORM's Commit and Rollback return the
+// *gorm.DB, these return its error (the driver's, through database/sql, so that TxWith can tell
+// a COMMIT that may have been applied from one that was not).
+type gormTx struct{ *gorm.DB }
+
+func (t gormTx) Commit() error   { return t.DB.Commit().Error }
+func (t gormTx) Rollback() error { return t.DB.Rollback().Error }
+
+// beginGorm returns the begin function retry.TxWith calls for each attempt.
+func beginGorm(db *gorm.DB) func(context.Context, *sql.TxOptions) (gormTx, error) {
+	return func(ctx context.Context, opts *sql.TxOptions) (gormTx, error) {
+		tx := db.WithContext(ctx).Begin(opts)
+		return gormTx{tx}, tx.Error
+	}
+}
+
+// reprice moves delta from one product's price to another's in one transaction, which
+// retry.TxWith commits, or rolls back and runs again on a deadlock (1213), a lock wait timeout
+// (1205) or a connection lost before COMMIT. A COMMIT whose outcome is unknown is not run
+// again: the error matches retry.ErrAmbiguousCommit.
+func reprice(ctx context.Context, db *gorm.DB, p retry.Policy, from, to string, delta int) error {
+	return retry.TxWith(ctx, beginGorm(db), nil, p, func(ctx context.Context, tx gormTx) error {
+		if err := tx.Model(&Product{}).Where("code = ?", from).Update("price", gorm.Expr("price - ?", delta)).Error; err != nil {
+			return err
+		}
+		return tx.Model(&Product{}).Where("code = ?", to).Update("price", gorm.Expr("price + ?", delta)).Error
+	})
+}
 
 // Product is a GORM model stored in example_gorm_products.
 type Product struct {
@@ -103,6 +135,13 @@ func run(dsn string) error {
 	})
 	if err != nil {
 		return fmt.Errorf("transaction: %w", err)
+	}
+	// A transaction that runs again when it is worth another try. The zero Policy is the
+	// defaults (3 attempts, 10 ms..1 s full-jitter backoff, the process-wide budget); Dialect
+	// reads errors as the pool does.
+	policy := retry.Policy{Dialect: p.Dialect()}
+	if err := reprice(ctx, db, policy, "E17", "F99", 10); err != nil {
+		return fmt.Errorf("reprice: %w", err)
 	}
 	var products []Product
 	if err := g.Order("code").Find(&products).Error; err != nil {

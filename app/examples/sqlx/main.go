@@ -1,7 +1,8 @@
 // Command sqlx runs github.com/jmoiron/sqlx on sqlpool: sqlx.NewDb wraps the pool's *sql.DB
 // and everything else is plain sqlx — struct scanning, named statements, IN clauses,
-// transactions. It starts an in-process MySQL-protocol server (the embedded go-mysql-server
-// used by the tests); pass -dsn to use a real MySQL or MariaDB server instead.
+// transactions, and transactions that retry.TxWith runs again on a deadlock. It starts an
+// in-process MySQL-protocol server (the embedded go-mysql-server used by the tests); pass -dsn
+// to use a real MySQL or MariaDB server instead.
 //
 //	go run ./app/examples/sqlx
 //	go run ./app/examples/sqlx -dsn 'user:pass@tcp(127.0.0.1:3306)/test'
@@ -21,7 +22,23 @@ import (
 	"github.com/sqlpool/sqlpool/app/embedded"
 	_ "github.com/sqlpool/sqlpool/mysqldialect" // MySQL's pool.Dialect, registered on import
 	"github.com/sqlpool/sqlpool/pool"
+	"github.com/sqlpool/sqlpool/retry"
 )
+
+// move moves n units from one item to another in one transaction. retry.TxWith begins a
+// *sqlx.Tx with db.BeginTxx, and commits it when the function returns nil; on a deadlock (1213),
+// a lock wait timeout (1205) or a connection lost before COMMIT it rolls back and runs the
+// whole function again. A COMMIT whose outcome is unknown is not run again: the error matches
+// retry.ErrAmbiguousCommit.
+func move(ctx context.Context, db *sqlx.DB, p retry.Policy, from, to string, n int) error {
+	return retry.TxWith(ctx, db.BeginTxx, nil, p, func(ctx context.Context, tx *sqlx.Tx) error {
+		if _, err := tx.ExecContext(ctx, "UPDATE example_sqlx_items SET qty = qty - ? WHERE name = ?", n, from); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, "UPDATE example_sqlx_items SET qty = qty + ? WHERE name = ?", n, to)
+		return err
+	})
+}
 
 // Item is a row of example_sqlx_items; the db tags name its columns for sqlx.
 type Item struct {
@@ -91,6 +108,14 @@ func run(dsn string) error {
 	}
 	if err := tx.Commit(); err != nil {
 		return err
+	}
+
+	// A transaction that runs again when it is worth another try. The zero Policy is the
+	// defaults (3 attempts, 10 ms..1 s full-jitter backoff, the process-wide budget); Dialect
+	// reads errors as the pool does.
+	policy := retry.Policy{Dialect: p.Dialect()}
+	if err := move(ctx, db, policy, "plum", "apple", 2); err != nil {
+		return fmt.Errorf("move: %w", err)
 	}
 
 	q, args, err := sqlx.In("SELECT id, name, qty FROM example_sqlx_items WHERE name IN (?) ORDER BY name", []string{"apple", "plum"})
