@@ -161,14 +161,14 @@ func (s *stmt) run(ctx context.Context, do func() error) error {
 // resolves names as the session now does.
 func (s *stmt) renew(ctx context.Context, b uint64) error {
 	scope, known := s.c.e.sess.Scope()
-	if known && s.known && scope == s.scope {
+	if s.ds != nil && known && s.known && scope == s.scope {
 		s.borrow = b
 		return nil
 	}
 	if s.cs != nil {
 		s.cs.release()
 		s.cs = nil
-	} else {
+	} else if s.ds != nil {
 		_ = s.ds.Close()
 	}
 	s.ds = nil
