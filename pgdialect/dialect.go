@@ -18,17 +18,23 @@
 // transaction on the same or another connection.
 //
 // Session state: the tracker follows SET / RESET / SET LOCAL, SET ROLE, SET SESSION
-// AUTHORIZATION, search_path, SET SESSION CHARACTERISTICS, set_config(…, false), LISTEN,
-// session advisory locks, temporary objects, SQL PREPARE, DECLARE … WITH HOLD, nextval/setval,
-// and the transaction: from the protocol's transaction status where the driver exposes it (pgx
-// PgConn().TxStatus(), lib/pq's connection state), including the failed state 'E', from
-// statements otherwise. Release then runs ROLLBACK (when in a transaction) and one
-// simple-protocol string of the targeted resets (CLOSE ALL, RESET SESSION AUTHORIZATION, RESET
-// ROLE, RESET name or RESET ALL, UNLISTEN *, SELECT pg_advisory_unlock_all(), DISCARD TEMP,
-// DISCARD SEQUENCES, DEALLOCATE name), which keeps the driver's protocol-level prepared
-// statements. A state it cannot follow (sql.Conn.Raw, DO, CALL) gets all of those at once:
-// everything DISCARD ALL resets except DEALLOCATE ALL, which would break pgx's statement
-// cache. LOAD, DEALLOCATE ALL and DISCARD ALL close the connection at release. A clean session sends nothing.
+// AUTHORIZATION, search_path, SET SESSION CHARACTERISTICS, SET TRANSACTION outside a
+// transaction, set_config, LISTEN, session advisory locks, temporary objects, SQL PREPARE,
+// DECLARE … WITH HOLD, nextval/setval, and the transaction: from the protocol's transaction
+// status where the driver exposes it (pgx PgConn().TxStatus(), lib/pq's connection state),
+// including the failed state 'E', from statements otherwise. Release then runs ROLLBACK (when in
+// a transaction) and one simple-protocol string of the targeted resets (CLOSE ALL, RESET SESSION
+// AUTHORIZATION, RESET ROLE, RESET name or RESET ALL, UNLISTEN *, SELECT
+// pg_advisory_unlock_all(), DISCARD SEQUENCES, RESET transaction_isolation and its two
+// siblings, DEALLOCATE name), which keeps the driver's protocol-level prepared statements. A
+// state it cannot follow (sql.Conn.Raw, DO, CALL, a function it does not know) gets all of those
+// at once, and a check that closes the connection when the session has a temporary schema or a
+// custom setting any statement named. What PostgreSQL removes only with the session closes the
+// connection at release: a custom setting (a name with a dot), a temporary object, LOAD,
+// DEALLOCATE ALL, DISCARD ALL. When a borrower changes how names resolve (search_path, the role,
+// a temporary object), pgx's statements prepared by earlier borrowers and not run in this one
+// are dropped from pgx's caches and deallocated, and at release all of them, so that no borrower
+// runs a statement prepared under other names. A clean session sends nothing.
 //
 // Server-side cancel (pool.ServerCancel, on with pool.Config.ServerCancelTimeout's default): a
 // connection closed after its statement's context ended has that statement cancelled with
@@ -72,7 +78,11 @@ func (dialect) Probe(ctx context.Context, dc driver.Conn, timeout time.Duration)
 
 func (dialect) NewSession(ctx context.Context, dc driver.Conn) (pool.SessionTracker, error) {
 	_, isPq := pqStatusField(reflect.TypeOf(dc))
-	return &tracker{txStatus: txStatusFunc(dc), sock: socketOf(dc), closed: closedFunc(dc), cacheFirst: isPq, skipReset: isPq || defaultReset(dc)}, nil
+	t := &tracker{txStatus: txStatusFunc(dc), sock: socketOf(dc), closed: closedFunc(dc), cacheFirst: isPq, skipReset: isPq || defaultReset(dc)}
+	if c, ok := dc.(*stdlib.Conn); ok {
+		t.pgx, t.pgxOK = newPgxCaches(c.Conn())
+	}
+	return t, nil
 }
 
 // txStatusFunc returns a reader of dc's protocol transaction status, or nil.

@@ -10,24 +10,38 @@ import (
 
 // Session state bits.
 const (
-	sTx        uint32 = 1 << iota // a transaction may be open (from statements and database/sql)
-	sSettings                     // named settings to RESET (tracker.settings)
-	sResetAll                     // settings changed that cannot be named: RESET ALL
-	sRole                         // SET ROLE
-	sAuth                         // SET SESSION AUTHORIZATION
-	sListen                       // LISTEN
-	sAdvisory                     // session advisory locks
-	sTemp                         // temporary objects
-	sCursors                      // WITH HOLD cursors
-	sPrepared                     // SQL PREPARE (tracker.prepared)
-	sSequences                    // currval/lastval state (nextval, setval)
-	sDiscard                      // a change no statement undoes (LOAD): close the connection
+	sTx          uint32 = 1 << iota // a transaction may be open (from statements and database/sql)
+	sSettings                       // named settings to RESET (tracker.settings)
+	sResetAll                       // settings changed that cannot be named: RESET ALL
+	sRole                           // SET ROLE
+	sAuth                           // SET SESSION AUTHORIZATION
+	sListen                         // LISTEN
+	sAdvisory                       // session advisory locks
+	sTemp                           // temporary objects may exist: check for the temporary schema
+	sCursors                        // WITH HOLD cursors
+	sPrepared                       // SQL PREPARE (tracker.prepared)
+	sSequences                      // currval/lastval state (nextval, setval)
+	sDiscard                        // a change no statement undoes (LOAD): close the connection
+	sTxChar                         // transaction_isolation/_read_only/_deferrable set for the session
+	sCustom                         // a custom setting (tracker.custom) exists that a new connection lacks
+	sCheckCustom                    // a custom setting may have been created unseen: check the known names
+	sNames                          // names may resolve differently (search_path, role, temporary objects)
+	sTempMade                       // a temporary object was created: the backend has a temporary schema
 )
 
 // everything is the full targeted reset for a session state the tracker could not follow
-// (sql.Conn.Raw, DO, CALL): all of DISCARD ALL but DEALLOCATE ALL, so that the driver's
-// protocol-level prepared statements (pgx's statement cache, the pool's) survive.
-const everything = sResetAll | sRole | sAuth | sListen | sAdvisory | sTemp | sCursors | sSequences
+// (sql.Conn.Raw, DO, CALL, a function it does not know): all of DISCARD ALL but DEALLOCATE ALL,
+// so that the driver's protocol-level prepared statements (pgx's statement cache, the pool's)
+// survive, with the transaction characteristics RESET ALL leaves, the invalidation of pgx's
+// cached statements, and the check for custom settings.
+const everything = sResetAll | sRole | sAuth | sListen | sAdvisory | sTemp | sCursors | sSequences | sTxChar | sNames | sCheckCustom
+
+// namesBits are the states under which a statement may resolve names otherwise than on a new
+// connection.
+const namesBits = sNames | sTemp | sRole | sAuth | sResetAll
+
+// maxUsed bounds tracker.used.
+const maxUsed = 64
 
 // tracker is PostgreSQL's pool.SessionTracker.
 type tracker struct {
@@ -53,6 +67,16 @@ type tracker struct {
 	skipReset bool
 	plan      []string
 	buf       strings.Builder
+	// custom names the custom setting behind sCustom.
+	custom string
+	// pgx reaches pgx's statement caches (ok false for lib/pq).
+	pgx   pgxCaches
+	pgxOK bool
+	// used holds the texts the borrower ran while names resolved as at the start of the borrow
+	// (up to maxUsed; usedOver past that), for pgx: statements cached before the borrow and not
+	// used in it are invalidated when names change (see namesChanged).
+	used     []string
+	usedOver bool
 }
 
 var _ pool.SessionTracker = (*tracker)(nil)
@@ -94,7 +118,11 @@ func (t *tracker) endTx() {
 // too (they may have happened).
 func (t *tracker) Failed() { t.st |= t.prev }
 
-func (t *tracker) Unknown() { t.st |= everything | sTx }
+func (t *tracker) Unknown() {
+	before := t.st
+	t.st |= everything | sTx
+	t.namesChanged(before)
+}
 
 func (t *tracker) Result(driver.Result) {}
 
@@ -107,26 +135,44 @@ func (t *tracker) inTx() bool {
 	return t.st&sTx != 0
 }
 
-func (t *tracker) Clean() bool { return t.st&^sTx == 0 && !t.inTx() }
+// Clean reports a session as at connect; it is asked at every return, so it also ends the
+// borrow's record of the statements it ran.
+func (t *tracker) Clean() bool {
+	if t.st&^sTx == 0 && !t.inTx() {
+		t.used, t.usedOver = t.used[:0], false
+		return true
+	}
+	return false
+}
 
 // Scope is known while nothing changed how names resolve: search_path, whose default "$user"
-// follows the role, and any setting. In a failed transaction ('E') it is unknown, so that a
-// prepare goes to the server and fails there (25P02) as it would without the pool's cache.
+// follows the role, temporary objects, and any setting. In a failed transaction ('E') it is
+// unknown, so that a prepare goes to the server and fails there (25P02) as it would on a new
+// connection.
 func (t *tracker) Scope() (string, bool) {
 	if t.txStatus != nil && t.txStatus() == 'E' {
 		return "", false
 	}
-	return "", t.st&(sSettings|sResetAll|sRole|sAuth|sDiscard) == 0
+	return "", t.st&(sSettings|sResetAll|sRole|sAuth|sDiscard|sNames|sTemp|sCustom) == 0
 }
 
-func (t *tracker) BeforeClose() []string { return nil }
+// BeforeClose frees the session's advisory locks before a connection closed at release (a
+// custom setting, LOAD, DISCARD ALL): the server frees a closed session's locks only when its
+// backend exits, after the close, and the next borrower must not find them held.
+func (t *tracker) BeforeClose() []string {
+	if t.st&sAdvisory != 0 {
+		return []string{"ROLLBACK", "SELECT pg_advisory_unlock_all()"}
+	}
+	return nil
+}
 
 func (t *tracker) Done() {
 	t.st, t.prev = 0, 0
 	t.readOnly, t.roSess = false, false
 	t.settings = t.settings[:0]
 	t.prepared = t.prepared[:0]
-	t.reason = ""
+	t.reason, t.custom = "", ""
+	t.used, t.usedOver = t.used[:0], false
 }
 
 // Plan returns ROLLBACK (when a transaction is open, or in the failed state) as a statement of
@@ -134,6 +180,23 @@ func (t *tracker) Done() {
 func (t *tracker) Plan() pool.ReleasePlan {
 	if t.st&sDiscard != 0 {
 		return pool.ReleasePlan{Discard: true, Reason: t.reason}
+	}
+	if t.st&sCustom != 0 {
+		return pool.ReleasePlan{Discard: true, Reason: "custom setting " + t.custom + " exists: PostgreSQL removes a custom setting only with its session"}
+	}
+	if t.st&sTempMade != 0 {
+		return pool.ReleasePlan{Discard: true, Reason: "temporary objects: PostgreSQL keeps the session's temporary schema, which a new connection lacks, until the session ends"}
+	}
+	if t.st&namesBits != 0 && t.pgxOK {
+		// pgx's statements prepared under this borrower's names must not reach the next
+		// borrower: pgx deallocates them before its next statement (the plan's).
+		t.pgx.invalidateAll()
+		if !t.pgx.unprepare(nil) {
+			return pool.ReleasePlan{Discard: true, Reason: "statements prepared by pgx's stdlib under other names cannot be unprepared"}
+		}
+		if err := t.pgx.flush(); err != nil {
+			return pool.ReleasePlan{Discard: true, Reason: "deallocating pgx's statements prepared under other names failed: " + err.Error()}
+		}
 	}
 	t.plan = t.plan[:0]
 	var why []string
@@ -173,16 +236,21 @@ func (t *tracker) Plan() pool.ReleasePlan {
 	if st&sAdvisory != 0 {
 		add("SELECT pg_advisory_unlock_all()", "advisory locks")
 	}
-	if st&sTemp != 0 {
-		add("DISCARD TEMP", "temporary tables")
-	}
 	if st&sSequences != 0 {
 		add("DISCARD SEQUENCES", "sequences")
+	}
+	if st&sTxChar != 0 {
+		// RESET ALL leaves these; outside a transaction PostgreSQL warns and resets them.
+		add("RESET transaction_isolation; RESET transaction_read_only; RESET transaction_deferrable", "transaction characteristics")
 	}
 	if st&sPrepared != 0 {
 		for _, n := range t.prepared {
 			add("DEALLOCATE "+quoteIdent(n), "prepared statement")
 		}
+	}
+	if q := sessionCheck(st&sTemp != 0, st&sCheckCustom != 0); q != "" {
+		// Last, so that the resets ran: its error closes the connection.
+		add(q, "temporary schema and custom settings check")
 	}
 	if b.Len() > 0 {
 		t.plan = append(t.plan, b.String())
@@ -205,6 +273,13 @@ var hotWords = [...]string{"advisory", "set_config", "temp", "nextval", "setval"
 // Statement follows one statement (or several, ';'-separated, as the simple protocol allows).
 func (t *tracker) Statement(query string) {
 	t.prev = t.st
+	if t.pgxOK && t.st&namesBits == 0 {
+		if len(t.used) < maxUsed {
+			t.used = append(t.used, query)
+		} else {
+			t.usedOver = true
+		}
+	}
 	if fastPath(query) {
 		return
 	}
@@ -214,6 +289,33 @@ func (t *tracker) Statement(query string) {
 	}
 	for _, s := range stmts {
 		t.statement(s)
+	}
+	t.namesChanged(t.prev)
+}
+
+// namesChanged follows a change of how names resolve (search_path, role, temporary objects, or
+// a state the tracker cannot follow) from before, the state at the start of the call: on a new
+// connection, a statement the borrower had not run yet would be prepared under the new names,
+// so pgx's statements cached by earlier borrowers and not run in this borrow are invalidated
+// (pgx prepares them again on their next use). Those the borrower ran stay, as they would on
+// a new connection, where PostgreSQL re-plans them.
+func (t *tracker) namesChanged(before uint32) {
+	if !t.pgxOK || before&namesBits != 0 || t.st&namesBits == 0 {
+		return
+	}
+	keep := t.used
+	if t.usedOver {
+		keep = nil
+	}
+	t.pgx.invalidateExcept(keep)
+	if !t.pgx.unprepare(keep) {
+		t.st |= sDiscard
+		t.reason = "statements prepared by pgx's stdlib under other names cannot be unprepared"
+		return
+	}
+	if err := t.pgx.flush(); err != nil {
+		t.st |= sDiscard
+		t.reason = "deallocating pgx's statements prepared under other names failed: " + err.Error()
 	}
 }
 
@@ -244,7 +346,7 @@ func fastPath(q string) bool {
 			return false
 		}
 	}
-	return true
+	return !mayCallUnknown(q)
 }
 
 // containsFold is a case-insensitive strings.Contains for an ASCII lower-case needle.
@@ -312,6 +414,11 @@ func (t *tracker) statement(ts []token) {
 		t.deallocate(ts)
 	case "set":
 		t.set(ts)
+	case "reset":
+		// RESET of a custom setting the session lacks creates it (as '').
+		if n := dottedName(ts[1:]); n != "" {
+			t.customSet(n)
+		}
 	case "listen":
 		t.st |= sListen
 	case "unlisten":
@@ -327,10 +434,10 @@ func (t *tracker) statement(ts []token) {
 			t.clear(sCursors)
 		}
 	case "create":
-		// CREATE [OR REPLACE] [GLOBAL | LOCAL] {TEMP | TEMPORARY} …
+		// CREATE [OR REPLACE] [GLOBAL | LOCAL] {TEMP | TEMPORARY} …, or an object in pg_temp.
 		for i := 1; i < len(ts) && i < 5; i++ {
-			if w := word(ts, i); w == "temp" || w == "temporary" {
-				t.st |= sTemp
+			if w := word(ts, i); w == "temp" || w == "temporary" || w == "pg_temp" {
+				t.st |= sTemp | sTempMade
 			}
 		}
 	case "discard":
@@ -349,23 +456,105 @@ func (t *tracker) statement(ts []token) {
 	case "load":
 		t.st |= sDiscard
 		t.reason = "LOAD of a shared library"
-	case "do", "call":
+	case "do":
+		t.st |= everything
+		// The body's set_config and SET of custom settings are seen; EXECUTE and the
+		// functions it calls are covered by the check of known custom names.
+		for _, tk := range ts[1:] {
+			if tk.kind == tString {
+				body, _ := statements(tk.text)
+				for _, bs := range body {
+					for k := range bs {
+						// SET at the start of a PL/pgSQL statement (after BEGIN, THEN …).
+						if word(bs, k) != "set" || k > 0 && !plStart(word(bs, k-1)) {
+							continue
+						}
+						if word(bs, k+1) == "local" {
+							k++
+						}
+						if n := dottedName(bs[k+1:]); n != "" {
+							t.customSet(n)
+						}
+					}
+					t.scanCalls(bs, false)
+				}
+			}
+		}
+		return
+	case "call":
 		t.st |= everything
 	}
-	t.scanCalls(ts)
+	t.scanCalls(ts, isFastWord(word(ts, 0)))
 }
 
-// scanCalls looks at every function call and at SELECT … INTO TEMP.
-func (t *tracker) scanCalls(ts []token) {
+// isFastWord reports whether w is in fastWords: a statement that calls functions rather than
+// defining them.
+func isFastWord(w string) bool {
+	for _, f := range fastWords {
+		if w == f {
+			return true
+		}
+	}
+	return false
+}
+
+// plStart reports a PL/pgSQL word after which a statement starts.
+func plStart(w string) bool {
+	switch w {
+	case "begin", "then", "else", "loop", "declare":
+		return true
+	}
+	return false
+}
+
+// dottedName returns the lower-cased name of a custom setting (one with a dot) at the start
+// of ts, up to TO or =, or "" when ts does not start with one.
+func dottedName(ts []token) string {
+	var b strings.Builder
+	dot := false
+	for _, tk := range ts {
+		switch {
+		case tk.kind == tWord && tk.text == "to", tk.kind == tPunct && tk.text == "=":
+			goto done
+		case tk.kind == tWord || tk.kind == tQIdent:
+			b.WriteString(lower(tk.text))
+		case tk.kind == tPunct && tk.text == ".":
+			b.WriteString(".")
+			dot = true
+		default:
+			return ""
+		}
+	}
+done:
+	if !dot {
+		return ""
+	}
+	return b.String()
+}
+
+// customSet records that the session now has custom setting n, which only a new connection
+// is without.
+func (t *tracker) customSet(n string) {
+	t.st |= sCustom
+	if t.custom == "" {
+		t.custom = n
+	}
+	rememberCustom(n)
+}
+
+// scanCalls looks at every function call and at SELECT … INTO TEMP; with unknown, a call of a
+// function it does not know (knownCall) is a state it cannot follow.
+func (t *tracker) scanCalls(ts []token, unknown bool) {
 	for i := 0; i < len(ts); i++ {
 		w := word(ts, i)
 		if w == "" {
 			continue
 		}
-		if (w == "temp" || w == "temporary" || w == "pg_temp") && i > 0 {
-			if p := word(ts, i-1); p == "into" || w == "pg_temp" {
-				t.st |= sTemp
-			}
+		if (w == "temp" || w == "temporary") && i > 0 && word(ts, i-1) == "into" {
+			t.st |= sTemp | sTempMade // SELECT … INTO TEMP
+		}
+		if w == "pg_temp" {
+			t.st |= sTemp
 		}
 		if i+1 >= len(ts) || ts[i+1].kind != tPunct || ts[i+1].text != "(" {
 			continue
@@ -377,6 +566,17 @@ func (t *tracker) scanCalls(ts []token) {
 			t.st |= sSequences
 		case "set_config":
 			t.setConfig(ts[i+2:])
+		case "current_setting":
+			if i+2 < len(ts) && ts[i+2].kind == tString {
+				if n := lower(ts[i+2].text); strings.IndexByte(n, '.') > 0 && validSettingName(n) {
+					rememberCustom(n)
+				}
+			}
+		default:
+			if unknown && !knownCall(ts, i) {
+				// A function the tracker does not know may change any session state.
+				t.st |= everything
+			}
 		}
 	}
 }
@@ -416,23 +616,37 @@ func (t *tracker) setConfig(args []token) {
 			}
 		}
 	}
-	t.st |= sResetAll | sRole
+	t.st |= everything
 	return
 done:
 	if len(parts) != 3 {
-		t.st |= sResetAll | sRole
+		t.st |= everything
 		return
-	}
-	local := parts[2]
-	if len(local) == 1 && (local[0].kind == tWord && local[0].text == "true" || local[0].kind == tString && isTrue(local[0].text)) {
-		return // transaction-local: gone with the transaction
 	}
 	name := parts[0]
-	if len(name) == 1 && name[0].kind == tString {
-		t.setting(lower(name[0].text))
+	if len(name) != 1 || name[0].kind != tString {
+		t.st |= everything
 		return
 	}
-	t.st |= sResetAll | sRole
+	n := lower(name[0].text)
+	local := parts[2]
+	if len(local) == 1 && (local[0].kind == tWord && local[0].text == "true" || local[0].kind == tString && isTrue(local[0].text)) {
+		// Transaction-local: gone with the transaction, but a custom setting stays
+		// defined (as ''), and search_path changes names until then.
+		t.localSetting(n)
+		return
+	}
+	t.setting(n)
+}
+
+// localSetting records SET LOCAL n or set_config(n, …, true).
+func (t *tracker) localSetting(n string) {
+	switch {
+	case strings.IndexByte(n, '.') >= 0:
+		t.customSet(n)
+	case n == "search_path" || n == "role" || n == "session_authorization":
+		t.st |= sNames
+	}
 }
 
 func isTrue(s string) bool {
@@ -453,12 +667,21 @@ func (t *tracker) setting(n string) {
 		t.st |= sAuth
 		return
 	case "transaction_isolation", "transaction_read_only", "transaction_deferrable":
-		return // this transaction only
+		// For this transaction, but PostgreSQL keeps them as set by the session (source
+		// session in pg_settings), which RESET ALL leaves.
+		t.st |= sTxChar
+		return
 	case "default_transaction_read_only":
 		t.roSess = true
+	case "search_path":
+		t.st |= sNames
 	}
 	if !validSettingName(n) {
-		t.st |= sResetAll
+		t.st |= sResetAll | sNames | sCheckCustom
+		return
+	}
+	if strings.IndexByte(n, '.') >= 0 {
+		t.customSet(n)
 		return
 	}
 	for _, s := range t.settings {
@@ -488,6 +711,18 @@ func (t *tracker) set(ts []token) {
 	i := 1
 	switch word(ts, i) {
 	case "local":
+		switch {
+		case word(ts, 2) == "role", word(ts, 2) == "session" && word(ts, 3) == "authorization":
+			t.st |= sNames
+		case word(ts, 2) == "schema":
+			t.localSetting("search_path")
+		default:
+			if n := dottedName(ts[2:]); n != "" {
+				t.localSetting(n)
+			} else {
+				t.localSetting(word(ts, 2))
+			}
+		}
 		return
 	case "session":
 		if word(ts, i+1) != "authorization" && word(ts, i+1) != "characteristics" {
@@ -521,6 +756,11 @@ func (t *tracker) set(ts []token) {
 		if hasWords(ts, "read", "only") {
 			t.readOnly = true
 		}
+		if !t.inTx() {
+			// Outside a transaction PostgreSQL warns, and keeps the values as set by the
+			// session.
+			t.st |= sTxChar
+		}
 		return
 	case "constraints":
 		return
@@ -552,7 +792,7 @@ func (t *tracker) set(ts []token) {
 		case tk.kind == tPunct && tk.text == ".":
 			name.WriteString(".")
 		default:
-			t.st |= sResetAll | sRole
+			t.st |= everything
 			return
 		}
 	}

@@ -3,6 +3,8 @@ package pool
 import (
 	"context"
 	"database/sql/driver"
+
+	"github.com/sqlpool/sqlpool/internal/rawconn"
 )
 
 // stmt wraps a driver statement so that executions feed the session tracker and fatal errors
@@ -13,18 +15,25 @@ import (
 // changes conversion when present, is kept exactly: stmtCC is used only when the driver's
 // statement has it.
 //
-// A statement runs as the server statement prepared when the borrower prepared it, as plain
-// database/sql gives: in the database, sql_mode and character set the session had then, whatever
-// USE or SET came after (the server fixes those into a statement when it prepares it). With
-// the statement cache on, that server statement may be one the cache already held for the same
-// database and text, prepared under the same baseline sql_mode and character set
-// (SessionTracker.Scope).
+// Within a borrow, a statement runs as the server statement prepared when the borrower prepared
+// it, as plain database/sql gives: in the database, sql_mode and character set the session had
+// then, whatever USE or SET came after (the server fixes those into a statement when it
+// prepares it). With the statement cache on, that server statement may be one the cache already
+// held for the same database and text, prepared under the same baseline sql_mode and character
+// set (SessionTracker.Scope). A statement database/sql keeps from an earlier borrow is prepared
+// again at its first execution in a borrow whose scope differs (renew), as a new connection
+// would prepare it.
 type stmt struct {
 	c      *conn
 	ds     driver.Stmt
 	query  string
 	cs     *cachedStmt // the cache entry ds belongs to, or nil for an uncached statement
 	closed bool
+	// borrow is the hand-out (entry.handouts) ds was prepared or last renewed in; scope and
+	// known are the session's scope then (SessionTracker.Scope).
+	borrow uint64
+	scope  string
+	known  bool
 }
 
 type stmtCC struct{ *stmt }
@@ -37,7 +46,8 @@ var (
 )
 
 func newStmt(c *conn, ds driver.Stmt, query string, cs *cachedStmt) driver.Stmt {
-	s := &stmt{c: c, ds: ds, query: query, cs: cs}
+	s := &stmt{c: c, ds: ds, query: query, cs: cs, borrow: c.e.handouts.Load()}
+	s.scope, s.known = c.e.sess.Scope()
 	if _, ok := ds.(driver.ColumnConverter); ok { //nolint:staticcheck
 		return stmtCC{s}
 	}
@@ -68,10 +78,18 @@ func (s *stmt) Close() error {
 		s.cs.release()
 		return nil
 	}
+	if s.ds == nil { // renew failed
+		return nil
+	}
 	return s.ds.Close()
 }
 
-func (s *stmt) NumInput() int { return s.ds.NumInput() }
+func (s *stmt) NumInput() int {
+	if s.ds == nil {
+		return -1
+	}
+	return s.ds.NumInput()
+}
 
 // Exec and Query are the legacy entry points; database/sql uses the Context forms, which
 // every stmt has.
@@ -120,6 +138,11 @@ func (s *stmt) run(ctx context.Context, result bool, do func() error) error {
 		}
 	}
 	p := s.c.p
+	if b := s.c.e.handouts.Load(); b != s.borrow {
+		if err := s.renew(ctx, b); err != nil {
+			return s.c.observe(err)
+		}
+	}
 	s.c.e.sess.Statement(s.query)
 	ev, start := p.cfg.Trace.forStatements(), int64(0)
 	if ev != nil {
@@ -133,6 +156,34 @@ func (s *stmt) run(ctx context.Context, result bool, do func() error) error {
 		s.c.e.sess.Failed()
 		return s.c.observe(err)
 	}
+	return nil
+}
+
+// renew readies for hand-out b a statement prepared in an earlier one, which database/sql keeps
+// per connection (a sql.Stmt prepared on the DB): a new connection would prepare it now. While
+// the session's scope is known and the one it was prepared under, the server statement is the
+// one a new prepare gives; otherwise (the borrower changed search_path, sql_mode, the database
+// …, or the statement was prepared under such a change) it is prepared again, so that it
+// resolves names as the session now does.
+func (s *stmt) renew(ctx context.Context, b uint64) error {
+	scope, known := s.c.e.sess.Scope()
+	if s.ds != nil && known && s.known && scope == s.scope {
+		s.borrow = b
+		return nil
+	}
+	if s.cs != nil {
+		s.cs.release()
+		s.cs = nil
+	} else if s.ds != nil {
+		_ = s.ds.Close()
+	}
+	s.ds = nil
+	ds, err := rawconn.Prepare(ctx, s.c.e.conn, s.query)
+	if err != nil {
+		s.borrow = 0 // prepared again at the next execution
+		return err
+	}
+	s.ds, s.scope, s.known, s.borrow = ds, scope, known, b
 	return nil
 }
 

@@ -104,6 +104,20 @@ func (r *PGRunner) reset(side string) error {
 		"GRANT USAGE ON SCHEMA s1 TO difftest_r1",
 		"CREATE SEQUENCE sq",
 		`CREATE FUNCTION sq_curr() RETURNS text LANGUAGE plpgsql AS $$ BEGIN RETURN currval('sq')::text; EXCEPTION WHEN others THEN RETURN 'none'; END $$`,
+		// Name resolution: items is public.items (id, v) or, under search_path s2, s2.items
+		// (id, v, w); a temporary items (id, v, w, z) shadows both.
+		"CREATE TABLE items (id int PRIMARY KEY, v text)",
+		"INSERT INTO items VALUES (1, 'p1'), (2, 'p2'), (3, 'p3')",
+		"CREATE SCHEMA s2",
+		"CREATE TABLE s2.items (id int PRIMARY KEY, v text, w text)",
+		"INSERT INTO s2.items VALUES (1, 's1', 'w1'), (2, 's2', 'w2')",
+		"GRANT USAGE ON SCHEMA s2 TO difftest_r1",
+		"GRANT ALL ON ALL TABLES IN SCHEMA public, s2 TO difftest_r1",
+		// Functions that change settings without the statement text naming them.
+		`CREATE FUNCTION set_wm() RETURNS text LANGUAGE plpgsql AS $$ BEGIN RETURN set_config('work_mem', '3456kB', false); END $$`,
+		`CREATE FUNCTION set_path() RETURNS text LANGUAGE plpgsql AS $$ BEGIN RETURN set_config('search_path', 's2', false); END $$`,
+		`CREATE FUNCTION set_tenant(t text) RETURNS text LANGUAGE plpgsql AS $$ BEGIN RETURN set_config('app.tenant', t, false); END $$`,
+		`CREATE PROCEDURE proc_wm() LANGUAGE plpgsql AS $$ BEGIN PERFORM set_config('work_mem', '4567kB', false); END $$`,
 	} {
 		if _, err := db.Exec(q); err != nil {
 			return fmt.Errorf("difftest: setup %q: %w", q, err)
@@ -112,9 +126,12 @@ func (r *PGRunner) reset(side string) error {
 	return nil
 }
 
-// pgView is what a borrower sees of its session, as one comparable string per key.
-const pgViewQuery = `SELECT 'settings', coalesce(string_agg(name || '=' || setting, ',' ORDER BY name), '') FROM pg_settings WHERE source = 'session' AND name NOT IN ('application_name', 'client_encoding', 'DateStyle', 'extra_float_digits', 'TimeZone', 'intervalstyle', 'IntervalStyle')
-UNION ALL SELECT 'custom', coalesce(current_setting('app.x', true), '') || '/' || coalesce(current_setting('app.y', true), '')
+// pgView is what a borrower sees of its session, as one comparable string per key: every
+// setting whose source is not the default, with its value and source (a setting left at its
+// session start value by a RESET has the same source as on a fresh connection), and custom
+// settings told apart from absent ones (NULL) and empty ones.
+const pgViewQuery = `SELECT 'settings', coalesce(string_agg(name || '=' || setting || '@' || source, ',' ORDER BY name), '') FROM pg_settings WHERE source NOT IN ('default', 'client', 'command line', 'configuration file', 'environment variable', 'override')
+UNION ALL SELECT 'custom', concat_ws('/', coalesce(quote_literal(current_setting('app.x', true)), 'NULL'), coalesce(quote_literal(current_setting('app.y', true)), 'NULL'), coalesce(quote_literal(current_setting('app.tenant', true)), 'NULL'))
 UNION ALL SELECT 'users', session_user || '/' || current_user
 UNION ALL SELECT 'search_path', current_setting('search_path')
 UNION ALL SELECT 'listen', coalesce((SELECT string_agg(c, ',' ORDER BY c) FROM pg_listening_channels() c), '')
@@ -215,8 +232,46 @@ var pgGens = []struct {
 	{3, func(r *rand.Rand) []Step {
 		return []Step{{Op: OpStmtQuery, Slot: r.IntN(Slots), Args: []any{int64(r.IntN(4) + 1)}}}
 	}},
+	// Name resolution across borrows: statements whose result type depends on search_path or
+	// on a temporary table that shadows a real one (pgx caches the prepared statement, lib/pq
+	// through the pool's statement cache from its second run).
+	{8, func(r *rand.Rand) []Step {
+		return qu(pick(r, "SELECT * FROM items WHERE id >= $1 ORDER BY id", "SELECT * FROM items WHERE id <= $1 ORDER BY id"), int64(r.IntN(3)+1))
+	}},
+	{2, func(r *rand.Rand) []Step { return qu("SELECT * FROM items ORDER BY id") }},
+	{4, func(r *rand.Rand) []Step {
+		return ex(pick(r, "SET search_path TO s2", "SET search_path TO s2, public", "SET search_path TO public", "RESET search_path",
+			"SELECT set_config('search_path', 's2', false)", "SET LOCAL search_path TO s2"))
+	}},
+	{3, func(r *rand.Rand) []Step {
+		return ex(pick(r, "CREATE TEMP TABLE items (id int, v text, w text, z text)", "INSERT INTO pg_temp.items VALUES (9, 't9', 'tw', 'tz')",
+			"DROP TABLE IF EXISTS pg_temp.items"))
+	}},
+	// A sql.Stmt prepared on the DB before the first borrow (slot Slots), used through
+	// tx.Stmt: a fresh connection prepares it under the borrower's search_path.
+	{3, func(r *rand.Rand) []Step {
+		return []Step{{Op: OpStmtQuery, Slot: Slots, Args: []any{int64(r.IntN(3) + 1)}}}
+	}},
+	// Settings changed where the statement text does not name them: DO blocks, functions,
+	// procedures, set_config; SET TRANSACTION outside a transaction.
+	{3, func(r *rand.Rand) []Step {
+		return ex(pick(r, "DO $$BEGIN PERFORM set_config('app.tenant', 'from_do', false); END$$",
+			"DO $$BEGIN PERFORM set_config('work_mem', '2345kB', false); END$$",
+			"DO $$BEGIN EXECUTE 'SET search_path TO s2'; END$$",
+			"DO $$BEGIN PERFORM 1; END$$",
+			"SELECT set_wm()", "SELECT set_path()", "SELECT set_tenant('f')", "SELECT length(set_wm())",
+			"CALL proc_wm()", "SELECT set_config('app.tenant', 'sc', false)", "SELECT set_config('app.tenant', 'loc', true)",
+			"SET app.tenant = 'set'", "RESET app.y"))
+	}},
+	{3, func(r *rand.Rand) []Step {
+		return ex(pick(r, "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE", "SET TRANSACTION READ ONLY", "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, DEFERRABLE",
+			"SET transaction_isolation = 'repeatable read'", "SET SESSION transaction_read_only = on", "SELECT set_config('transaction_deferrable', 'on', false)"))
+	}},
 	{12, func(r *rand.Rand) []Step { return []Step{{Op: OpBorrow}} }},
 }
+
+// pgDBStmtSQL is the statement prepared on the DB (slot Slots).
+const pgDBStmtSQL = "SELECT * FROM items WHERE id >= $1 ORDER BY id"
 
 // GeneratePG returns a PostgreSQL program of n steps from the seed.
 func GeneratePG(seed uint64, n int) Program {
@@ -250,6 +305,8 @@ type pgSide struct {
 	conn  *sql.Conn
 	txn   openTx
 	stmts [Slots]*sql.Stmt
+	// dbStmt is prepared on db before the first borrow and used through tx.Stmt.
+	dbStmt *sql.Stmt
 }
 
 func (s *pgSide) endBorrow() {
@@ -291,6 +348,9 @@ func (s *pgSide) endBorrow() {
 
 func (s *pgSide) close() {
 	s.endBorrow()
+	if s.dbStmt != nil {
+		_ = s.dbStmt.Close()
+	}
 	_ = s.db.Close()
 	if s.admin != nil {
 		_ = s.admin.Close()
@@ -393,6 +453,12 @@ func (s *pgSide) step(ctx context.Context, st Step) string {
 		}
 		return pgErrText(err)
 	case OpStmtQuery, OpStmtExec:
+		if st.Slot == Slots {
+			if s.txn.tx == nil {
+				return "no tx"
+			}
+			return pgRows(s.txn.tx.StmtContext(ctx, s.dbStmt).QueryContext(ctx, st.Args...))
+		}
 		stmt := s.stmts[st.Slot]
 		if stmt == nil {
 			return "no stmt"
@@ -466,6 +532,15 @@ func (r *PGRunner) Run(p Program) (*Divergence, error) {
 		defer s.close()
 		sides[i] = s
 	}
+	for i, s := range sides {
+		ctx, cancel := context.WithTimeout(context.Background(), r.o.StepTimeout)
+		st, err := s.db.PrepareContext(ctx, pgDBStmtSQL)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("difftest: preparing the DB statement on side %d: %w", i, err)
+		}
+		s.dbStmt = st
+	}
 	borrow := func(i int) (*Divergence, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), r.o.StepTimeout)
 		defer cancel()
@@ -504,10 +579,13 @@ func (r *PGRunner) Run(p Program) (*Divergence, error) {
 		b := sides[1].step(ctx, st)
 		cancel()
 		if st.Op == OpPrepare && a == "error 25P02" && b == "ok" {
-			// pgx's stdlib answers a Prepare of a text it already prepared on the same
-			// connection without a round trip, so in a failed transaction it succeeds where a
-			// fresh connection's fails: connection reuse, as plain database/sql's idle
-			// connections do too, not session state. Both sides go on without the statement.
+			// pgx's stdlib answers a Prepare of a text it holds prepared on the connection
+			// from its own map, without a round trip, so in a failed transaction it succeeds
+			// where the server would refuse it (25P02). A new connection does the same for a
+			// text prepared earlier in the borrow; through the pool the map also holds texts
+			// the pool's statement cache keeps from earlier borrows. The statement's first
+			// execution fails with 25P02 as the server would (docs/postgresql.md). Both sides
+			// go on without the statement.
 			_ = sides[1].stmts[st.Slot].Close()
 			sides[1].stmts[st.Slot] = nil
 			continue

@@ -19,11 +19,11 @@ import (
 )
 
 // TestDifferentialPostgres runs the fuzzer on PostgreSQL with pgx stdlib and with lib/pq:
-// DIFFTEST_PG_STEPS steps per driver (default 10,000, so 20,000 in all; 1,000 with -short),
+// DIFFTEST_PG_STEPS steps per driver (default 20,000, so 40,000 in all; 1,000 with -short),
 // programs of DIFFTEST_CHUNK steps (default 2,000) from DIFFTEST_SEED on.
 func TestDifferentialPostgres(t *testing.T) {
 	s := pgtest.Shared(t)
-	steps := envInt(t, "DIFFTEST_PG_STEPS", 10000)
+	steps := envInt(t, "DIFFTEST_PG_STEPS", 20000)
 	if testing.Short() {
 		steps = 1000
 	}
