@@ -64,6 +64,7 @@ const (
 	LeastConnections
 )
 
+// String is the strategy's name: sequential, round-robin or least-connections.
 func (s Strategy) String() string {
 	switch s {
 	case Sequential:
@@ -163,6 +164,7 @@ type AllHostsDownError struct {
 	Errors []error
 }
 
+// Error names every host and its last error.
 func (e *AllHostsDownError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "cluster: all %d hosts are down (", len(e.Hosts))

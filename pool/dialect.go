@@ -18,17 +18,12 @@ import (
 type Dialect interface {
 	// Name is a short lower-case name for logs, such as "mysql".
 	Name() string
-
 	// Classify says what err, from a driver call, means for its connection; it must not block.
 	Classify(err error, s ErrorContext) ErrorClass
-
-	// NewSession returns a new connection's tracker (nil: release sends nothing); an error closes
-	// it.
+	// NewSession returns a new connection's tracker (nil: release sends nothing); an error closes it.
 	NewSession(ctx context.Context, dc driver.Conn) (SessionTracker, error)
-
 	// Probe returns nil when dc answered within timeout, and ctx's error when ctx ended.
 	Probe(ctx context.Context, dc driver.Conn, timeout time.Duration) error
-
 	// Commit commits t, or through dc with ctx; an unknown outcome is a *CommitUnknownError.
 	Commit(ctx context.Context, dc driver.Conn, t driver.Tx) error
 }
@@ -42,6 +37,7 @@ type CommitUnknownError struct {
 	Reason string
 }
 
+// Error says that the outcome of COMMIT is unknown, and why.
 func (e *CommitUnknownError) Error() string {
 	if e.Reason != "" {
 		return "sqlpool: the outcome of COMMIT is unknown (" + e.Reason + "); the transaction may or may not have been committed: " + e.Err.Error()
@@ -49,6 +45,7 @@ func (e *CommitUnknownError) Error() string {
 	return "sqlpool: COMMIT was sent but its context ended before the server answered; the transaction may or may not have been committed: " + e.Err.Error()
 }
 
+// Unwrap returns Err.
 func (e *CommitUnknownError) Unwrap() error { return e.Err }
 
 // AmbiguousCommit reports true: the outcome of the COMMIT is unknown.
@@ -86,8 +83,7 @@ type ErrorClass struct {
 // SessionTracker follows one connection's session state from the statements a borrower sends, and
 // plans its reset at release. It is called only from the goroutine holding the connection.
 type SessionTracker interface {
-	// Begin, Commit, Rollback, Statement and Result report the borrower's calls; Failed follows one
-	// that failed.
+	// Begin, Commit, Rollback, Statement and Result report the borrower's calls; Failed a failure.
 	Begin(opts driver.TxOptions)
 	Commit()
 	Rollback()
@@ -108,8 +104,7 @@ type SessionTracker interface {
 	// BeforeClose returns statements to run, errors ignored, before the pool closes a healthy
 	// connection whose borrower may hold server-side locks; nil for none.
 	BeforeClose() []string
-	// Scope names what statement names resolve against, for the statement cache key; not known: no
-	// caching.
+	// Scope is what statement names resolve against (the statement cache's key); !known: no caching.
 	Scope() (scope string, known bool)
 	// Caps is asked once, right after NewSession.
 	Caps() SessionCaps

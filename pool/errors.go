@@ -36,6 +36,7 @@ type AcquireTimeoutError struct {
 	dialing time.Duration // how long the attempt to open a connection in progress has run; 0: none
 }
 
+// Error names the pool, its counts, whether it was busy or failing, and the last connection error.
 func (e *AcquireTimeoutError) Error() string {
 	by := "AcquireTimeout"
 	if e.CtxDeadline {
@@ -60,6 +61,7 @@ func (e *AcquireTimeoutError) Error() string {
 	return msg
 }
 
+// Is matches ErrAcquireTimeout.
 func (e *AcquireTimeoutError) Is(target error) bool {
 	return target == ErrAcquireTimeout || (e.CtxDeadline && target == context.DeadlineExceeded)
 }

@@ -18,16 +18,13 @@ type Hooks struct {
 	// what it sets is kept for the connection's life. A failure is a failed dial, and fails New at
 	// once for the first connection. Zero value: none.
 	AfterConnect func(ctx context.Context, c HookConn) error
-
 	// BeforeAcquire runs before every hand-out, after the pool's own checks. ok=false closes the
 	// connection and the acquire goes on with another; an error fails the acquire. Zero value:
 	// none.
 	BeforeAcquire func(ctx context.Context, c HookConn) (ok bool, err error)
-
 	// AfterRelease runs when a borrower returns a connection the pool would keep, before the
 	// release plan. keep=false or an error closes the connection. Zero value: none.
 	AfterRelease func(ctx context.Context, c HookConn) (keep bool, err error)
-
 	// Timeout bounds each hook call. Zero value: ValidationTimeout. Negative: only the hook's ctx
 	// bounds it.
 	Timeout time.Duration
@@ -56,6 +53,7 @@ type HookError struct {
 	Err      error
 }
 
+// Error names the hook and its error.
 func (e *HookError) Error() string {
 	var what string
 	switch {
@@ -72,8 +70,11 @@ func (e *HookError) Error() string {
 	return fmt.Sprintf("sqlpool: %s: %s hook %s; the connection it ran on was closed", e.Pool, e.Hook, what)
 }
 
+// Is matches ErrHook.
 func (e *HookError) Is(target error) bool { return target == ErrHook }
-func (e *HookError) Unwrap() error        { return e.Err }
+
+// Unwrap returns Err.
+func (e *HookError) Unwrap() error { return e.Err }
 
 // HookConn is the connection a hook runs on, valid only during the call; the session tracker sees
 // its statements as a borrower's.

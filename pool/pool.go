@@ -129,6 +129,7 @@ type Stats struct {
 	DownSince          time.Time     // attempts to open a connection fail since then; zero while they succeed
 }
 
+// String formats the counts on one line, for logs.
 func (s Stats) String() string {
 	return fmt.Sprintf("%s: total=%d active=%d idle=%d waiting=%d acquires=%d timeouts=%d created=%d closed=%d",
 		s.Name, s.Total, s.Active, s.Idle, s.Waiting, s.Acquires, s.Timeouts, s.Created, s.Closed)

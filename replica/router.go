@@ -30,6 +30,7 @@ const (
 	PoolWide
 )
 
+// String is the mode's name.
 func (m Mode) String() string {
 	switch m {
 	case None:
