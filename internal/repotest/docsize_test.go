@@ -19,7 +19,7 @@ const (
 	maxUserPagesBytes  = 120 << 10
 	// enforceUserPages turns the user pages' total and prose checks from a log into a failure;
 	// it is on once the user pages' final text is written.
-	enforceUserPages = false
+	enforceUserPages = true
 )
 
 var (
