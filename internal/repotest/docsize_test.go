@@ -16,7 +16,7 @@ import (
 const (
 	maxREADMEBytes     = 15 << 10
 	maxBenchmarksBytes = 15 << 10
-	maxUserPagesBytes  = 120 << 10
+	maxUserPagesBytes  = 120_000
 	// enforceUserPages turns the user pages' total and prose checks from a log into a failure;
 	// it is on once the user pages' final text is written.
 	enforceUserPages = true
