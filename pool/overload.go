@@ -142,7 +142,7 @@ func (o *overload) init(c Config) {
 // resolveOverload applies the overload settings' defaults (Config.resolved).
 func (c *Config) resolveOverload() {
 	switch {
-	case c.OverloadTarget == 0:
+	case c.OverloadTarget == 0 && c.AdaptiveLimitFloor > 0:
 		c.OverloadTarget = defaultOverloadTarget
 	case c.OverloadTarget < 0:
 		c.OverloadTarget = -1

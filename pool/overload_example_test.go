@@ -14,7 +14,7 @@ import (
 // Under overload the pool refuses an acquire that cannot finish before its deadline at once,
 // without taking a connection: the error matches ErrOverloaded and context.DeadlineExceeded.
 func ExampleErrOverloaded() {
-	p, err := pool.New(fakedb.New(), pool.Config{Name: "example", MaxConns: 1, Logger: quietLog})
+	p, err := pool.New(fakedb.New(), pool.Config{Name: "example", MaxConns: 1, Logger: quietLog, OverloadTarget: 5 * time.Millisecond})
 	if err != nil {
 		fmt.Println(err)
 		return

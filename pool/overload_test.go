@@ -25,7 +25,7 @@ func TestOverloadErrorIs(t *testing.T) {
 // A waiter whose context's deadline is nearer than the estimated borrow time fails at once,
 // without waiting for its deadline.
 func TestCannotFinishFailsAtOnce(t *testing.T) {
-	p, _ := newPool(t, Config{MaxConns: 1})
+	p, _ := newPool(t, Config{MaxConns: 1, OverloadTarget: 5 * time.Millisecond})
 	held := mustConnect(t, p)
 	defer held.Close()
 	p.ovl.holdEst.Store(int64(time.Hour)) // every borrow takes an hour now
@@ -79,7 +79,7 @@ func queueWaiter(t *testing.T, p *Pool, ctx context.Context, name string, got ch
 // first come, first served however long the queue has not emptied (the saturated benchmark's
 // guarantee).
 func TestStandingQueueWithoutLossStaysFIFO(t *testing.T) {
-	p, _ := newPool(t, Config{MaxConns: 1, overloadInterval: time.Millisecond})
+	p, _ := newPool(t, Config{MaxConns: 1, overloadInterval: time.Millisecond, OverloadTarget: 5 * time.Millisecond})
 	held := mustConnect(t, p)
 	got, errs := make(chan string, 3), make(chan error, 3)
 	queueWaiter(t, p, context.Background(), "first", got, errs)
@@ -180,7 +180,7 @@ func TestOverloadOffKeepsFIFO(t *testing.T) {
 // The adaptive limit sets connections above it aside on release (open, idle, counted in
 // Stats.Idle and overloadStats.Benched) and brings them back when it rises; Close closes them.
 func TestAdaptiveLimitBenchesAndRestores(t *testing.T) {
-	p, _ := newPool(t, Config{MaxConns: 4})
+	p, _ := newPool(t, Config{MaxConns: 4, OverloadTarget: 5 * time.Millisecond})
 	eventually(t, "four idle connections", func() bool { return p.Stats().Idle == 4 })
 	var held []*conn
 	for range 4 {
@@ -234,7 +234,7 @@ func TestAdaptiveLimitBenchesAndRestores(t *testing.T) {
 // latency at the baseline with waiters grows it; statements that ran into their deadlines halve
 // it; back at MaxConns without congestion it disengages.
 func TestAdaptiveLimitGradient(t *testing.T) {
-	p, _ := newPool(t, Config{MaxConns: 64, AdaptiveLimitFloor: 2})
+	p, _ := newPool(t, Config{MaxConns: 64, AdaptiveLimitFloor: 2, OverloadTarget: 5 * time.Millisecond})
 	o := &p.ovl
 	o.limit.Store(32)
 	o.mu.Lock()
@@ -269,16 +269,21 @@ func TestAdaptiveLimitGradient(t *testing.T) {
 
 // Config: the overload settings' defaults and fix-ups.
 func TestOverloadConfig(t *testing.T) {
-	p, _ := newPool(t, Config{MaxConns: 3})
+	p0, _ := newPool(t, Config{MaxConns: 3})
+	if c := p0.Config(); p0.ovl.on || p0.ovl.adaptive || c.OverloadTarget != 0 || c.overloadInterval != defaultOverloadInterval {
+		t.Errorf("defaults: overload control on=%v, adaptive on=%v, target %v, interval %v; want off, off, 0, %v",
+			p0.ovl.on, p0.ovl.adaptive, c.OverloadTarget, c.overloadInterval, defaultOverloadInterval)
+	}
+	p, _ := newPool(t, Config{MaxConns: 3, OverloadTarget: 5 * time.Millisecond})
 	c := p.Config()
 	if c.OverloadTarget != defaultOverloadTarget || c.overloadInterval != defaultOverloadInterval || c.AdaptiveLimitFloor != 0 {
 		t.Errorf("Config = target %v interval %v floor %d; want %v, %v, 0", c.OverloadTarget, c.overloadInterval,
 			c.AdaptiveLimitFloor, defaultOverloadTarget, defaultOverloadInterval)
 	}
 	if !p.ovl.on || p.ovl.adaptive {
-		t.Errorf("defaults: overload control on=%v, adaptive limit on=%v; want on, off", p.ovl.on, p.ovl.adaptive)
+		t.Errorf("OverloadTarget set: overload control on=%v, adaptive limit on=%v; want on, off", p.ovl.on, p.ovl.adaptive)
 	}
-	p1, _ := newPool(t, Config{MaxConns: 3, AdaptiveLimitFloor: 9})
+	p1, _ := newPool(t, Config{MaxConns: 3, AdaptiveLimitFloor: 9, OverloadTarget: 5 * time.Millisecond})
 	if !p1.ovl.adaptive || p1.Config().AdaptiveLimitFloor != 3 {
 		t.Errorf("AdaptiveLimitFloor 9 with MaxConns 3: adaptive=%v floor=%d; want on, 3", p1.ovl.adaptive, p1.Config().AdaptiveLimitFloor)
 	}
@@ -296,7 +301,7 @@ func TestNearMissCountsAsLoss(t *testing.T) {
 		deadline time.Duration
 		want     bool
 	}{{time.Hour, false}, {300 * time.Millisecond, true}} {
-		p, _ := newPool(t, Config{MaxConns: 1, overloadInterval: time.Millisecond})
+		p, _ := newPool(t, Config{MaxConns: 1, overloadInterval: time.Millisecond, OverloadTarget: 5 * time.Millisecond})
 		held := mustConnect(t, p)
 		ctx, cancel := context.WithTimeout(context.Background(), tc.deadline)
 		done := make(chan error, 1)

@@ -122,7 +122,7 @@ func RunOverload(args []string, stdout, stderr io.Writer) int {
 	factor := fs.Float64("load", 2, "offered load, in multiples of the measured capacity")
 	rounds := fs.Int("rounds", 3, "interleaved rounds")
 	scenarios := fs.String("scenarios", "flood,mixed", "flood (short statements only), mixed (90 % short, 10 % scans by count)")
-	configs := fs.String("configs", "dbsql-1,dbsql-2,dbsql-4,dbsql-8,pool-64-old,pool-64,pool-64-adaptive,pool-64-deadline,pool-2,pool-4,pool-8",
+	configs := fs.String("configs", "dbsql-1,dbsql-2,dbsql-4,dbsql-8,pool-64,pool-64-control,pool-64-adaptive,pool-64-deadline,pool-2,pool-4,pool-8",
 		"configurations: dbsql-N (database/sql, N connections), pool-N (sqlpool, MaxConns N, defaults otherwise), "+
 			"pool-N-adaptive (AdaptiveLimitFloor 1), "+
 			"pool-N-deadline (ServerStatementDeadline on), pool-N-old (overload control off)")
@@ -561,8 +561,11 @@ func overloadVariant(cfg *pool.Config, variant string) error {
 	case "deadline": // with the server-side statement time limit
 		cfg.ServerStatementDeadline = true
 		return nil
-	case "old": // overload control off: as before it
+	case "old": // overload control off (the default since it became opt-in)
 		cfg.OverloadTarget = -1
+		return nil
+	case "control": // overload control on, at its suggested target
+		cfg.OverloadTarget = 5 * time.Millisecond
 		return nil
 	}
 	return fmt.Errorf("unknown variant %q", variant)
