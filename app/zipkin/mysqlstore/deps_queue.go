@@ -897,20 +897,8 @@ func (s *Store) applyDiff(ctx context.Context, tx *sql.Tx, diff *depDiff) error 
 			days = append(days, k.day)
 		}
 	}
-	for start := 0; start < len(dayKeys); start += 500 {
-		n := min(500, len(dayKeys)-start)
-		if _, err := tx.ExecContext(ctx, "INSERT INTO "+tableDependencies+
-			" (day, parent, child, call_count, error_count) VALUES "+values(5, n)+
-			" ON DUPLICATE KEY UPDATE call_count = COALESCE(call_count, 0) + VALUES(call_count),"+
-			" error_count = COALESCE(error_count, 0) + VALUES(error_count)", args[start*5:(start+n)*5]...); err != nil {
-			return fmt.Errorf("writing %s: %w", tableDependencies, err)
-		}
-	}
-	if len(days) > 0 {
-		if _, err := tx.ExecContext(ctx, "DELETE FROM "+tableDependencies+" WHERE day IN ("+placeholders(len(days))+
-			") AND call_count <= 0 AND COALESCE(error_count, 0) <= 0", days...); err != nil {
-			return fmt.Errorf("writing %s: %w", tableDependencies, err)
-		}
+	if err := addDepCounts(ctx, tx, tableDependencies, "day", true, args, days); err != nil {
+		return err
 	}
 	if !s.deps.hours {
 		return nil
@@ -933,20 +921,8 @@ func (s *Store) applyDiff(ctx context.Context, tx *sql.Tx, diff *depDiff) error 
 			hours = append(hours, k.hour)
 		}
 	}
-	for start := 0; start < len(hourKeys); start += 500 {
-		n := min(500, len(hourKeys)-start)
-		if _, err := tx.ExecContext(ctx, "INSERT INTO "+tableDepHours+
-			" (hour, parent, child, call_count, error_count) VALUES "+values(5, n)+
-			" ON DUPLICATE KEY UPDATE call_count = call_count + VALUES(call_count),"+
-			" error_count = error_count + VALUES(error_count)", args[start*5:(start+n)*5]...); err != nil {
-			return fmt.Errorf("writing %s: %w", tableDepHours, err)
-		}
-	}
-	if len(hours) > 0 {
-		if _, err := tx.ExecContext(ctx, "DELETE FROM "+tableDepHours+" WHERE hour IN ("+placeholders(len(hours))+
-			") AND call_count <= 0 AND error_count <= 0", hours...); err != nil {
-			return fmt.Errorf("writing %s: %w", tableDepHours, err)
-		}
+	if err := addDepCounts(ctx, tx, tableDepHours, "hour", false, args, hours); err != nil {
+		return err
 	}
 	return nil
 }
@@ -1020,4 +996,32 @@ func (s *Store) RunDependencyAggregation(ctx context.Context, interval time.Dura
 			s.log.WarnContext(ctx, "mysqlstore: draining the dependency queue failed; its rows stay queued (GetDependencies counts them) and the next drain takes them", "err", err)
 		}
 	}
+}
+
+// addDepCounts adds rows of (bucket, parent, child, calls, errors), flattened in args, to the
+// counts of table, whose bucket column is col, in statements of up to 500 rows, then deletes the
+// links of the touched buckets that dropped to zero. nullable: Zipkin's zipkin_dependencies,
+// whose counts may be NULL.
+func addDepCounts(ctx context.Context, tx *sql.Tx, table, col string, nullable bool, args, buckets []any) error {
+	calls, errs := "call_count", "error_count"
+	if nullable {
+		calls, errs = "COALESCE(call_count, 0)", "COALESCE(error_count, 0)"
+	}
+	rows := len(args) / 5
+	for start := 0; start < rows; start += 500 {
+		n := min(500, rows-start)
+		if _, err := tx.ExecContext(ctx, "INSERT INTO "+table+
+			" ("+col+", parent, child, call_count, error_count) VALUES "+values(5, n)+
+			" ON DUPLICATE KEY UPDATE call_count = "+calls+" + VALUES(call_count),"+
+			" error_count = "+errs+" + VALUES(error_count)", args[start*5:(start+n)*5]...); err != nil {
+			return fmt.Errorf("writing %s: %w", table, err)
+		}
+	}
+	if len(buckets) > 0 {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM "+table+" WHERE "+col+" IN ("+placeholders(len(buckets))+
+			") AND call_count <= 0 AND "+errs+" <= 0", buckets...); err != nil {
+			return fmt.Errorf("writing %s: %w", table, err)
+		}
+	}
+	return nil
 }

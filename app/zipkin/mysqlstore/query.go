@@ -133,22 +133,7 @@ func (s *Store) selectTraceIDs(ctx context.Context, q *model.QueryRequest) ([]tr
 		b.WriteString(tidLocalService)
 		args = append(args, q.ServiceName)
 	}
-	if q.RemoteServiceName != "" {
-		b.WriteString(tidRemote)
-		args = append(args, q.RemoteServiceName)
-	}
-	if q.SpanName != "" {
-		b.WriteString(tidName)
-		args = append(args, q.SpanName)
-	}
-	switch {
-	case q.MinDuration != 0 && q.MaxDuration != 0:
-		b.WriteString(tidDurRange)
-		args = append(args, q.MinDuration, q.MaxDuration)
-	case q.MinDuration != 0:
-		b.WriteString(tidDurMin)
-		args = append(args, q.MinDuration)
-	}
+	args = appendSpanFilters(&b, args, q)
 	if high {
 		b.WriteString(tidTail)
 	} else {

@@ -2,6 +2,8 @@ package mysqlstore
 
 import (
 	"strings"
+
+	"github.com/sqlpool/sqlpool/app/zipkin/model"
 )
 
 // SQL of the read path. Every identifier comes from these constants; every
@@ -211,3 +213,25 @@ const (
 
 // dependencyKeys are the annotation keys the on-demand linker reads.
 var dependencyKeys = [...]any{"lc", "cs", "ca", "sr", "sa", "ma", "mr", "ms", "error"}
+
+// appendSpanFilters adds the conditions on the span row s that every trace-ID query shares:
+// remote service, span name and duration, with their arguments.
+func appendSpanFilters(b *strings.Builder, args []any, q *model.QueryRequest) []any {
+	if q.RemoteServiceName != "" {
+		b.WriteString(tidRemote)
+		args = append(args, q.RemoteServiceName)
+	}
+	if q.SpanName != "" {
+		b.WriteString(tidName)
+		args = append(args, q.SpanName)
+	}
+	switch {
+	case q.MinDuration != 0 && q.MaxDuration != 0:
+		b.WriteString(tidDurRange)
+		args = append(args, q.MinDuration, q.MaxDuration)
+	case q.MinDuration != 0:
+		b.WriteString(tidDurMin)
+		args = append(args, q.MinDuration)
+	}
+	return args
+}

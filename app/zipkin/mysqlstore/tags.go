@@ -315,22 +315,7 @@ func (s *Store) fastTagTraceIDs(ctx context.Context, q *model.QueryRequest) (key
 		b.WriteString(" AND x.service_name = ?")
 		args = append(args, q.ServiceName)
 	}
-	if q.RemoteServiceName != "" {
-		b.WriteString(tidRemote)
-		args = append(args, q.RemoteServiceName)
-	}
-	if q.SpanName != "" {
-		b.WriteString(tidName)
-		args = append(args, q.SpanName)
-	}
-	switch {
-	case q.MinDuration != 0 && q.MaxDuration != 0:
-		b.WriteString(tidDurRange)
-		args = append(args, q.MinDuration, q.MaxDuration)
-	case q.MinDuration != 0:
-		b.WriteString(tidDurMin)
-		args = append(args, q.MinDuration)
-	}
+	args = appendSpanFilters(&b, args, q)
 	b.WriteString(" ORDER BY x.start_ts DESC LIMIT ?")
 	keys, err = s.newestTraces(stmtname.With(ctx, stmtSelectTagTraceIDs), b.String(), args, q.Limit)
 	return keys, true, err
@@ -507,22 +492,7 @@ func (s *Store) annIndexTraceIDs(ctx context.Context, q *model.QueryRequest) ([]
 		b.WriteString(" AND x.endpoint_service_name = ?")
 		args = append(args, q.ServiceName)
 	}
-	if q.RemoteServiceName != "" {
-		b.WriteString(tidRemote)
-		args = append(args, q.RemoteServiceName)
-	}
-	if q.SpanName != "" {
-		b.WriteString(tidName)
-		args = append(args, q.SpanName)
-	}
-	switch {
-	case q.MinDuration != 0 && q.MaxDuration != 0:
-		b.WriteString(tidDurRange)
-		args = append(args, q.MinDuration, q.MaxDuration)
-	case q.MinDuration != 0:
-		b.WriteString(tidDurMin)
-		args = append(args, q.MinDuration)
-	}
+	args = appendSpanFilters(&b, args, q)
 	b.WriteString(" ORDER BY x.a_timestamp DESC LIMIT ?")
 	keys, err := s.newestTraces(stmtname.With(ctx, stmtSelectTagTraceIDs), b.String(), args, q.Limit)
 	return keys, true, err
