@@ -27,14 +27,8 @@ func TestExample(t *testing.T) {
 // mariaDSN returns MYSQL_TEST_DSN, or skips (fails with SQLPOOL_REQUIRE_MARIADB=1).
 func mariaDSN(t *testing.T) string {
 	t.Helper()
-	dsn := os.Getenv(mysqltest.EnvDSN)
-	if dsn == "" {
-		if mysqltest.MariaDBRequired() {
-			t.Fatal("MYSQL_TEST_DSN is not set (SQLPOOL_REQUIRE_MARIADB=1)")
-		}
-		t.Skip("MYSQL_TEST_DSN is not set: no MariaDB (scripts/mariadb-up starts one)")
-	}
-	return dsn
+	mysqltest.RequireMariaDB(t, "a real InnoDB deadlock")
+	return os.Getenv(mysqltest.EnvDSN)
 }
 
 // TestExampleMariaDB runs the example as `go run ./app/examples/sqlx -dsn "$MYSQL_TEST_DSN"` does.
