@@ -13,34 +13,6 @@ import (
 	"github.com/sqlpool/sqlpool/app/zipkin/mysqlstore"
 )
 
-// TestAcceptanceZipkinSchema runs Zipkin's storage acceptance checklist on
-// Zipkin's three tables alone: no schema additions, so every lookup runs
-// Zipkin's own queries (TestAcceptance runs it with all the additions).
-func TestAcceptanceZipkinSchema(t *testing.T) {
-	forEachServer(t, func(t *testing.T, srv server) {
-		db := poolDB(t, freshDatabase(t, srv.dsn))
-		for _, q := range mysqlstore.SchemaDDL() {
-			if _, err := db.ExecContext(ctxT(t), q); err != nil {
-				t.Fatalf("%.40s: %v", q, err)
-			}
-		}
-		legacyTagLayout(t, db) // Zipkin's own tag search too
-		h := &harness{srv: srv, db: db, zipkinOnly: true}
-		if a := h.store(t, mysqlstore.Options{}).Additions(); a != (mysqlstore.Additions{}) {
-			t.Fatalf("Additions() = %+v on Zipkin's schema, want none", a)
-		}
-		for _, item := range checklist {
-			t.Run(item.name, func(t *testing.T) {
-				if item.skip != "" {
-					t.Skip(item.skip)
-				}
-				h.reset(t)
-				item.run(t, h)
-			})
-		}
-	})
-}
-
 // tagWorkload returns traces that exercise the tag and annotation search:
 // tag keys in several cases, tags named like Zipkin's own keys (cs, sa,
 // lc), values empty, long (past zipkin_tags' 255 bytes) and differing only
