@@ -2,6 +2,7 @@ package storagetest
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"net/netip"
 	"testing"
@@ -36,20 +37,50 @@ func runDependencyCheck(t *testing.T, h *Harness, run func(t *testing.T, h *Harn
 				} else {
 					s = h.open(t, Options{})
 				}
-				run(t, &h, s, func(spans ...model.Span) {
+				written := false
+				write := func(spans ...model.Span) {
 					t.Helper()
+					if drain && written {
+						m.Drain(t, s)
+					}
+					written = true
 					if m.Write != nil {
 						m.Write(t, s, spans)
 					} else {
 						Accept(t, s, spans...)
 					}
-					if drain {
-						m.Drain(t, s)
-					}
-				})
+				}
+				if drain {
+					run(t, &h, drainingStore{Store: s, t: t, drain: m.Drain}, write)
+				} else {
+					run(t, &h, s, write)
+				}
 			})
 		}
 	}
+}
+
+// drainingStore is a drained mode's store: GetDependencies answers before
+// and after draining the background work, and the two must agree.
+type drainingStore struct {
+	Store
+	t     *testing.T
+	drain func(t *testing.T, s Store)
+}
+
+func (d drainingStore) GetDependencies(ctx context.Context, endTs, lookback int64) ([]model.DependencyLink, error) {
+	d.t.Helper()
+	before, err := d.Store.GetDependencies(ctx, endTs, lookback)
+	if err != nil {
+		return nil, err
+	}
+	d.drain(d.t, d.Store)
+	after, err := d.Store.GetDependencies(ctx, endTs, lookback)
+	if err == nil && LinksString(before) != LinksString(after) {
+		d.t.Errorf("GetDependencies(TODAY%+dms, %d) changed when the background work was drained: [%s] before, [%s] after",
+			endTs-Today, lookback, LinksString(before), LinksString(after))
+	}
+	return after, err
 }
 
 // depItem is an ITDependencies check: run writes spans with write (as the

@@ -114,9 +114,11 @@ type DependencyMode struct {
 	Write func(t *testing.T, s Store, spans []model.Span)
 	// Drain, when non-nil, completes the store's background work (for
 	// example folds an aggregator's queue), and fails t if work remains.
-	// The mode's checks then run twice: as Name, with GetDependencies right
-	// after the writes, so the store must already answer exactly; and as
-	// DrainedName, with Drain after every write.
+	// The mode's checks then run twice: as Name, never drained, so the
+	// store must answer exactly right after the writes; and as
+	// DrainedName, with Drain before every write but the first and inside
+	// every GetDependencies, whose answers before and after it must agree
+	// — so the links are checked queued, partly drained and drained.
 	Drain func(t *testing.T, s Store)
 	// DrainedName names the drained subtests. Empty: Name + "Drained".
 	DrainedName string
