@@ -26,7 +26,7 @@ func TestAcceptance(t *testing.T) {
 				DisableSearch: o.DisableSearch, AutocompleteKeys: o.AutocompleteKeys})
 		},
 		// Links are counted in whole hours, as mysqlstore's aggregator does.
-		Dependencies: []storagetest.DependencyMode{{Name: "onDemand", HourWindows: true}},
+		Dependencies: []storagetest.DependencyMode{{Name: "onDemand", Windows: storagetest.HourWindows}},
 		Capabilities: storagetest.Capabilities{SharedSpanDebug: true},
 		KnownGaps: map[string]string{
 			"spanWithProblematicData":                        replaced,

@@ -48,8 +48,8 @@ func TestAcceptanceZipkinSchema(t *testing.T) {
 // store reads the table; "aggregated" stores the spans with the aggregator
 // on (the default), and the store counts the writes still queued (nothing
 // drains them); "aggregatedFolded" is "aggregated" with the queue drained
-// into zipkin_dependencies after every write; the aggregator counts traces
-// in whole hours (HourWindows). Zipkin's three tables alone
+// into zipkin_dependencies. The aggregator counts traces in whole hours;
+// the job's rows are per day. Zipkin's three tables alone
 // have no aggregator: only the first two run there.
 func (h *harness) acceptance() storagetest.Harness {
 	open := func(opts mysqlstore.Options) func(t *testing.T) storagetest.Store {
@@ -63,7 +63,7 @@ func (h *harness) acceptance() storagetest.Harness {
 		},
 		Dependencies: []storagetest.DependencyMode{
 			{Name: "onDemand", Open: open(mysqlstore.Options{DisableDependencyAggregation: true})},
-			{Name: "preAggregated", Write: h.writeAggregated},
+			{Name: "preAggregated", Write: h.writeAggregated, Windows: storagetest.DayWindows},
 		},
 	}
 	if !h.zipkinOnly {
@@ -86,7 +86,7 @@ func (h *harness) acceptance() storagetest.Harness {
 				}
 			},
 			DrainedName: "aggregatedFolded",
-			HourWindows: true,
+			Windows:     storagetest.HourWindows,
 		})
 	}
 	if h.srv.name == "embedded" {

@@ -290,15 +290,8 @@ var dependencyChecks = []check{
 		AssertLinks(t, "GetDependencies", Deps(t, s, tr.EndTs(), Day), Link("frontend", "backend", 1, 0), Link("backend", "db", 1, 0))
 	}),
 
-	// ITDependenciesHeavy
-	// The store's own, for modes with HourWindows: a trace counts in the hour of its earliest span, and
-	// a window is taken in whole hours, so that a window on hour boundaries
-	// has exactly the links of the traces that start in it, even when later
-	// spans of a trace fall in the next hour.
-	depItem("dependencies_hourWindows", func(t *testing.T, h *Harness, s Store, write func(...model.Span)) {
-		if !h.mode.HourWindows {
-			t.Skip("the mode does not count traces in whole hours (DependencyMode.HourWindows)")
-		}
+	// The store's own: which traces a window holds, by the mode's Windows.
+	depItem("dependencies_windows", func(t *testing.T, h *Harness, s Store, write func(...model.Span)) {
 		const hour = int64(3_600_000)
 		base := Today + 5*hour // 05:00 UTC
 		trace := func(startMs int64, child string) []model.Span {
@@ -320,21 +313,24 @@ var dependencyChecks = []check{
 		for _, c := range []struct {
 			name            string
 			endTs, lookback int64
-			want            []model.DependencyLink
+			want            [3]string // children by Windows: SpanWindows, HourWindows, DayWindows
 		}{
-			{"05:00-06:00", base + hour, hour, []model.DependencyLink{Link("front", "a", 1, 0), Link("front", "b", 1, 0)}},
-			{"06:00-07:00", base + 2*hour, hour, []model.DependencyLink{Link("front", "c", 1, 0)}},
-			{"04:00-05:00", base, hour, []model.DependencyLink{Link("front", "d", 1, 0)}},
-			{"04:00-07:00", base + 2*hour, 3 * hour, []model.DependencyLink{Link("front", "a", 1, 0), Link("front", "b", 1, 0),
-				Link("front", "c", 1, 0), Link("front", "d", 1, 0)}},
-			{"the whole day", Today + Day, Day, []model.DependencyLink{Link("front", "a", 1, 0), Link("front", "b", 1, 0),
-				Link("front", "c", 1, 0), Link("front", "d", 1, 0)}},
-			{"05:30-05:40 (rounded out to 05:00-06:00)", base + 40*60_000, 10 * 60_000,
-				[]model.DependencyLink{Link("front", "a", 1, 0), Link("front", "b", 1, 0)}},
+			{"05:00-06:00", base + hour, hour, [3]string{"ab", "ab", "abcd"}},
+			{"06:00-07:00", base + 2*hour, hour, [3]string{"bc", "c", "abcd"}},
+			{"04:00-05:00", base, hour, [3]string{"d", "d", "abcd"}},
+			{"04:00-07:00", base + 2*hour, 3 * hour, [3]string{"abcd", "abcd", "abcd"}},
+			{"the whole day", Today + Day, Day, [3]string{"abcd", "abcd", "abcd"}},
+			{"05:30-05:40", base + 40*60_000, 10 * 60_000, [3]string{"", "ab", "abcd"}},
 		} {
-			AssertLinks(t, "GetDependencies("+c.name+")", Deps(t, s, c.endTs, c.lookback), c.want...)
+			var want []model.DependencyLink
+			for _, child := range c.want[h.mode.Windows] {
+				want = append(want, Link("front", string(child), 1, 0))
+			}
+			AssertLinks(t, fmt.Sprintf("GetDependencies(%s) with %s", c.name, h.mode.Windows), Deps(t, s, c.endTs, c.lookback), want...)
 		}
 	}),
+
+	// ITDependenciesHeavy
 	depItem("manyLinks", func(t *testing.T, h *Harness, s Store, write func(...model.Span)) {
 		n := cmp.Or(h.ManyLinks, 256)
 		var spans []model.Span

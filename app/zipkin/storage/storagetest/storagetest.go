@@ -25,6 +25,7 @@ package storagetest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -122,14 +123,39 @@ type DependencyMode struct {
 	Drain func(t *testing.T, s Store)
 	// DrainedName names the drained subtests. Empty: Name + "Drained".
 	DrainedName string
-	// HourWindows is set when the mode counts a trace in the hour of its
-	// earliest span and takes a window in whole hours (as mysqlstore's
-	// aggregator does), so that a window on hour boundaries has exactly the
-	// links of the traces that start in it: dependencies_hourWindows then
-	// runs. Default false: the mode links the spans of the window itself
-	// (Zipkin's on-demand linking) or keeps whole UTC days (Zipkin's
-	// zipkin-dependencies job), and that check is skipped.
-	HourWindows bool
+	// Windows is which traces a GetDependencies window holds in this
+	// mode (dependencies_windows checks it). Zero value: SpanWindows.
+	Windows Windows
+}
+
+// Windows is how a dependency mode maps a GetDependencies window to the
+// traces whose links it returns.
+type Windows int
+
+const (
+	// SpanWindows: the traces with a span in the window, each linked
+	// whole (Zipkin's on-demand linking).
+	SpanWindows Windows = iota
+	// HourWindows: a trace counts in the hour of its earliest span and a
+	// window is taken in whole hours (mysqlstore's aggregator), so that a
+	// window on hour boundaries has exactly the links of the traces that
+	// start in it, even when their later spans fall in the next hour.
+	HourWindows
+	// DayWindows: a trace counts on the UTC day of its earliest span and a
+	// window is taken in whole days (Zipkin's zipkin-dependencies job).
+	DayWindows
+)
+
+func (w Windows) String() string {
+	switch w {
+	case SpanWindows:
+		return "SpanWindows"
+	case HourWindows:
+		return "HourWindows"
+	case DayWindows:
+		return "DayWindows"
+	}
+	return fmt.Sprintf("Windows(%d)", int(w))
 }
 
 // Run runs the checklist on h: each check a subtest of t, on storage h.Reset
