@@ -42,15 +42,16 @@ func TestAcceptanceZipkinSchema(t *testing.T) {
 
 // acceptance describes h to the checklist. Dependency links come about in
 // Zipkin's two ways for MySQL and in the store's own: "onDemand" stores the
-// spans with the aggregator off and the store links them on the fly;
-// "preAggregated" writes the links of each trace into zipkin_dependencies
-// on the UTC day of the trace, as the zipkin-dependencies job does, and the
-// store reads the table; "aggregated" stores the spans with the aggregator
-// on (the default), and the store counts the writes still queued (nothing
-// drains them); "aggregatedFolded" is "aggregated" with the queue drained
-// into zipkin_dependencies. The aggregator counts traces in whole hours;
-// the job's rows are per day. Zipkin's three tables alone
-// have no aggregator: only the first two run there.
+// spans with the aggregator off and the store links those of the window on
+// the fly; "preAggregated" writes the links of each trace into
+// zipkin_dependencies on the UTC day of the trace, as the
+// zipkin-dependencies job does, and the store reads the table;
+// "aggregated" stores the spans with the aggregator on (the default) and
+// its timer off, and the store counts the writes still queued (nothing
+// drains them); "aggregatedFolded" is "aggregated" with FoldDependencies
+// draining the queue between writes and inside every read. The aggregator
+// counts traces in whole hours. Zipkin's three tables alone have no
+// aggregator: only the first two run there.
 func (h *harness) acceptance() storagetest.Harness {
 	open := func(opts mysqlstore.Options) func(t *testing.T) storagetest.Store {
 		return func(t *testing.T) storagetest.Store { return h.store(t, opts) }

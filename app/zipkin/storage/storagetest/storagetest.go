@@ -146,6 +146,7 @@ const (
 	DayWindows
 )
 
+// String returns the constant's name.
 func (w Windows) String() string {
 	switch w {
 	case SpanWindows:
