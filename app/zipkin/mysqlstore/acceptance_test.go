@@ -46,9 +46,9 @@ func TestAcceptanceZipkinSchema(t *testing.T) {
 // the fly; "preAggregated" writes the links of each trace into
 // zipkin_dependencies on the UTC day of the trace, as the
 // zipkin-dependencies job does, and the store reads the table;
-// "aggregated" stores the spans with the aggregator on (the default) and
-// its timer off, and the store counts the writes still queued (nothing
-// drains them); "aggregatedFolded" is "aggregated" with FoldDependencies
+// "aggregated" stores the spans with the aggregator on (the default) but
+// no write folding its queue (DependencyFoldInterval -1), and the store
+// counts the writes still queued; "aggregatedFolded" is "aggregated" with FoldDependencies
 // draining the queue between writes and inside every read. The aggregator
 // counts traces in whole hours. Zipkin's three tables alone have no
 // aggregator: only the first two run there.
