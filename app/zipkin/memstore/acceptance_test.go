@@ -15,9 +15,7 @@ import (
 // zipkin/mysqlstore.
 func TestAcceptance(t *testing.T) {
 	const (
-		replaced  = "a fragment with the same trace, span ID, kind and local service replaces the one stored before instead of merging with it, losing its fields"
 		viaRemote = "a service matches spans where it is only the remote side, so their durations and annotations count for it"
-		caseSens  = "names are looked up as given; the server lower-cases them before asking"
 	)
 	storagetest.Run(t, storagetest.Harness{
 		Reset: func(*testing.T) {}, // every check opens a new, empty store
@@ -29,14 +27,8 @@ func TestAcceptance(t *testing.T) {
 		Dependencies: []storagetest.DependencyMode{{Name: "onDemand", Windows: storagetest.HourWindows}},
 		Capabilities: storagetest.Capabilities{SharedSpanDebug: true},
 		KnownGaps: map[string]string{
-			"spanWithProblematicData":                        replaced,
-			"getTraces_absentWhenNoTimestamp":                replaced,
-			"getTraces_duration":                             viaRemote,
-			"getTraces_annotation":                           viaRemote,
-			"names_goLowercase":                              caseSens,
-			"getRemoteServiceNames_serviceNameGoesLowercase": caseSens,
-			"getSpanNames_serviceNameGoesLowercase":          caseSens,
-			"getTagsAndValues":                               `GetValues("") answers empty rather than QueryError "key was empty"; the server rejects the empty key before asking`,
+			"getTraces_duration":   viaRemote,
+			"getTraces_annotation": viaRemote,
 		},
 	})
 }

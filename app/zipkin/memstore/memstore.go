@@ -13,6 +13,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
@@ -110,9 +111,10 @@ func add(m map[string]map[string]bool, k, v string) {
 	set[v] = true
 }
 
-// Accept stores spans (normalised). A fragment sent again replaces the
-// one stored before (same trace, span ID, shared flag, kind and local
-// service). Past Options.MaxSpans it evicts the oldest traces (by first
+// Accept stores spans (normalised). A fragment sent again (same trace,
+// span ID, shared flag, kind and local service) is merged into the one
+// stored before, with the rules Zipkin reads a trace with, so neither
+// fragment's fields are lost. Past Options.MaxSpans it evicts the oldest traces (by first
 // arrival) whole, as Zipkin's in-memory storage does past MEM_MAX_SPANS,
 // and reports them to Options.OnEvict.
 func (s *Store) Accept(_ context.Context, spans []model.Span) error {
@@ -138,7 +140,15 @@ func (s *Store) accept(spans []model.Span) (evictedTraces, evictedSpans int) {
 		}
 		k := fragmentKey{sp.TraceID.High, sp.TraceID.Low, sp.ID, sp.Shared, sp.Kind, sp.LocalServiceName()}
 		if j, ok := t.ids[k]; ok {
-			t.spans[j] = sp
+			// The same fragment again (a retry, a replay) or a later part of
+			// it (a late annotation, the finish of a span sent at its start):
+			// merged, as Zipkin merges a trace's fragments when it reads them.
+			if m := mysqlstore.MergeTrace([]model.Span{t.spans[j], sp}); len(m) == 1 {
+				t.spans[j] = m[0]
+			} else {
+				t.spans = append(t.spans, sp)
+				s.spans++
+			}
 		} else {
 			t.ids[k] = len(t.spans)
 			t.spans = append(t.spans, sp)
@@ -287,6 +297,7 @@ func (s *Store) GetTraces(_ context.Context, q model.QueryRequest) ([][]model.Sp
 		return nil, nil
 	}
 	begin, end := q.WindowMicros()
+	q.ServiceName, q.RemoteServiceName, q.SpanName = strings.ToLower(q.ServiceName), strings.ToLower(q.RemoteServiceName), strings.ToLower(q.SpanName)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	type hit struct {
@@ -346,7 +357,7 @@ func (s *Store) GetRemoteServiceNames(_ context.Context, service string) ([]stri
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return sorted(s.remotes[service]), nil
+	return sorted(s.remotes[strings.ToLower(service)]), nil
 }
 
 // GetSpanNames returns the span names of a service.
@@ -356,7 +367,7 @@ func (s *Store) GetSpanNames(_ context.Context, service string) ([]string, error
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return sorted(s.names[service]), nil
+	return sorted(s.names[strings.ToLower(service)]), nil
 }
 
 // GetDependencies links the traces that count in the window [endTs-lookback,
@@ -396,6 +407,9 @@ func (s *Store) GetKeys(context.Context) ([]string, error) {
 
 // GetValues returns the values stored for a configured key, sorted.
 func (s *Store) GetValues(_ context.Context, key string) ([]string, error) {
+	if key == "" {
+		return nil, &model.QueryError{Msg: "key was empty"}
+	}
 	if s.opts.DisableSearch || !s.keys[key] {
 		return nil, nil
 	}
