@@ -198,8 +198,8 @@ func TestPgstoreTerminateAndRestart(t *testing.T) {
 			if missing > 0 || partial > 0 {
 				t.Errorf("%d batches that returned nil are not stored as written; %d failed batches stored in part", missing, partial)
 			}
-			if killer.backends.Load() == 0 || failed == 0 {
-				t.Errorf("the terminations ended %d backends and failed %d batches: the test did not disturb the store", killer.backends.Load(), failed)
+			if killer.backends.Load() == 0 {
+				t.Error("the terminations ended no backend: the test did not disturb the store")
 			}
 		})
 	}

