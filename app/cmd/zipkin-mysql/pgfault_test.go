@@ -64,6 +64,7 @@ type postLoad struct {
 	transport atomic.Int64 // no answer (server killed or restarting)
 	mu        sync.Mutex
 	accepted  []string // trace IDs answered 202, in order
+	by        []string // the base URL that answered each of accepted
 	stop      chan struct{}
 	wg        sync.WaitGroup
 }
@@ -87,7 +88,8 @@ func startPostLoad(t *testing.T, base string, clients int, first int64) *postLoa
 				}
 				tid, body := soakTrace(int(l.seq.Add(1)))
 				l.posts.Add(1)
-				resp, err := client.Post(*l.base.Load()+"/api/v2/spans", "application/json", strings.NewReader(body))
+				base := *l.base.Load()
+				resp, err := client.Post(base+"/api/v2/spans", "application/json", strings.NewReader(body))
 				if err != nil {
 					l.transport.Add(1)
 					continue
@@ -98,6 +100,7 @@ func startPostLoad(t *testing.T, base string, clients int, first int64) *postLoa
 				case http.StatusAccepted:
 					l.mu.Lock()
 					l.accepted = append(l.accepted, tid)
+					l.by = append(l.by, base)
 					l.mu.Unlock()
 				case http.StatusServiceUnavailable:
 					l.rejected.Add(1)
@@ -126,6 +129,19 @@ func (l *postLoad) acceptedIDs() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]string(nil), l.accepted...)
+}
+
+// acceptedBy returns the trace IDs answered 202 by the server at base.
+func (l *postLoad) acceptedBy(base string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for i, id := range l.accepted {
+		if l.by[i] == base {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // progress waits until n more traces are answered 202.
@@ -383,7 +399,6 @@ func TestPostgresSIGKILLBacklog(t *testing.T) {
 			queued := metric(t, srv.url, queueSpans)
 			_ = srv.cmd.Process.Signal(syscall.SIGKILL)
 			<-srv.exited
-			beforeKill := load.acceptedIDs() // every trace answered 202 by the killed server
 			pg.StartAgain(t)
 			storedAtKill := storedTraceIDs(t, dsn)
 			srv2 := startBinary(t, pgServerEnv(dsn), args...)
@@ -397,6 +412,7 @@ func TestPostgresSIGKILLBacklog(t *testing.T) {
 				})
 			}
 			ids := load.acceptedIDs()
+			beforeKill := load.acceptedBy(srv.url) // every trace answered 202 by the killed server
 			missing, incomplete, twice := readBack(t, srv2.url, ids)
 			stored := storedTraceIDs(t, dsn)
 			unstoredAtKill := 0
