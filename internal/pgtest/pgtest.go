@@ -337,6 +337,15 @@ func (s *Server) Close() error {
 	return err
 }
 
+// PID is the process ID of a running private server's postmaster (its backends are its
+// children), or 0.
+func (s *Server) PID() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
 // Private reports whether the server was started here (it can be stopped and restarted).
 func (s *Server) Private() bool { return s.dir != "" }
 

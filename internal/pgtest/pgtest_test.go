@@ -34,6 +34,9 @@ func TestStartServerSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if s.PID() <= 0 {
+		t.Errorf("PID() = %d for a running server", s.PID())
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -67,10 +67,21 @@ type PgBenchResults struct {
 	Load       PgLoadResult      `json:"load"`
 	Analyze    float64           `json:"vacuum_analyze_seconds"`
 	TableBytes map[string]int64  `json:"table_bytes"` // pg_total_relation_size
-	Timings    []QueryTiming     `json:"timings"`
+	Timings    []PgTiming        `json:"timings"`
 	Load1      []float64         `json:"load1_samples"`
 	Started    time.Time
 	Finished   time.Time
+}
+
+// PgTiming is one GET endpoint's latency and the CPU time its requests
+// cost the server and PostgreSQL.
+type PgTiming struct {
+	QueryTiming
+	// CPUms is the CPU time (user + system) the server process and
+	// PostgreSQL's processes spent per request, in ms: what the request
+	// costs whatever else the machine runs (0 when PostgreSQL is not
+	// private: -pg-dsn).
+	CPUms float64 `json:"cpu_ms_per_request"`
 }
 
 // PgLoadResult is what one pgBulkLoad did.
@@ -208,6 +219,7 @@ func runPgQueryBench(ctx context.Context, o *options) error {
 	}
 	super := pgBench.dsn
 	settings := map[string]string{}
+	pgPID := 0
 	if super == "" {
 		srv, err := pgtest.StartServer(pgtest.Options{Settings: []string{"shared_buffers=" + pgBench.sharedBuffers,
 			"max_wal_size=4GB", "maintenance_work_mem=256MB"}})
@@ -215,7 +227,7 @@ func runPgQueryBench(ctx context.Context, o *options) error {
 			return err
 		}
 		defer srv.Close()
-		super = srv.DSN()
+		super, pgPID = srv.DSN(), srv.PID()
 	}
 	admin, err := sql.Open("pgx", super)
 	if err != nil {
@@ -300,11 +312,31 @@ func runPgQueryBench(ctx context.Context, o *options) error {
 	if o.quick {
 		reps = min(reps, 50)
 	}
+	cpu := func() time.Duration {
+		d, _ := procCPU(s.pid())
+		if pgPID != 0 {
+			d += treeCPU(pgPID)
+		}
+		return d
+	}
+	timeOne := func(k queryKind, minReps int, budget time.Duration) {
+		c0 := cpu()
+		qt := timeKinds(ctx, s.base, []queryKind{k}, reps, minReps, budget, true, "")[0]
+		pt := PgTiming{QueryTiming: qt}
+		if n := qt.N + qt.Errors; n > 0 && pgPID != 0 {
+			pt.CPUms = float64(cpu()-c0) / float64(time.Millisecond) / float64(n)
+		}
+		res.Timings = append(res.Timings, pt)
+	}
 	sample()
-	res.Timings = append(res.Timings, timeKinds(ctx, s.base, plain, reps, reps, time.Hour, true, "")...)
+	for _, k := range plain {
+		timeOne(k, reps, time.Hour)
+	}
 	save()
 	sample()
-	res.Timings = append(res.Timings, timeKinds(ctx, s.base, deps, reps, 3, 60*time.Second, true, "")...)
+	for _, k := range deps {
+		timeOne(k, 3, 60*time.Second)
+	}
 	res.Finished = time.Now()
 	save()
 	fmt.Println(pgBenchMarkdown(res))
@@ -383,14 +415,75 @@ func pgBenchMarkdown(r *PgBenchResults) string {
 		r.Command, r.Started.Format(time.RFC3339), r.Finished.Format("15:04:05"), r.Machine, r.PostgreSQL, r.Settings, r.Load1)
 	fmt.Fprintf(&b, "Load (pgstore.Accept, COPY, %d writers, %d batches): %d spans of %d traces over 24 h in %.0f s = %.0f spans/s; store stats %s. VACUUM ANALYZE %.0f s. Table sizes with indexes (bytes): %v.\n\n",
 		r.Load.Writers, r.Load.Batches, r.Load.Spans, r.Load.Traces, r.Load.Seconds, r.Load.SpansPerS, r.Load.Stats, r.Analyze, r.TableBytes)
-	b.WriteString("| GET (HTTP API, sequential) | n | p50 ms | p99 ms | max ms | errors (11 s timeouts) | items in answer | p99 < 50 ms |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| GET (HTTP API, sequential) | n | p50 ms | p99 ms | max ms | CPU ms per request (server + PostgreSQL) | errors (11 s timeouts) | items in answer | p99 < 50 ms |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, t := range r.Timings {
 		ok := "yes"
 		if t.P99 >= 50 || t.Errors > 0 {
 			ok = "**no**"
 		}
-		fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %.1f | %d (%d) | %d | %s |\n", t.Query, t.N, t.P50, t.P99, t.Max, t.Errors, t.Timeouts, t.Results, ok)
+		fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %.1f | %.1f | %d (%d) | %d | %s |\n", t.Query, t.N, t.P50, t.P99, t.Max, t.CPUms, t.Errors, t.Timeouts, t.Results, ok)
 	}
 	b.WriteString("\nA timed-out request counts with the time it took (a lower bound of the query's). Example requests are in pgquerybench.json.\n")
 	return b.String()
+}
+
+// treeCPU returns the CPU time of pid, of its live children and of the
+// children it has reaped (a postmaster, its backends and those that
+// exited), from /proc: it only grows while pid runs.
+func treeCPU(pid int) time.Duration {
+	var total time.Duration
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		total, _ = parseStatCPU(string(b))
+		total += statReapedCPU(string(b))
+	}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil || child == pid {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		if ppid, ok := statPPID(string(b)); ok && ppid == pid {
+			if d, err := parseStatCPU(string(b)); err == nil {
+				total += d
+			}
+		}
+	}
+	return total
+}
+
+// statPPID reads field 4 (ppid) of a /proc/PID/stat line.
+func statPPID(stat string) (int, bool) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(stat[i+1:])
+	if len(f) < 2 {
+		return 0, false
+	}
+	n, err := strconv.Atoi(f[1])
+	return n, err == nil
+}
+
+// statReapedCPU reads fields 16 and 17 (cutime, cstime: the CPU time of
+// the children the process waited for) of a /proc/PID/stat line.
+func statReapedCPU(stat string) time.Duration {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(stat[i+1:])
+	if len(f) < 15 {
+		return 0
+	}
+	u, err1 := strconv.ParseInt(f[13], 10, 64)
+	s, err2 := strconv.ParseInt(f[14], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(u+s) * time.Second / clockTicks
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"database/sql"
+	"os"
 	"testing"
 	"time"
 
@@ -51,5 +52,27 @@ func TestPgBulkLoadStoresEveryTrace(t *testing.T) {
 	}
 	if v, err := st.GetValues(ctx, "http.method"); err != nil || len(v) == 0 {
 		t.Errorf("GetValues(http.method) = %v, %v; want the generated methods", v, err)
+	}
+}
+
+// TestStatPPID reads the parent of a /proc stat line whose command has spaces and parentheses,
+// and finds this process among its parent's children.
+func TestStatPPID(t *testing.T) {
+	if n, ok := statPPID("42 (postgres: a (b) c) S 7 42 42 0 -1"); !ok || n != 7 {
+		t.Errorf("statPPID = %d, %v; want 7", n, ok)
+	}
+	// Fields 3 to 17 after the command: cutime 300, cstime 200 ticks.
+	if d := statReapedCPU("42 (x y) S 7 42 42 0 -1 0 0 0 0 0 10 20 300 200 20 0"); d != 5*time.Second {
+		t.Errorf("statReapedCPU = %v, want 5s", d)
+	}
+	if _, ok := statPPID("garbage"); ok {
+		t.Error("statPPID accepted a line without a command")
+	}
+	self, err := procCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tree := treeCPU(os.Getppid()); tree < self {
+		t.Errorf("treeCPU(parent) = %v, less than this child's own %v", tree, self)
 	}
 }
