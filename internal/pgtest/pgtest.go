@@ -48,6 +48,7 @@ type Server struct {
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	waitErr error
+	extra   []string // postgres -c settings after the defaults (StartServer)
 }
 
 // Missing returns why no server can be had here ("" when one can): PG_TEST_DSN unset and no
@@ -163,8 +164,26 @@ func open() (*Server, error) {
 	return startPrivate()
 }
 
-func startPrivate() (*Server, error) {
-	s := &Server{bin: binDir()}
+// Options configure StartServer.
+type Options struct {
+	// Settings are extra "name=value" server settings, passed as postgres -c options after
+	// pgtest's own (fsync=off, synchronous_commit=off, full_page_writes=off,
+	// max_connections=200, shared_buffers=32MB), so that they override them. Default none.
+	Settings []string
+}
+
+// StartServer starts a private server outside a test (a benchmark's), as Start does, with the
+// extra settings of o. Close stops it and removes its files; it also dies with the process
+// that started it. It returns an error when PostgreSQL is not installed (Missing).
+func StartServer(o Options) (*Server, error) {
+	if bin := binDir(); bin == "" {
+		return nil, errors.New("pgtest: PostgreSQL is not installed (apt-get install postgresql-15)")
+	}
+	return startPrivate(o.Settings...)
+}
+
+func startPrivate(extra ...string) (*Server, error) {
+	s := &Server{bin: binDir(), extra: extra}
 	dir, err := os.MkdirTemp("", "sqlpool-pg-")
 	if err != nil {
 		return nil, err
@@ -233,6 +252,9 @@ func (s *Server) start() error {
 		"-c", "listen_addresses=127.0.0.1", "-p", strconv.Itoa(s.port), "-k", s.dir,
 		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
 		"-c", "max_connections=200", "-c", "shared_buffers=32MB")
+	for _, kv := range s.extra {
+		cmd.Args = append(cmd.Args, "-c", kv)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	out, err := os.OpenFile(s.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -313,6 +335,15 @@ func (s *Server) Close() error {
 		err = rerr
 	}
 	return err
+}
+
+// PID is the process ID of a running private server's postmaster (its backends are its
+// children), or 0.
+func (s *Server) PID() int {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
 }
 
 // Private reports whether the server was started here (it can be stopped and restarted).

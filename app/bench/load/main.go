@@ -193,6 +193,8 @@ func main() {
 			}
 		}
 		err = runIngestLimit(ctx, o, il, logf)
+	case pgBench.spans > 0:
+		err = runPgQueryBench(ctx, &o)
 	case o.queryBench:
 		err = runQueryBench(ctx, &o)
 	default:
