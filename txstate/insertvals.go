@@ -22,7 +22,7 @@ import (
 // could be any id.
 
 // scanValues reads the rows of a plain INSERT … VALUES from start (just past VALUES): may has
-// the bit of each position (in any row) whose value could be id (with any, a positive
+// the bit of each position (in any row) whose value could be id (with any, a non-zero
 // integer; positions from 63 on share bit 63), rows counts the rows, ok false means q is not
 // plain or its placeholders do not match args.
 func scanValues(q string, start int, args []driver.NamedValue, quoting Quoting, id int64, any bool) (may uint64, rows int, ok bool) {
@@ -205,15 +205,16 @@ func skipSpaceComments(q string, i int) int {
 }
 
 // mayEqual reports whether the argument v, stored in an integer column, could be id (with any,
-// a positive integer).
+// any id: a non-zero integer). A value beyond an integer type's range is stored as its bound
+// (without STRICT_TRANS_TABLES), so it could be an id that is such a bound.
 func mayEqual(v any, id int64, any bool) bool {
 	switch x := v.(type) {
 	case nil:
 		return false
 	case int64:
-		return any && x > 0 || !any && x == id
+		return any && x != 0 || !any && (x == id || clipped(float64(x), id))
 	case uint64:
-		return any && x > 0 || !any && id >= 0 && x == uint64(id)
+		return any && x != 0 || !any && (x == uint64(id) || clipped(float64(x), id))
 	case float64:
 		return floatMayEqual(x, id, any)
 	case bool:
@@ -229,9 +230,20 @@ func mayEqual(v any, id int64, any bool) bool {
 		y, m, d := x.Date()
 		ymd := int64(y)*10000 + int64(m)*100 + int64(d)
 		hms := int64(x.Hour())*10000 + int64(x.Minute())*100 + int64(x.Second())
-		return id == int64(y) || id == ymd || id == ymd*1000000+hms
+		return id == int64(y) || id == ymd || id == ymd*1000000+hms || clipped(float64(ymd*1000000+hms), id)
 	}
 	return true // a type this package does not know: assume it could
+}
+
+// clipped reports whether f, out of an integer type's range, could be stored as id, that
+// type's bound.
+func clipped(f float64, id int64) bool {
+	for _, b := range [...]int64{127, 255, 32767, 65535, 8388607, 16777215, 2147483647, 4294967295, 9223372036854775807} {
+		if id == b && f > float64(b) || id == -b-1 && f < float64(-b-1) {
+			return true
+		}
+	}
+	return id == -1 && f > 9223372036854775807 // 18446744073709551615, an unsigned BIGINT's bound
 }
 
 // numMayEqual reports whether the text s, converted to a number as the server converts a string
@@ -280,7 +292,7 @@ func floatMayEqual(f float64, id int64, any bool) bool {
 		return false
 	}
 	if any {
-		return f > 0
+		return math.Abs(f) >= 0.5
 	}
-	return math.Abs(f-float64(id)) < 1
+	return math.Abs(f-float64(id)) < 1 || clipped(f, id)
 }

@@ -50,7 +50,7 @@ type lastID struct {
 	args []driver.NamedValue
 	// learned are INSERT texts (up to VALUES) with the positions of their values that go into
 	// a column other than the AUTO_INCREMENT one, learned from ids the server generated: a value
-	// there that equals the stale id needs no reset.
+	// there that equals the stale id needs no reset. DDL and temporary tables forget them.
 	learned [4]learnedInsert
 	nl      int
 }
@@ -229,6 +229,12 @@ func (l *lastID) statementID(in *info, query string) {
 	l.prevCur, l.prevOK = l.cur, l.curOK
 	if in.insert || hasLastInsertIDArg(query) {
 		l.curOK = false // until InsertID says
+	}
+	switch in.class {
+	case ClassCreateTemp, ClassDropTemp, ClassDDL:
+		// A temporary table may now shadow a table under the same name (or stop shadowing
+		// it), or a table's columns changed: what was learned of INSERT texts no longer holds.
+		l.learned, l.nl = [len(l.learned)]learnedInsert{}, 0
 	}
 }
 

@@ -372,5 +372,20 @@ func TestDeferInsertIDExplicitStale(t *testing.T) {
 		if resets > 1 {
 			t.Errorf("%d resets in 20 cycles; want at most 1", resets)
 		}
+		// A temporary table may shadow t with another AUTO_INCREMENT column: learned no more.
+		tr.Statement("CREATE TEMPORARY TABLE t (v INT AUTO_INCREMENT PRIMARY KEY)")
+		if s := tr.BeforeStatement(q, arg(int64(20)), true); s == "" {
+			t.Errorf("value 20, stale 20, after CREATE TEMPORARY TABLE: want the reset")
+		}
+	})
+	t.Run("a value stored as a type's bound", func(t *testing.T) {
+		tr := NewTracker(lazyBase("0"))
+		tr.SetDeferInsertID(true)
+		insertBorrow(t, tr, 2147483647)
+		for _, v := range []any{int64(99999999999), "1e20", 3e10} {
+			if s := tr.BeforeStatement("INSERT INTO t (id) VALUES (?)", arg(v), true); s == "" {
+				t.Errorf("value %v, stale 2147483647 (INT's bound): want the reset", v)
+			}
+		}
 	})
 }
