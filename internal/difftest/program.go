@@ -141,7 +141,6 @@ var stmtQueries = []struct {
 	{"SELECT @u, @v, ?", func(r *rand.Rand) []any { return []any{int64(0)} }},
 	{"INSERT INTO u (k, parent) VALUES (?, 999)", func(r *rand.Rand) []any { return []any{int64(r.IntN(1000) + 100)} }},
 	{"SELECT COUNT(*) FROM tmp1 WHERE ? = 1", func(r *rand.Rand) []any { return []any{int64(1)} }},
-	{"REPLACE INTO t (id, v) VALUES (?, 'p')", func(r *rand.Rand) []any { return []any{int64(4 + r.IntN(8))} }},
 }
 
 var gens = []gen{
@@ -227,6 +226,7 @@ var gens = []gen{
 			ex("REPLACE INTO t (id, v) VALUES (?, 'x')", int64(4+r.IntN(8))), ex("INSERT IGNORE INTO t (id, v) VALUES (?, 's')", strconv.Itoa(4+r.IntN(8))),
 			ex(fmt.Sprintf("INSERT INTO t (id, v) VALUES (%d, 'k') ON DUPLICATE KEY UPDATE v = 'k'", 4+r.IntN(8))),
 			ex("REPLACE INTO t (id, v) SELECT MAX(id), 'x' FROM t"),
+			[]Step{{Op: OpPrepare, Slot: 2, SQL: "REPLACE INTO t (id, v) VALUES (?, 'p')"}, {Op: OpStmtExec, Slot: 2, Args: []any{int64(4 + r.IntN(8))}}},
 			qu("INSERT INTO t (v) VALUES ('q')"), ex("REPLACE INTO t (id, v) VALUES (2, 'r')"),
 			ex(pick(r, "SET sql_auto_is_null = 1", "SET sql_auto_is_null = 0")), qu("SELECT id, v FROM t WHERE id IS NULL"),
 			[]Step{{Op: OpBorrow}, {Op: OpQuery, SQL: "SELECT LAST_INSERT_ID()"}})
