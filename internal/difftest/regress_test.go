@@ -3,6 +3,7 @@ package difftest
 import (
 	"context"
 	"database/sql"
+	"os"
 	"testing"
 
 	"github.com/sqlpool/sqlpool/internal/mysqltest"
@@ -127,4 +128,71 @@ func TestAutoIsNullFlag(t *testing.T) {
 	if n := read(); n != 0 {
 		t.Fatalf("second WHERE id IS NULL: %d rows; want 0 (the first read lowers the flag)", n)
 	}
+}
+
+// TestAutoIsNullFlagNewConnections (DIFFTEST_FLAG_PROBE=1, by hand: it reports, it does not
+// check) counts, in runs of ten connections, how often the sql_auto_is_null flag is up on the
+// same connection after its INSERT and SET last_insert_id=0, on a new connection after one that
+// inserted, and on a new connection alone; the last two depend on the server's thread cache.
+func TestAutoIsNullFlagNewConnections(t *testing.T) {
+	if os.Getenv("DIFFTEST_FLAG_PROBE") == "" {
+		t.Skip("DIFFTEST_FLAG_PROBE=1 runs it")
+	}
+	mysqltest.RequireMariaDB(t, "sql_auto_is_null")
+	ctx := context.Background()
+	db, err := sql.Open("mysql", mysqltest.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxIdleConns(0) // every Conn a new connection
+	for _, q := range []string{"DROP TABLE IF EXISTS difftest_flag", "CREATE TABLE difftest_flag (id INT AUTO_INCREMENT PRIMARY KEY, v INT)",
+		"INSERT INTO difftest_flag (id, v) VALUES (1, 0)"} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer db.ExecContext(ctx, "DROP TABLE IF EXISTS difftest_flag")
+	run := func(insert, probe bool) string {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if insert {
+			if _, err := c.ExecContext(ctx, "INSERT INTO difftest_flag (v) VALUES (1)"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.ExecContext(ctx, "SET last_insert_id=0"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !probe {
+			return ""
+		}
+		var id int
+		if _, err := c.ExecContext(ctx, "SET last_insert_id=1"); err != nil {
+			t.Fatal(err)
+		}
+		err = c.QueryRowContext(ctx, "SET STATEMENT sql_auto_is_null=1 FOR SELECT id FROM difftest_flag WHERE id IS NULL").Scan(&id)
+		switch {
+		case err == sql.ErrNoRows:
+			return "F"
+		case err != nil:
+			t.Fatal(err)
+		}
+		return "T"
+	}
+	var same, after, alone string
+	for range 10 {
+		same += run(true, true)
+	}
+	for range 10 {
+		run(true, false)
+		after += run(false, true)
+	}
+	for range 10 {
+		alone += run(false, true)
+	}
+	t.Logf("flag up (T): same connection after INSERT and SET last_insert_id=0 %s; new connection after one that inserted %s; new connection %s", same, after, alone)
 }
