@@ -27,8 +27,8 @@ func (s *tracker) Clean() bool {
 }
 
 // before is pool.SessionCaps.Before: the deferred reset, when query could observe the stale id.
-func (s *tracker) before(ctx context.Context, query string, result bool) error {
-	q := s.BeforeStatement(query, result)
+func (s *tracker) before(ctx context.Context, query string, args []driver.NamedValue, result bool) error {
+	q := s.BeforeStatement(query, args, result)
 	if q == "" {
 		return nil
 	}

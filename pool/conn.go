@@ -68,7 +68,7 @@ func (c *conn) runBefore() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), c.p.cfg.ValidationTimeout)
 	defer cancel()
-	if err := b(ctx, "", false); err != nil {
+	if err := b(ctx, "", nil, false); err != nil {
 		_ = c.observe(err)
 		c.e.evict.Store(true)
 	}
@@ -227,7 +227,7 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 
 func (c *conn) execContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
 	if b := c.e.before; b != nil {
-		if err := b(ctx, query, true); err != nil {
+		if err := b(ctx, query, args, true); err != nil {
 			return nil, c.observe(err)
 		}
 	}
@@ -284,7 +284,7 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 
 func (c *conn) queryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
 	if b := c.e.before; b != nil {
-		if err := b(ctx, query, false); err != nil {
+		if err := b(ctx, query, args, false); err != nil {
 			return nil, c.observe(err)
 		}
 	}

@@ -123,14 +123,14 @@ type SessionCaps struct {
 	// transaction.
 	CacheFirst func() bool
 	// Before, if set, is called before each statement a borrower (or a BeforeAcquire or
-	// AfterRelease hook) runs — an Exec, a Query, an execution of a prepared statement;
-	// result says the driver reports its driver.Result — and with query "" before the pool
+	// AfterRelease hook) runs — an Exec, a Query, an execution of a prepared statement, with its
+	// args; result: the driver reports its driver.Result — and with query "" before the pool
 	// hands out the driver's connection (Unwrap). It may first run statements of its own on the
 	// connection, with ctx: a reset deferred from an earlier release until a statement could
 	// observe what it resets (MySQL: LAST_INSERT_ID()). Its error is the statement's, which is
 	// then not sent. It is called on every statement, so it must return at once, without
 	// allocating, when nothing is deferred.
-	Before func(ctx context.Context, query string, result bool) error
+	Before func(ctx context.Context, query string, args []driver.NamedValue, result bool) error
 }
 
 // livenessPeekWindow is how recently a connection must have been handed out before (its

@@ -79,7 +79,7 @@ type entry struct {
 	// cacheFirst is the tracker's SessionCaps.CacheFirst, or nil.
 	cacheFirst func() bool
 	// before is the tracker's SessionCaps.Before, or nil.
-	before func(ctx context.Context, query string, result bool) error
+	before func(ctx context.Context, query string, args []driver.NamedValue, result bool) error
 	fatal  error // first fatal error seen while in use
 	// discard is why IsValid refused the connection; the Close that database/sql sends next
 	// closes it with this reason.

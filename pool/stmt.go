@@ -103,7 +103,7 @@ func (s *stmt) Query(args []driver.Value) (driver.Rows, error) {
 
 func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
 	var r driver.Result
-	err := s.run(ctx, true, func() (err error) {
+	err := s.run(ctx, args, true, func() (err error) {
 		r, err = stmtExec(ctx, s.ds, args)
 		return err
 	})
@@ -115,7 +115,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 
 func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
 	var r driver.Rows
-	err := s.run(ctx, false, func() (err error) {
+	err := s.run(ctx, args, false, func() (err error) {
 		r, err = stmtQuery(ctx, s.ds, args)
 		return err
 	})
@@ -128,12 +128,12 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driv
 // run is what every execution shares: refuse a statement used after it or its connection was
 // given back, run the tracker's deferred resets (SessionCaps.Before; result: an Exec), record
 // it for the release plan, time it for Trace, and observe its error.
-func (s *stmt) run(ctx context.Context, result bool, do func() error) error {
+func (s *stmt) run(ctx context.Context, args []driver.NamedValue, result bool, do func() error) error {
 	if s.closed || s.c.closed {
 		return driver.ErrBadConn
 	}
 	if b := s.c.e.before; b != nil {
-		if err := b(ctx, s.query, result); err != nil {
+		if err := b(ctx, s.query, args, result); err != nil {
 			return s.c.observe(err)
 		}
 	}

@@ -188,7 +188,7 @@ func ExampleTracker_SetDeferInsertID() {
 	t.SetDeferInsertID(true)
 
 	// A borrow: one autocommit INSERT that generated id 41, then its release.
-	fmt.Printf("before: %q\n", t.BeforeStatement("INSERT INTO orders (item) VALUES (?)", true))
+	fmt.Printf("before: %q\n", t.BeforeStatement("INSERT INTO orders (item) VALUES (?)", []driver.NamedValue{{Ordinal: 1, Value: "pen"}}, true))
 	t.Statement("INSERT INTO orders (item) VALUES (?)")
 	t.InsertID(41)
 	t.EndBorrow()
@@ -196,7 +196,7 @@ func ExampleTracker_SetDeferInsertID() {
 
 	// Later borrows: a query that cannot read the id, then one that can.
 	for _, q := range []string{"SELECT item FROM orders WHERE id = ?", "SELECT LAST_INSERT_ID()"} {
-		if s := t.BeforeStatement(q, false); s != "" {
+		if s := t.BeforeStatement(q, nil, false); s != "" {
 			fmt.Printf("before %s: %s\n", q, s)
 			t.BeforeDone() // after s ran successfully
 		}

@@ -1,6 +1,7 @@
 package txstate
 
 import (
+	"database/sql/driver"
 	"strconv"
 	"strings"
 )
@@ -36,6 +37,52 @@ type lastID struct {
 	insert bool
 	n      int
 	cands  [maxIDCands]int64
+	// cur is LAST_INSERT_ID() as far as the tracker knows it (curOK); sv is the stale value
+	// (svOK), cur at the end of the borrow that left it. An INSERT whose explicit value could be
+	// sv gets the reset before it (explicitIDs).
+	cur, sv     int64
+	curOK, svOK bool
+	// prevCur is cur before an INSERT (prevOK), for InsertID to tell what the INSERT did.
+	prevCur int64
+	prevOK  bool
+	// q and args are the statement BeforeStatement saw last, for InsertID.
+	q    string
+	args []driver.NamedValue
+	// learned are INSERT texts (up to VALUES) with the positions of their values that go into
+	// a column other than the AUTO_INCREMENT one, learned from ids the server generated: a value
+	// there that equals the stale id needs no reset. DDL and temporary tables forget them.
+	learned [4]learnedInsert
+	nl      int
+}
+
+// learnedInsert is one INSERT text's value positions known not to be AUTO_INCREMENT, under
+// the Tracker's generation gen (a USE changes it).
+type learnedInsert struct {
+	prefix string
+	gen    uint32
+	notAI  uint64
+}
+
+// exempt returns the positions learned for the INSERT text prefix.
+func (l *lastID) exempt(prefix string, gen uint32) uint64 {
+	for i := range l.learned {
+		if e := &l.learned[i]; e.gen == gen && e.prefix == prefix && prefix != "" {
+			return e.notAI
+		}
+	}
+	return 0
+}
+
+// learn records positions of the INSERT text prefix as not AUTO_INCREMENT.
+func (l *lastID) learn(prefix string, gen uint32, notAI uint64) {
+	for i := range l.learned {
+		if e := &l.learned[i]; e.gen == gen && e.prefix == prefix {
+			e.notAI |= notAI
+			return
+		}
+	}
+	l.learned[l.nl] = learnedInsert{prefix: prefix, gen: gen, notAI: notAI}
+	l.nl = (l.nl + 1) % len(l.learned)
 }
 
 // SetDeferInsertID turns the deferred LAST_INSERT_ID() reset on or off (off: the zero value,
@@ -53,7 +100,7 @@ func (t *Tracker) SetDeferInsertID(on bool) {
 // fresh sets the mode from the baseline and marks LAST_INSERT_ID() as at connect.
 func (l *lastID) fresh(t *Tracker) {
 	want := l.want
-	*l = lastID{want: want}
+	*l = lastID{want: want, curOK: true, svOK: true}
 	if !want || !t.hasBase || t.base.Variables.known&(1<<vSQLAutoIsNull) == 0 {
 		return
 	}
@@ -101,9 +148,11 @@ func (t *Tracker) EndBorrow() {
 	l := &t.id
 	if l.borrow {
 		l.stale, l.borrow = true, false
+		l.sv, l.svOK = l.cur, l.curOK
 	}
 	l.n = 0
 	l.insert = false
+	l.q, l.args = "", nil
 }
 
 // lastIDInSet returns dLastID when the release plan's one SET will be sent anyway (session or
@@ -124,6 +173,7 @@ func (t *Tracker) doneLastID() {
 	t.EndBorrow()
 	if set {
 		t.id.stale = false
+		t.id.cur, t.id.curOK = 0, true
 	}
 }
 
@@ -137,23 +187,99 @@ func (t *Tracker) doneLastID() {
 // Exec). Stored functions, triggers and views that read LAST_INSERT_ID() without the
 // statement naming it are not seen (docs/sessions.md). It does not allocate when it returns ""
 // or the plain reset.
-func (t *Tracker) BeforeStatement(query string, result bool) string {
+func (t *Tracker) BeforeStatement(query string, args []driver.NamedValue, result bool) string {
+	if !t.id.lazy {
+		return ""
+	}
+	t.id.q, t.id.args = query, args
 	if !t.id.stale {
 		return ""
 	}
-	return t.beforeStale(query, result)
+	return t.beforeStale(query, args, result)
 }
 
 // BeforeDone records that the statement BeforeStatement returned ran successfully.
 func (t *Tracker) BeforeDone() {
-	t.id.stale = false
-	t.id.n = 0
+	l := &t.id
+	if l.curOK && l.n > 0 && !l.isCand(l.cur) || l.n == 0 {
+		l.cur, l.curOK = 0, true
+	} else if !l.curOK {
+		l.cur = 0 // one of the candidates or 0
+	}
+	l.stale = false
+	l.n = 0
+}
+
+// isCand reports whether id is one of the candidates.
+func (l *lastID) isCand(id int64) bool {
+	for _, c := range l.cands[:l.n] {
+		if c == id {
+			return true
+		}
+	}
+	return false
+}
+
+// statementID is Statement's part: what the statement in may do to LAST_INSERT_ID() as far as
+// the tracker knows it. An INSERT leaves it to InsertID; LAST_INSERT_ID(expr) makes it unknown.
+func (l *lastID) statementID(in *info, query string) {
+	if !l.lazy {
+		return
+	}
+	l.prevCur, l.prevOK = l.cur, l.curOK
+	if in.insert || hasLastInsertIDArg(query) {
+		l.curOK = false // until InsertID says
+	}
+	switch in.class {
+	case ClassCreateTemp, ClassDropTemp, ClassDDL:
+		// A temporary table may now shadow a table under the same name (or stop shadowing
+		// it), or a table's columns changed: what was learned of INSERT texts no longer holds.
+		l.learned, l.nl = [len(l.learned)]learnedInsert{}, 0
+	}
+}
+
+// insertID is InsertID's part: id, non-zero, is what the last INSERT reported. It was generated
+// (LAST_INSERT_ID() is now id) when no explicit value of the INSERT could be id; otherwise
+// LAST_INSERT_ID() is id or what it was before.
+func (l *lastID) insertID(id int64, quoting Quoting, gen uint32) {
+	if !l.lazy || !l.insert {
+		return
+	}
+	if start, ok := valuesStart(l.q, quoting); ok {
+		prefix := l.q[:start]
+		ex := l.exempt(prefix, gen)
+		if may, rows, ok := scanValues(l.q, start, l.args, quoting, id, false); ok && may&^ex == 0 {
+			l.cur, l.curOK = id, true // generated
+			if rows == 1 {
+				// One row, and the server generated its id: no value of it went into the
+				// AUTO_INCREMENT column (an explicit one would have been the id).
+				if pos, _, _ := scanValues(l.q, start, l.args, quoting, 0, true); pos&^(1<<63)&^ex != 0 {
+					l.learn(prefix, gen, pos&^(1<<63))
+				}
+			}
+			return
+		}
+	}
+	if l.prevOK && l.prevCur == id {
+		l.cur, l.curOK = id, true
+	}
+}
+
+// insertMayBeStale reports whether an explicit value of the INSERT query could be the stale id
+// (or any id, when that is unknown), or the INSERT is not a plain INSERT … VALUES.
+func (t *Tracker) insertMayBeStale(query string, args []driver.NamedValue) bool {
+	start, ok := valuesStart(query, t.st.quoting)
+	if !ok {
+		return true
+	}
+	may, _, ok := scanValues(query, start, args, t.st.quoting, t.id.sv, !t.id.svOK)
+	return !ok || may&^t.id.exempt(query[:start], t.gen) != 0
 }
 
 // lastIDReset is the reset when the borrow reported no candidate.
 const lastIDReset = "SET last_insert_id=0"
 
-func (t *Tracker) beforeStale(query string, result bool) string {
+func (t *Tracker) beforeStale(query string, args []driver.NamedValue, result bool) string {
 	if query == "" || observesLastID(query) {
 		return t.lastIDResetSQL()
 	}
@@ -163,7 +289,9 @@ func (t *Tracker) beforeStale(query string, result bool) string {
 	case ClassUnknown, ClassCall, ClassPrepared, ClassMulti:
 		return t.lastIDResetSQL()
 	}
-	if in.insert && (!result || t.id.n == maxIDCands) {
+	// An INSERT whose explicit value could be the stale id would report it as its own, and the
+	// reset would keep it (the server holds that value either way): reset before it.
+	if in.insert && (!result || t.id.n == maxIDCands || t.insertMayBeStale(query, args)) {
 		return t.lastIDResetSQL()
 	}
 	return ""

@@ -321,6 +321,7 @@ func (t *Tracker) Unknown() {
 func (t *Tracker) Failed() {
 	t.idTentative = false
 	t.id.insert = false
+	t.id.args = nil
 	p := t.prev
 	t.st.dirty |= p.dirty | t.failExtra
 	if p.ac != t.st.ac {
@@ -367,6 +368,7 @@ func (t *Tracker) Statement(query string) {
 	analyze(&in, query, q)
 	t.apply(&in)
 	t.id.insert = in.insert // also when discarding: the borrow's own ids matter until release
+	t.id.statementID(&in, query)
 	if in.class == ClassEmpty || t.st.dirty&dDiscard != 0 {
 		return
 	}
@@ -425,8 +427,12 @@ func (t *Tracker) InsertID(id int64) {
 	t.idTentative = false
 	if id != 0 {
 		t.id.reported(id)
+		t.id.insertID(id, t.st.quoting, t.gen)
+	} else if t.id.insert {
+		t.id.cur, t.id.curOK = t.id.prevCur, t.id.prevOK // no AUTO_INCREMENT value: unchanged
 	}
 	t.id.insert = false
+	t.id.args = nil
 }
 
 // apply changes the state by one classified statement.

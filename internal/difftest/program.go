@@ -204,12 +204,16 @@ var gens = []gen{
 	// LAST_INSERT_ID
 	{6, true, func(r *rand.Rand) []Step {
 		return pick(r,
-			ex("INSERT INTO t (v) VALUES (?)", pick(r, "a", "b")), qu("SELECT LAST_INSERT_ID()"), qu("SELECT LAST_INSERT_ID(77)"),
-			ex("INSERT INTO n (id, s) VALUES (?, ?)", int64(r.IntN(50)), pick(r, "p", "q", "r")), ex("UPDATE t SET id = LAST_INSERT_ID(id) WHERE id = 1"))
+			ex("INSERT INTO t (v) VALUES (?)", pick(r, "a", "b")), qu("SELECT LAST_INSERT_ID()"), qu("SELECT LAST_INSERT_ID(1000000077)"),
+			ex("INSERT INTO n (id, s) VALUES (?, ?)", int64(r.IntN(50)), pick(r, "p", "q", "r")),
+			ex("UPDATE t SET id = LAST_INSERT_ID(id + 1000000000) - 1000000000 WHERE id = 1"))
 	}},
 	// LAST_INSERT_ID() and the ways to read it, after this or an earlier borrow's inserts
 	// (generated ids, explicit ids, several rows, an INSERT run as a query), and
-	// sql_auto_is_null, which makes WHERE id IS NULL read it
+	// sql_auto_is_null, which makes WHERE id IS NULL read it. A value set by LAST_INSERT_ID(expr)
+	// is one no row has (1000000000 and up): WHERE id IS NULL reads it only while a flag is up
+	// that a generated id raises, which a new connection inherits from the server thread it
+	// reuses, so plain database/sql itself would read that row or not (TestAutoIsNullFlag).
 	{8, false, func(r *rand.Rand) []Step {
 		return pick(r,
 			qu("SELECT LAST_INSERT_ID()"), qu("SELECT @@identity, @@last_insert_id"),
@@ -217,6 +221,12 @@ var gens = []gen{
 			qu("SELECT VARIABLE_VALUE FROM information_schema.SESSION_VARIABLES WHERE VARIABLE_NAME = 'IDENTITY'"),
 			ex("INSERT INTO t (v) VALUES ('g')"), ex("INSERT INTO t (v) VALUES (?)", "g"),
 			ex("INSERT INTO t (id, v) VALUES (?, 'e')", int64(-100-r.IntN(1000))), ex("INSERT INTO t (v) VALUES ('m1'), ('m2')"),
+			// explicit ids among those generated (4 and up): the OK packet reports an explicit id
+			// as it reports a generated one, and it may be the id an earlier borrow left
+			ex("REPLACE INTO t (id, v) VALUES (?, 'x')", int64(4+r.IntN(8))), ex("INSERT IGNORE INTO t (id, v) VALUES (?, 's')", strconv.Itoa(4+r.IntN(8))),
+			ex(fmt.Sprintf("INSERT INTO t (id, v) VALUES (%d, 'k') ON DUPLICATE KEY UPDATE v = 'k'", 4+r.IntN(8))),
+			ex("REPLACE INTO t (id, v) SELECT MAX(id), 'x' FROM t"),
+			[]Step{{Op: OpPrepare, Slot: 2, SQL: "REPLACE INTO t (id, v) VALUES (?, 'p')"}, {Op: OpStmtExec, Slot: 2, Args: []any{int64(4 + r.IntN(8))}}},
 			qu("INSERT INTO t (v) VALUES ('q')"), ex("REPLACE INTO t (id, v) VALUES (2, 'r')"),
 			ex(pick(r, "SET sql_auto_is_null = 1", "SET sql_auto_is_null = 0")), qu("SELECT id, v FROM t WHERE id IS NULL"),
 			[]Step{{Op: OpBorrow}, {Op: OpQuery, SQL: "SELECT LAST_INSERT_ID()"}})
