@@ -21,16 +21,22 @@ import (
 // drains, or a standing queue whose waiters all get served in time) behaves as before:
 //
 //  1. Congestion, after CoDel (Nichols and Jacobson; Facebook's "Fail at Scale"): the pool is
-//     congested when its waiters' queue has not emptied for the congestion interval (100 ms) and a borrower
-//     lost its deadline within the last ten intervals (timed out waiting, was shed, or its
-//     statement ran into its deadline) while no dial or probe was failing: an outage is not
-//     overload. Congestion ends when the queue empties. While congested, a freed connection
-//     goes to the newest waiter (LIFO), and a waiter waits at most the larger of
-//     OverloadTarget and the estimated borrow time before it fails with ErrOverloaded: those
-//     that are served have their whole deadline left, those that are not fail fast, without
-//     taking a connection.
-//  2. A waiter that cannot finish in time — its context's deadline is nearer than the
-//     estimated borrow time (sampled) — fails at once with a *overloadError that matches both
+//     congested when demand exceeds connections that are being returned: its waiters' queue
+//     has not emptied for the congestion interval (100 ms), a connection was returned to a
+//     waiter within the last interval, and a waiter lost its deadline in the queue within the
+//     last ten intervals (timed out waiting, was shed or could not finish, or was served after
+//     waiting longer than the time it had left) while no dial or probe was failing. A
+//     statement that ran into its deadline is not such a loss: after a short wait it says that
+//     the database or a host is slow, not that the queue is long, and a long wait before it
+//     was already counted at the hand-out. So a stalled host (its connections return nothing,
+//     their statements hit their deadlines) or an outage (dials fail) is not overload.
+//     Congestion ends when the queue empties or no connection was returned for an interval.
+//     While congested, a freed connection goes to the newest waiter (LIFO), and a waiter waits
+//     at most the larger of OverloadTarget and the estimated borrow time before it fails with
+//     ErrOverloaded (unless connections stopped coming back meanwhile): those that are served
+//     have their whole deadline left, those that are not fail fast, without taking a connection.
+//  2. While congested, a waiter that cannot finish in time — its context's deadline is nearer
+//     than the estimated borrow time (sampled) — fails at once with a *overloadError that matches both
 //     ErrOverloaded and context.DeadlineExceeded, instead of taking a connection it would lose
 //     in the statement.
 //  3. With AdaptiveLimitFloor set (off by default: docs/design/overload.md), an adaptive limit
@@ -111,9 +117,9 @@ type overload struct {
 	cannotFinish atomic.Uint64
 	changes      atomic.Uint64
 
-	// Guarded by store.mu.
-	congested bool
-	busySince int64 // when the queue last became non-empty
+	// Written under store.mu.
+	congested atomic.Bool
+	busySince int64 // when the queue last became non-empty; under store.mu
 
 	mu       sync.Mutex // the sample window
 	winStart int64
@@ -142,7 +148,7 @@ func (o *overload) init(c Config) {
 // resolveOverload applies the overload settings' defaults (Config.resolved).
 func (c *Config) resolveOverload() {
 	switch {
-	case c.OverloadTarget == 0 && c.AdaptiveLimitFloor > 0:
+	case c.OverloadTarget == 0:
 		c.OverloadTarget = defaultOverloadTarget
 	case c.OverloadTarget < 0:
 		c.OverloadTarget = -1
@@ -166,11 +172,11 @@ func (p *Pool) noteLoss() {
 }
 
 // noteStmtLoss is observe's: a statement ran into its context's deadline (or the server's
-// statement time limit).
+// statement time limit). It feeds the adaptive limit's gradient only: it is no sign of
+// congestion (see the file's comment).
 func (p *Pool) noteStmtLoss() {
-	if p.ovl.on && p.lastError() == nil {
+	if p.ovl.adaptive && p.lastError() == nil {
 		p.ovl.stmtLoss.Add(1)
-		p.ovl.lastLoss.Store(max(p.nanotime(), 1))
 	}
 }
 
@@ -181,23 +187,54 @@ func (p *Pool) congestedLocked(now int64) bool {
 		return false
 	}
 	if s.nwait == 0 {
-		o.congested, s.lifo = false, false
+		p.endCongestionLocked()
 		o.busySince = now
 		return false
 	}
-	if !o.congested && now-o.busySince > o.interval {
+	returning := now-s.lastPut <= o.interval // connections come back to the waiters
+	if !returning {
+		p.endCongestionLocked() // a stalled host, or an outage: not overload
+		return false
+	}
+	if !o.congested.Load() && now-o.busySince > o.interval {
 		if ll := o.lastLoss.Load(); ll != 0 && now-ll < lossMemory*o.interval {
-			o.congested, s.lifo = true, true
+			o.congested.Store(true)
+			s.lifo = true
 			if o.adaptive && o.limit.CompareAndSwap(0, int32(o.startLimit(p))) {
 				o.engaged.Store(true) // sampledRelease restarts the window and the baseline
 				o.changes.Add(1)
 			}
 		}
 	}
-	if o.congested {
+	if o.congested.Load() {
 		s.shedNs = int64(o.shedAfter())
 	}
-	return o.congested
+	return o.congested.Load()
+}
+
+// endCongestionLocked ends congestion (under store.mu): first come, first served again.
+func (p *Pool) endCongestionLocked() {
+	if p.ovl.congested.Load() {
+		p.ovl.congested.Store(false)
+	}
+	p.store.lifo = false
+}
+
+// shedNow is a waiter's whose shed bound passed: it reports whether to shed it, that is
+// whether the pool is still congested and connections still come back; when they stopped
+// (a host stalled since), congestion ends and the waiter waits on.
+func (p *Pool) shedNow() bool {
+	s := &p.store
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !p.ovl.congested.Load() {
+		return false
+	}
+	if p.nanotime()-s.lastPut > p.ovl.interval {
+		p.endCongestionLocked()
+		return false
+	}
+	return true
 }
 
 // nearMiss is a waiter's, served after waiting since start: when it waited longer than the
@@ -219,11 +256,11 @@ func (o *overload) shedAfter() time.Duration {
 	return time.Duration(max(o.target, o.holdEst.Load()))
 }
 
-// cannotFinish returns a *overloadError when ctx's deadline is nearer than the estimated borrow
-// time; nil otherwise (or without an estimate or a deadline).
+// cannotFinish returns a *overloadError when the pool is congested and ctx's deadline is nearer
+// than the estimated borrow time; nil otherwise (or without an estimate or a deadline).
 func (p *Pool) cannotFinish(ctx context.Context) error {
 	o := &p.ovl
-	if !o.on {
+	if !o.congested.Load() {
 		return nil
 	}
 	est := o.holdEst.Load()
@@ -350,11 +387,7 @@ func (p *Pool) adjustLimit(mean int64, losses int32) {
 	}
 }
 
-func (o *overload) congestedNow(p *Pool) bool {
-	p.store.mu.Lock()
-	defer p.store.mu.Unlock()
-	return o.congested
-}
+func (o *overload) congestedNow(*Pool) bool { return o.congested.Load() }
 
 // overLimit reports whether a released connection must be benched: the adaptive limit is
 // engaged and more connections circulate than it allows.
@@ -403,9 +436,7 @@ func (p *Pool) overloadStats() overloadStats {
 	o.mu.Lock()
 	s.Baseline = time.Duration(o.baseline)
 	o.mu.Unlock()
-	p.store.mu.Lock()
-	s.Congested = o.congested
-	p.store.mu.Unlock()
+	s.Congested = o.congested.Load()
 	return s
 }
 

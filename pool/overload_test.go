@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 )
@@ -25,9 +26,16 @@ func TestOverloadErrorIs(t *testing.T) {
 // A waiter whose context's deadline is nearer than the estimated borrow time fails at once,
 // without waiting for its deadline.
 func TestCannotFinishFailsAtOnce(t *testing.T) {
-	p, _ := newPool(t, Config{MaxConns: 1, OverloadTarget: 5 * time.Millisecond})
+	p, _ := newPool(t, Config{MaxConns: 1, overloadInterval: time.Millisecond})
 	held := mustConnect(t, p)
 	defer held.Close()
+	got, errs := make(chan string, 1), make(chan error, 1)
+	qctx, qcancel := context.WithCancel(context.Background())
+	defer qcancel()
+	queueWaiter(t, p, qctx, "standing", got, errs)
+	time.Sleep(5 * time.Millisecond)
+	p.noteLoss()
+	markReturning(p)
 	p.ovl.holdEst.Store(int64(time.Hour)) // every borrow takes an hour now
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -41,6 +49,10 @@ func TestCannotFinishFailsAtOnce(t *testing.T) {
 	}
 	if s := p.overloadStats(); s.CannotFinish != 1 {
 		t.Errorf("overloadStats().CannotFinish = %d; want 1", s.CannotFinish)
+	}
+	qcancel()
+	if err := <-errs; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the standing waiter: %v; want its cancellation", err)
 	}
 	// Without a deadline nothing is refused: the acquire waits for the connection.
 	done := make(chan error, 1)
@@ -114,6 +126,7 @@ func TestCongestionServesNewestAndSheds(t *testing.T) {
 	queueWaiter(t, p, ctx, "oldest", got, errs)
 	time.Sleep(5 * time.Millisecond)
 	p.noteLoss() // a borrower missed its deadline
+	markReturning(p)
 	queueWaiter(t, p, ctx, "middle", got, errs)
 	queueWaiter(t, p, ctx, "newest", got, errs)
 	if !p.overloadStats().Congested {
@@ -139,6 +152,7 @@ func TestCongestionServesNewestAndSheds(t *testing.T) {
 	queueWaiter(t, p2, context.Background(), "first", got2, errs2)
 	time.Sleep(5 * time.Millisecond)
 	p2.noteLoss()
+	markReturning(p2)
 	start := time.Now()
 	go func() {
 		_, err := p2.Connect(context.Background())
@@ -269,19 +283,19 @@ func TestAdaptiveLimitGradient(t *testing.T) {
 
 // Config: the overload settings' defaults and fix-ups.
 func TestOverloadConfig(t *testing.T) {
-	p0, _ := newPool(t, Config{MaxConns: 3})
-	if c := p0.Config(); p0.ovl.on || p0.ovl.adaptive || c.OverloadTarget != 0 || c.overloadInterval != defaultOverloadInterval {
-		t.Errorf("defaults: overload control on=%v, adaptive on=%v, target %v, interval %v; want off, off, 0, %v",
-			p0.ovl.on, p0.ovl.adaptive, c.OverloadTarget, c.overloadInterval, defaultOverloadInterval)
+	p0, _ := newPool(t, Config{MaxConns: 3, OverloadTarget: -1, AdaptiveLimitFloor: 2})
+	if c := p0.Config(); p0.ovl.on || p0.ovl.adaptive || c.OverloadTarget != -1 {
+		t.Errorf("OverloadTarget -1: overload control on=%v, adaptive on=%v, target %v; want off, off, -1",
+			p0.ovl.on, p0.ovl.adaptive, c.OverloadTarget)
 	}
-	p, _ := newPool(t, Config{MaxConns: 3, OverloadTarget: 5 * time.Millisecond})
+	p, _ := newPool(t, Config{MaxConns: 3})
 	c := p.Config()
 	if c.OverloadTarget != defaultOverloadTarget || c.overloadInterval != defaultOverloadInterval || c.AdaptiveLimitFloor != 0 {
 		t.Errorf("Config = target %v interval %v floor %d; want %v, %v, 0", c.OverloadTarget, c.overloadInterval,
 			c.AdaptiveLimitFloor, defaultOverloadTarget, defaultOverloadInterval)
 	}
 	if !p.ovl.on || p.ovl.adaptive {
-		t.Errorf("OverloadTarget set: overload control on=%v, adaptive limit on=%v; want on, off", p.ovl.on, p.ovl.adaptive)
+		t.Errorf("defaults: overload control on=%v, adaptive limit on=%v; want on, off", p.ovl.on, p.ovl.adaptive)
 	}
 	p1, _ := newPool(t, Config{MaxConns: 3, AdaptiveLimitFloor: 9, OverloadTarget: 5 * time.Millisecond})
 	if !p1.ovl.adaptive || p1.Config().AdaptiveLimitFloor != 3 {
@@ -326,5 +340,85 @@ func TestNearMissCountsAsLoss(t *testing.T) {
 		if got := p.ovl.lastLoss.Load() != 0; got != tc.want {
 			t.Errorf("deadline %v: loss noted = %v; want %v", tc.deadline, got, tc.want)
 		}
+	}
+}
+
+// markReturning makes the pool's connections look as if they came back to waiters just now
+// (congestion needs returns); the next return to a waiter stamps the real time again.
+func markReturning(p *Pool) {
+	p.store.mu.Lock()
+	p.store.lastPut = math.MaxInt64 / 2
+	p.store.mu.Unlock()
+}
+
+// A statement that ran into its deadline is no sign of congestion (a slow or stalled host, not
+// a long queue): a standing queue with such losses, connections coming back, stays first come,
+// first served.
+func TestStatementLossIsNotCongestion(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 1, overloadInterval: time.Millisecond, AdaptiveLimitFloor: 1})
+	held := mustConnect(t, p)
+	got, errs := make(chan string, 2), make(chan error, 2)
+	queueWaiter(t, p, context.Background(), "first", got, errs)
+	time.Sleep(5 * time.Millisecond)
+	p.noteInterrupted(held.e, context.DeadlineExceeded) // its statement ran into its deadline
+	markReturning(p)
+	queueWaiter(t, p, context.Background(), "second", got, errs)
+	if s := p.overloadStats(); s.Congested || p.ovl.lastLoss.Load() != 0 {
+		t.Fatalf("congested=%v, loss noted=%v after a statement loss; want neither", s.Congested, p.ovl.lastLoss.Load() != 0)
+	}
+	_ = held.Close()
+	for _, want := range []string{"first", "second"} {
+		select {
+		case name := <-got:
+			if name != want {
+				t.Fatalf("%s served; want %s (FIFO)", name, want)
+			}
+		case err := <-errs:
+			t.Fatal(err)
+		}
+	}
+}
+
+// Congestion needs connections that come back. A standing queue losing deadlines while no
+// connection is returned (a stalled host holds them all) is not congestion: no waiter is shed
+// or failed as unable to finish; each gets its own deadline's error. And a congested pool
+// whose connections stop coming back sheds nobody more: congestion ends.
+func TestNoReturnsNoCongestion(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 1, overloadInterval: 20 * time.Millisecond, OverloadTarget: 50 * time.Millisecond})
+	held := mustConnect(t, p)
+	defer held.Close()
+	got, errs := make(chan string, 3), make(chan error, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	queueWaiter(t, p, ctx, "first", got, errs)
+	time.Sleep(30 * time.Millisecond) // the queue stands for more than the interval
+	p.noteLoss()
+	p.ovl.holdEst.Store(int64(time.Hour))
+	queueWaiter(t, p, ctx, "stalled", got, errs)
+	if p.overloadStats().Congested {
+		t.Fatal("congested while no connection came back")
+	}
+	// Now congested (connections came back just now), then they stop: the shed bound (50 ms)
+	// passes more than an interval after the last return.
+	p.store.mu.Lock()
+	p.store.lastPut = p.nanotime()
+	p.store.mu.Unlock()
+	p.ovl.holdEst.Store(int64(time.Millisecond))
+	queueWaiter(t, p, ctx, "then stalled", got, errs)
+	if !p.overloadStats().Congested {
+		t.Fatal("not congested: a standing queue, a loss and a return within the interval")
+	}
+	for range 3 {
+		select {
+		case name := <-got:
+			t.Fatalf("%s served: the connection is held", name)
+		case err := <-errs:
+			if errors.Is(err, ErrOverloaded) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%v; want the context's deadline, not ErrOverloaded", err)
+			}
+		}
+	}
+	if s := p.overloadStats(); s.Congested || s.Shed != 0 || s.CannotFinish != 0 {
+		t.Errorf("overloadStats = %+v; want not congested, nothing shed", s)
 	}
 }
