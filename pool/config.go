@@ -118,8 +118,8 @@ type Config struct {
 	// borrow time, newest first. Zero value: 5 ms. Negative: overload control off (FIFO until
 	// AcquireTimeout).
 	OverloadTarget time.Duration
-	// AdaptiveLimitFloor, when positive, turns on the adaptive limit on connections in
-	// circulation, between it and MaxConns. Zero: off.
+	// AdaptiveLimitFloor is the floor of the limit on connections in circulation that overload
+	// control sets while congested (up to MaxConns). Zero value: 2. Negative: no limit.
 	AdaptiveLimitFloor int
 	// ServerStatementDeadline sends a statement with a context deadline with a server-side
 	// time limit (MariaDB), so that the connection survives the deadline. Zero value: off.

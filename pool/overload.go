@@ -23,14 +23,14 @@ import (
 //  1. Congestion, after CoDel (Nichols and Jacobson; Facebook's "Fail at Scale"): the pool is
 //     congested when demand exceeds connections that are being returned: its waiters' queue
 //     has not emptied for the congestion interval (100 ms), a connection was returned to a
-//     waiter within the last interval, and a waiter lost its deadline in the queue within the
+//     waiter within the last five intervals, and a waiter lost its deadline in the queue within the
 //     last ten intervals (timed out waiting, was shed or could not finish, or was served after
 //     waiting longer than the time it had left) while no dial or probe was failing. A
 //     statement that ran into its deadline is not such a loss: after a short wait it says that
 //     the database or a host is slow, not that the queue is long, and a long wait before it
 //     was already counted at the hand-out. So a stalled host (its connections return nothing,
 //     their statements hit their deadlines) or an outage (dials fail) is not overload.
-//     Congestion ends when the queue empties or no connection was returned for an interval.
+//     Congestion ends when the queue empties or no connection was returned for five intervals.
 //     While congested, a freed connection goes to the newest waiter (LIFO), and a waiter waits
 //     at most the larger of OverloadTarget and the estimated borrow time before it fails with
 //     ErrOverloaded (unless connections stopped coming back meanwhile): those that are served
@@ -39,9 +39,9 @@ import (
 //     than the estimated borrow time (sampled) — fails at once with a *overloadError that matches both
 //     ErrOverloaded and context.DeadlineExceeded, instead of taking a connection it would lose
 //     in the statement.
-//  3. With AdaptiveLimitFloor set (off by default: docs/design/overload.md), an adaptive limit
-//     on the connections in circulation, between AdaptiveLimitFloor and MaxConns, engaged at a
-//     congestion: connections above the limit are set aside
+//  3. Unless AdaptiveLimitFloor is negative, an adaptive limit on the connections in
+//     circulation, between AdaptiveLimitFloor (2) and MaxConns, engaged at a congestion
+//     (docs/design/overload.md): connections above the limit are set aside
 //     (benched) open and idle, so that fewer statements share the database and each finishes
 //     sooner. It follows the gradient algorithm (Netflix's concurrency-limits): every
 //     the congestion interval (100 ms), from the sampled borrow times of the window, newLimit = limit ×
@@ -89,8 +89,15 @@ func (e *overloadError) Is(target error) bool {
 const (
 	defaultOverloadTarget   = 5 * time.Millisecond
 	defaultOverloadInterval = 100 * time.Millisecond
+	// defaultLimitFloor is AdaptiveLimitFloor's default: two connections keep one statement
+	// running on the server while the other's result travels.
+	defaultLimitFloor = 2
 	// lossMemory is how long after a deadline loss a standing queue still counts as congestion.
 	lossMemory = 10 // intervals
+	// returnMemory is how long without a connection coming back to a waiter ends congestion (a
+	// stalled host or an outage, not overload): longer than a statement of a mixed load takes
+	// with the adaptive limit low (several scans holding every connection in circulation).
+	returnMemory = 5 // intervals
 	// sampleMask: one borrow in sampleMask+1 is timed (handouts & sampleMask == 0), and only
 	// while someone waits or the adaptive limit is engaged: an uncontended pool times nothing.
 	sampleMask = 15
@@ -157,8 +164,10 @@ func (c *Config) resolveOverload() {
 		c.overloadInterval = defaultOverloadInterval
 	}
 	switch {
+	case c.AdaptiveLimitFloor == 0:
+		c.AdaptiveLimitFloor = min(defaultLimitFloor, c.MaxConns)
 	case c.AdaptiveLimitFloor < 0:
-		c.AdaptiveLimitFloor = 0
+		c.AdaptiveLimitFloor = -1
 	case c.AdaptiveLimitFloor > c.MaxConns:
 		c.AdaptiveLimitFloor = c.MaxConns
 	}
@@ -191,7 +200,7 @@ func (p *Pool) congestedLocked(now int64) bool {
 		o.busySince = now
 		return false
 	}
-	returning := now-s.lastPut <= o.interval // connections come back to the waiters
+	returning := now-s.lastPut <= returnMemory*o.interval // connections come back to the waiters
 	if !returning {
 		p.endCongestionLocked() // a stalled host, or an outage: not overload
 		return false
@@ -230,7 +239,7 @@ func (p *Pool) shedNow() bool {
 	if !p.ovl.congested.Load() {
 		return false
 	}
-	if p.nanotime()-s.lastPut > p.ovl.interval {
+	if p.nanotime()-s.lastPut > returnMemory*p.ovl.interval {
 		p.endCongestionLocked()
 		return false
 	}

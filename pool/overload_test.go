@@ -290,12 +290,16 @@ func TestOverloadConfig(t *testing.T) {
 	}
 	p, _ := newPool(t, Config{MaxConns: 3})
 	c := p.Config()
-	if c.OverloadTarget != defaultOverloadTarget || c.overloadInterval != defaultOverloadInterval || c.AdaptiveLimitFloor != 0 {
-		t.Errorf("Config = target %v interval %v floor %d; want %v, %v, 0", c.OverloadTarget, c.overloadInterval,
-			c.AdaptiveLimitFloor, defaultOverloadTarget, defaultOverloadInterval)
+	if c.OverloadTarget != defaultOverloadTarget || c.overloadInterval != defaultOverloadInterval || c.AdaptiveLimitFloor != defaultLimitFloor {
+		t.Errorf("Config = target %v interval %v floor %d; want %v, %v, %d", c.OverloadTarget, c.overloadInterval,
+			c.AdaptiveLimitFloor, defaultOverloadTarget, defaultOverloadInterval, defaultLimitFloor)
 	}
-	if !p.ovl.on || p.ovl.adaptive {
-		t.Errorf("defaults: overload control on=%v, adaptive limit on=%v; want on, off", p.ovl.on, p.ovl.adaptive)
+	if !p.ovl.on || !p.ovl.adaptive {
+		t.Errorf("defaults: overload control on=%v, adaptive limit on=%v; want on, on", p.ovl.on, p.ovl.adaptive)
+	}
+	if p2, _ := newPool(t, Config{MaxConns: 3, AdaptiveLimitFloor: -5}); !p2.ovl.on || p2.ovl.adaptive || p2.Config().AdaptiveLimitFloor != -1 {
+		t.Errorf("AdaptiveLimitFloor -5: overload control on=%v, adaptive limit on=%v, floor %d; want on, off, -1",
+			p2.ovl.on, p2.ovl.adaptive, p2.Config().AdaptiveLimitFloor)
 	}
 	p1, _ := newPool(t, Config{MaxConns: 3, AdaptiveLimitFloor: 9, OverloadTarget: 5 * time.Millisecond})
 	if !p1.ovl.adaptive || p1.Config().AdaptiveLimitFloor != 3 {
@@ -384,22 +388,22 @@ func TestStatementLossIsNotCongestion(t *testing.T) {
 // or failed as unable to finish; each gets its own deadline's error. And a congested pool
 // whose connections stop coming back sheds nobody more: congestion ends.
 func TestNoReturnsNoCongestion(t *testing.T) {
-	p, _ := newPool(t, Config{MaxConns: 1, overloadInterval: 20 * time.Millisecond, OverloadTarget: 50 * time.Millisecond})
+	p, _ := newPool(t, Config{MaxConns: 1, overloadInterval: 20 * time.Millisecond, OverloadTarget: 150 * time.Millisecond})
 	held := mustConnect(t, p)
 	defer held.Close()
 	got, errs := make(chan string, 3), make(chan error, 3)
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
 	defer cancel()
 	queueWaiter(t, p, ctx, "first", got, errs)
-	time.Sleep(30 * time.Millisecond) // the queue stands for more than the interval
+	time.Sleep(120 * time.Millisecond) // the queue stands, and nothing came back, for five intervals
 	p.noteLoss()
 	p.ovl.holdEst.Store(int64(time.Hour))
 	queueWaiter(t, p, ctx, "stalled", got, errs)
 	if p.overloadStats().Congested {
 		t.Fatal("congested while no connection came back")
 	}
-	// Now congested (connections came back just now), then they stop: the shed bound (50 ms)
-	// passes more than an interval after the last return.
+	// Now congested (connections came back just now), then they stop: the shed bound (150 ms)
+	// passes more than five intervals after the last return.
 	p.store.mu.Lock()
 	p.store.lastPut = p.nanotime()
 	p.store.mu.Unlock()
