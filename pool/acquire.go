@@ -494,8 +494,10 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 	}
 	s.mu.Unlock()
 	// 4. Queued in place: close the unfit connection (its replacement may come now), wake
-	//    the creator, bring back connections parked in database/sql.
+	//    the creator, bring back connections parked in database/sql (and those the adaptive
+	//    limit set aside, when it let go: overload.go).
 	p.dropUnfit(dl)
+	p.releaseBench()
 	// At MaxConns the creator has nothing to do for this waiter, and waking its goroutine on
 	// every wait costs a saturated pool a scheduler round trip per borrow. A connection that
 	// closes after this look signals the creator itself (closeEntry), and sees this waiter,

@@ -128,13 +128,16 @@ type overload struct {
 	congested atomic.Bool
 	busySince int64 // when the queue last became non-empty; under store.mu
 
-	mu       sync.Mutex // the sample window
-	winStart int64
-	winSum   int64
-	winN     int64
-	baseline int64 // lowest window mean since the limit engaged, ns
-	limitF   float64
-	skip     bool
+	mu        sync.Mutex // the sample window, and the statement losses' (serverOverloaded)
+	sStart    int64
+	sLosses   int
+	sHandouts uint64
+	winStart  int64
+	winSum    int64
+	winN      int64
+	baseline  int64 // lowest window mean since the limit engaged, ns
+	limitF    float64
+	skip      bool
 }
 
 // startLimit is where the adaptive limit starts when it engages: low, so that the baseline is
@@ -181,12 +184,65 @@ func (p *Pool) noteLoss() {
 }
 
 // noteStmtLoss is observe's: a statement ran into its context's deadline (or the server's
-// statement time limit). It feeds the adaptive limit's gradient only: it is no sign of
-// congestion (see the file's comment).
+// statement time limit). It is no sign of congestion (see the file's comment); it feeds the
+// adaptive limit's gradient, and engages the limit when the database itself is overloaded
+// (serverOverloaded).
 func (p *Pool) noteStmtLoss() {
-	if p.ovl.adaptive && p.lastError() == nil {
-		p.ovl.stmtLoss.Add(1)
+	o := &p.ovl
+	if !o.adaptive || p.lastError() != nil {
+		return
 	}
+	o.stmtLoss.Add(1)
+	if o.limit.Load() == 0 {
+		p.serverOverloaded()
+	}
+}
+
+// Server overload: a database that takes more statements than it can finish in time queues
+// them itself, so the pool sees no queue of its own (its connections are all out, running
+// statements that miss their deadlines). The adaptive limit engages when, over at least
+// lossMemory intervals, at least minStmtLosses statements and stmtLossShare of the borrows
+// ran into their deadlines: a stalled host loses one statement per connection it holds per
+// deadline, a small share of the borrows the healthy hosts serve meanwhile (and if the limit
+// engages anyway, the stall rule lets it go: congestedLocked).
+const (
+	minStmtLosses = 8
+	stmtLossShare = 0.05
+)
+
+// serverOverloaded counts a statement loss in the current window (under ovl.mu) and, once the
+// window is lossMemory intervals long, engages the adaptive limit if the losses were many.
+func (p *Pool) serverOverloaded() {
+	o := &p.ovl
+	now := p.nanotime()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.sLosses++
+	if o.sStart == 0 { // the first loss opens the first window
+		o.sStart, o.sHandouts, o.sLosses = now, p.handoutsTotal(), 1
+		return
+	}
+	if now-o.sStart < lossMemory*o.interval {
+		return
+	}
+	h := p.handoutsTotal()
+	many := o.sLosses >= minStmtLosses && float64(o.sLosses) >= stmtLossShare*float64(h-o.sHandouts)
+	o.sStart, o.sHandouts, o.sLosses = now, h, 0
+	if many && o.limit.CompareAndSwap(0, int32(o.startLimit(p))) {
+		o.engaged.Store(true)
+		o.changes.Add(1)
+	}
+}
+
+// handoutsTotal is the pool's hand-outs so far (Stats.Acquires).
+func (p *Pool) handoutsTotal() uint64 {
+	p.reg.mu.Lock()
+	defer p.reg.mu.Unlock()
+	n := p.handouts.Load()
+	for _, e := range p.reg.entries() {
+		n += e.handouts.Load()
+	}
+	return n
 }
 
 // congestedLocked is wait's look at congestion before it queues, under store.mu, at now.
@@ -195,14 +251,16 @@ func (p *Pool) congestedLocked(now int64) bool {
 	if !o.on {
 		return false
 	}
+	if now-s.lastPut > returnMemory*o.interval { // no connection came back to a waiter lately
+		p.stalledLocked() // a stalled host, an outage, or the end of an overload
+		if s.nwait == 0 {
+			o.busySince = now
+		}
+		return false
+	}
 	if s.nwait == 0 {
 		p.endCongestionLocked()
 		o.busySince = now
-		return false
-	}
-	returning := now-s.lastPut <= returnMemory*o.interval // connections come back to the waiters
-	if !returning {
-		p.endCongestionLocked() // a stalled host, or an outage: not overload
 		return false
 	}
 	if !o.congested.Load() && now-o.busySince > o.interval {
@@ -229,20 +287,43 @@ func (p *Pool) endCongestionLocked() {
 	p.store.lifo = false
 }
 
+// stalledLocked ends congestion (under store.mu) when no connection came back to a waiter for
+// returnMemory intervals, and lets the adaptive limit go: the overload ended, or a stalled
+// host holds the connections in circulation and those set aside may be the only ones that
+// work. The caller brings them back (releaseBench) once it released store.mu.
+func (p *Pool) stalledLocked() {
+	p.endCongestionLocked()
+	if o := &p.ovl; o.limit.Load() != 0 {
+		o.limit.Store(0) // the next engagement starts afresh (engaged)
+		o.changes.Add(1)
+	}
+}
+
+// releaseBench puts the connections the adaptive limit set aside back into circulation when
+// the limit is no longer engaged (stalledLocked); a load and a branch otherwise.
+func (p *Pool) releaseBench() {
+	if p.store.nbenched.Load() != 0 && p.ovl.limit.Load() == 0 {
+		p.unbench(p.maxConns())
+	}
+}
+
 // shedNow is a waiter's whose shed bound passed: it reports whether to shed it, that is
 // whether the pool is still congested and connections still come back; when they stopped
 // (a host stalled since), congestion ends and the waiter waits on.
 func (p *Pool) shedNow() bool {
 	s := &p.store
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if !p.ovl.congested.Load() {
+		s.mu.Unlock()
 		return false
 	}
 	if p.nanotime()-s.lastPut > returnMemory*p.ovl.interval {
-		p.endCongestionLocked()
+		p.stalledLocked()
+		s.mu.Unlock()
+		p.releaseBench()
 		return false
 	}
+	s.mu.Unlock()
 	return true
 }
 
@@ -371,8 +452,8 @@ func (p *Pool) adjustLimit(mean int64, losses int32) {
 	}
 	ceiling := float64(p.maxConns())
 	next := limit*grad + math.Sqrt(limit)
-	if losses == 0 && grad == 1 && p.store.waiting.Load() == 0 {
-		next = limit // no demand beyond the limit: no reason to grow
+	if losses == 0 && grad == 1 && p.store.waiting.Load() == 0 && o.congested.Load() {
+		next = limit // no demand beyond the limit: no reason to grow (once congestion ended it grows back to MaxConns and lets go)
 	}
 	next = 0.5*limit + 0.5*next
 	next = min(max(next, float64(o.floor)), ceiling)

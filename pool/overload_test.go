@@ -426,3 +426,61 @@ func TestNoReturnsNoCongestion(t *testing.T) {
 		t.Errorf("overloadStats = %+v; want not congested, nothing shed", s)
 	}
 }
+
+// A stall lets the adaptive limit go: with the connections in circulation held (a stalled
+// host) and nothing coming back, a waiter gets one the limit had set aside.
+func TestStallReleasesBenched(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 4, overloadInterval: 10 * time.Millisecond})
+	eventually(t, "four idle connections", func() bool { return p.Stats().Idle == 4 })
+	var held []*conn
+	for range 4 {
+		held = append(held, mustConnect(t, p))
+	}
+	p.ovl.limit.Store(2) // engaged at 2
+	for _, c := range held {
+		_ = c.Close()
+	}
+	if s := p.overloadStats(); s.Benched != 2 {
+		t.Fatalf("%+v; want 2 benched", s)
+	}
+	a, b := mustConnect(t, p), mustConnect(t, p) // the two in circulation, stalled
+	defer a.Close()
+	defer b.Close()
+	time.Sleep(60 * time.Millisecond) // more than five intervals without a return
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := p.Connect(ctx)
+	if err != nil {
+		t.Fatalf("a borrow while the circulating connections stall: %v; want a benched one", err)
+	}
+	_ = c.Close()
+	if s := p.overloadStats(); s.Limit != 4 {
+		t.Errorf("%+v; want the limit let go (Limit = MaxConns)", s)
+	}
+}
+
+// Statements running into their deadlines engage the adaptive limit when they are many and a
+// large share of the borrows (the database is overloaded: it queues the statements itself),
+// not when they are a few among many quick borrows (a stalled host's connections).
+func TestServerOverloadEngagesLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		handouts uint64
+		losses   int
+		want     bool
+	}{{"many", 20, 12, true}, {"few among many", 10000, 12, false}, {"too few", 0, 4, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, _ := newPool(t, Config{MaxConns: 8, overloadInterval: time.Millisecond})
+			p.noteStmtLoss() // opens the window
+			p.handouts.Add(tc.handouts)
+			for range tc.losses - 2 {
+				p.noteStmtLoss()
+			}
+			time.Sleep(12 * time.Millisecond) // the window is ten intervals long
+			p.noteStmtLoss()
+			if got := p.ovl.limit.Load() != 0; got != tc.want {
+				t.Errorf("%d losses among %d borrows: limit engaged = %v (limit %d); want %v", tc.losses, tc.handouts, got, p.ovl.limit.Load(), tc.want)
+			}
+		})
+	}
+}
