@@ -97,8 +97,7 @@ type Config struct {
 	// 64. Negative: no cache.
 	StatementCacheSize int
 	// ServerCancelTimeout bounds how long a connection cancelled on the server (ServerCancel) still
-	// counts (beside MaxConns for the first MaxConns/8, against it beyond). Zero value:
-	// ValidationTimeout. Negative: off.
+	// counts: beside MaxConns (the first MaxConns/8), else against it. Zero: ValidationTimeout; <0: off.
 	ServerCancelTimeout time.Duration
 
 	// Hooks are the lifecycle hooks. Zero value: none.

@@ -48,14 +48,19 @@ import (
 //     max(0.5, min(1, 2 × baseline/latency)) + √limit (gradient 0.5 when statements ran into
 //     their deadlines; no growth without waiters), smoothed by half; the baseline is the
 //     lowest window latency since the limit engaged. It starts at 4 (or the floor), so that
-//     the baseline is measured at low concurrency, and disengages when back at MaxConns with
-//     no congestion.
+//     the baseline is measured at low concurrency, grows back once congestion ended, and
+//     disengages when back at MaxConns, or at a stall (no connection came back to a waiter
+//     for five intervals: the connections it set aside come back). Besides congestion, the
+//     database's own overload engages it: statements running into their deadlines, many and
+//     a large share of the borrows (serverOverloaded), as when every connection is out and the
+//     server queues the statements.
 //
-// Cost when not congested: an acquire that waits checks its context's deadline against the
-// estimate and looks at one more field under the store lock; one borrow in sixteen reads the
-// exact clock at hand-out and at release and takes a mutex to feed the estimate (sampled, and
-// only while someone waits); the others pay a load and a branch at hand-out and at release, and
-// a release one atomic load of the limit.
+// Cost when not congested: an acquire that waits looks at a few more fields under the store
+// lock, and a return to a waiter stamps the exact clock (which it read anyway for the
+// hand-off age); one borrow in sixteen reads the exact clock at hand-out and at release and
+// takes a mutex to feed the estimate (sampled, and only while someone waits); the others pay a
+// load and a branch at hand-out and at release, and a release one atomic load of the limit. A
+// statement that runs into its deadline takes a mutex, and once a second sums the hand-outs.
 
 // ErrOverloaded is matched by an acquire refused under overload (and, when its deadline was too
 // near to finish, context.DeadlineExceeded too): it took no connection.
