@@ -454,6 +454,8 @@ func (p *Pool) adjustLimit(mean int64, losses int32) {
 	grad = max(grad, 0.5)
 	if losses > 0 {
 		grad = 0.5
+	} else if p.store.waiting.Load() == 0 && !o.congested.Load() {
+		grad = 1 // nobody waits, not congested: the limit does not bind; it grows back and lets go
 	}
 	ceiling := float64(p.maxConns())
 	next := limit*grad + math.Sqrt(limit)

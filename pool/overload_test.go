@@ -251,6 +251,7 @@ func TestAdaptiveLimitGradient(t *testing.T) {
 	p, _ := newPool(t, Config{MaxConns: 64, AdaptiveLimitFloor: 2, OverloadTarget: 5 * time.Millisecond})
 	o := &p.ovl
 	o.limit.Store(32)
+	p.store.waiting.Add(1) // someone waits: demand beyond the limit
 	o.mu.Lock()
 	o.baseline = int64(time.Millisecond)
 	for range 20 {
@@ -261,7 +262,20 @@ func TestAdaptiveLimitGradient(t *testing.T) {
 	if low > 12 || low < 2 {
 		t.Errorf("limit after 20 windows at 40× the baseline = %d; want near the floor (2..12)", low)
 	}
-	p.store.waiting.Add(1) // someone waits: demand beyond the limit
+	// Nobody waits and the pool is not congested: however slow the statements, the limit does
+	// not bind; it grows back and lets go.
+	p.store.waiting.Add(-1)
+	o.mu.Lock()
+	for i := 0; i < 100 && o.limit.Load() != 0; i++ {
+		p.adjustLimit(int64(40*time.Millisecond), 0)
+	}
+	o.mu.Unlock()
+	if l := o.limit.Load(); l != 0 {
+		t.Errorf("limit after 100 windows without waiters = %d; want disengaged (0: MaxConns)", l)
+	}
+	o.limit.Store(low)
+	o.limitF = float64(low)
+	p.store.waiting.Add(1)
 	o.mu.Lock()
 	for i := 0; i < 100 && o.limit.Load() != 0; i++ { // sampledRelease steps only while engaged
 		p.adjustLimit(int64(time.Millisecond), 0)
