@@ -465,15 +465,13 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 	//    overload (overload.go) a waiter that cannot finish before its deadline fails here, and
 	//    one that queues while the pool is congested waits at most its shed bound.
 	var shedC <-chan time.Time
-	if p.ovl.on {
+	if p.ovl.on && p.congestedLocked(w.since) {
 		if err := p.cannotFinish(ctx); err != nil {
 			s.mu.Unlock()
 			waiterPool.Put(w)
 			return nil, err
 		}
-		if p.congestedLocked(w.since) {
-			shedC = dl.shedTimer(p, time.Duration(s.shedNs))
-		}
+		shedC = dl.shedTimer(p, time.Duration(s.shedNs))
 	}
 	if dl.ticket != 0 {
 		// Back after the connection handed to it failed validation (or expired, or was
@@ -496,8 +494,10 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 	}
 	s.mu.Unlock()
 	// 4. Queued in place: close the unfit connection (its replacement may come now), wake
-	//    the creator, bring back connections parked in database/sql.
+	//    the creator, bring back connections parked in database/sql (and those the adaptive
+	//    limit set aside, when it let go: overload.go).
 	p.dropUnfit(dl)
+	p.releaseBench()
 	// At MaxConns the creator has nothing to do for this waiter, and waking its goroutine on
 	// every wait costs a saturated pool a scheduler round trip per borrow. A connection that
 	// closes after this look signals the creator itself (closeEntry), and sees this waiter,
@@ -525,7 +525,7 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 			if e != nil {
 				waiterPool.Put(w)
 				if p.ovl.on {
-					if err := p.cannotFinish(ctx); err != nil {
+					if err := p.cannotFinish(ctx); err != nil { // congested only
 						p.park(e) // to the next waiter: this one would lose it in the statement
 						return nil, err
 					}
@@ -569,6 +569,10 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 		case <-ctx.Done():
 			return nil, p.giveUp(ctx, w, dl, true)
 		case <-shedC:
+			if !p.shedNow() { // congestion ended, or connections stopped coming back: wait on
+				shedC = nil
+				continue
+			}
 			if err := p.giveUp(ctx, w, dl, false); err != errShed {
 				return nil, err
 			}
@@ -620,8 +624,8 @@ func (p *Pool) timeoutError(ctx context.Context, dl *deadline, byCtx bool) error
 	}
 	p.timeouts.Add(1)
 	lastErr := p.lastError()
-	if lastErr == nil {
-		p.noteLoss() // a busy pool's, not a failing one's: an outage is not overload
+	if lastErr == nil && dl.ticket != 0 && dl.probes == 0 {
+		p.noteLoss() // lost in the queue of a busy pool, not a failing one's: an outage is not overload
 	}
 	waited := time.Duration(p.nanotime() - dl.begin(p))
 	if ev := p.cfg.Trace; ev != nil && ev.AcquireTimedOut != nil {

@@ -25,11 +25,16 @@ import (
 // may still be running on the server), the connection is marked interrupted; when the pool
 // closes it, it stops the statement on the server with a ServerCancel (KILL QUERY <id> on
 // MySQL and MariaDB, the id recorded at dial time) sent over a side connection of its own, and
-// keeps counting the connection against MaxConns (in Stats.Total and Active, as Cancelling)
-// until the server reports that the session is gone, or Config.ServerCancelTimeout has passed.
-// The creator dials no replacement meanwhile: MaxConns bounds the server threads that run
-// the pool's statements, not just its sockets (plus one: the side connection, one per host,
-// opened at the first cancel and kept until Close; it is not counted in MaxConns). Each step
+// keeps counting the connection (in Stats.Total and Active, as Cancelling) until the server
+// reports that the session is gone, or Config.ServerCancelTimeout has passed. The first
+// MaxConns/8 such connections (the overshoot budget) are counted beside MaxConns: the creator
+// dials their replacements at once, in parallel with the KILL, so that a storm of deadlines
+// (an overload) does not shrink the pool to its dial rate. Beyond the budget a cancelled
+// connection counts against MaxConns, and the creator dials no replacement until its session
+// is gone. So MaxConns + MaxConns/8 bounds the server threads that run the pool's statements,
+// not just its sockets (plus one: the side connection, one per host, opened at the first
+// cancel and kept until Close; it is not counted), and a pool below 8 connections keeps
+// MaxConns as the bound. Each step
 // of a cancel (opening the side connection, the KILL, one poll) is bounded by the shorter of
 // ConnectTimeout or ValidationTimeout and ServerCancelTimeout, and each host has its own cancel
 // goroutine, so a host that stopped answering holds its cancelled connections' slots for at
@@ -79,9 +84,15 @@ type canceller struct {
 	stopped bool           // Close began: no more jobs, the goroutines finish
 	wg      sync.WaitGroup // the goroutines; Add only under mu while !stopped
 
-	// pending counts the jobs not yet finished (queued or in progress), for Stats.
-	pending atomic.Int32
+	// pending counts the jobs not yet finished (queued or in progress), for Stats; detached
+	// those of them counted beside MaxConns (the overshoot budget), under mu.
+	pending  atomic.Int32
+	detached int
 }
+
+// cancelOvershoot is the overshoot budget's divisor: MaxConns/cancelOvershoot cancelled
+// connections whose sessions may still run count beside MaxConns.
+const cancelOvershoot = 8
 
 // hostCanceller is the cancel goroutine of one host.
 type hostCanceller struct {
@@ -96,6 +107,7 @@ type cancelJob struct {
 	closeErr error
 	queued   time.Time
 	deadline time.Time
+	detached bool // closed at once, counted in the overshoot budget until it finishes
 }
 
 // initSession starts e's session tracker and, with server-side cancel on, records the session
@@ -128,8 +140,9 @@ func (p *Pool) noteInterrupted(e *entry, err error) {
 }
 
 // serverCancel takes over the end of closeEntry for an interrupted connection: it reports
-// true when e will be cancelled on the server and counted until its session is gone (the
-// cancel goroutine then calls closeDone), false when closeEntry must finish as usual.
+// true when e will be cancelled on the server and counted until its session is gone (in the
+// overshoot budget, closeDone at once; otherwise the cancel goroutine calls it then), false
+// when closeEntry must finish as usual.
 func (p *Pool) serverCancel(e *entry, reason CloseReason, closeErr error) bool {
 	c := p.cancel
 	if c == nil || !e.interrupted.Load() || e.sessionID == 0 {
@@ -155,11 +168,18 @@ func (p *Pool) serverCancel(e *entry, reason CloseReason, closeErr error) bool {
 		go p.cancelLoop(hc)
 	}
 	c.pending.Add(1)
+	if c.detached < p.maxConns()/cancelOvershoot {
+		c.detached++
+		j.detached = true
+	}
 	hc.queue = append(hc.queue, j)
 	c.mu.Unlock()
 	select {
 	case hc.wake <- struct{}{}:
 	default:
+	}
+	if j.detached {
+		p.closeDone(e, reason, closeErr) // the creator dials the replacement now
 	}
 	return true
 }
@@ -356,16 +376,27 @@ func (p *Pool) pollCancelled(side *driver.Conn, host string, active []*cancelJob
 	return rest
 }
 
-// finishCancel gives j's slot back and reports the outcome.
+// finishCancel gives j's slot (or its place in the overshoot budget) back and reports the
+// outcome.
 func (p *Pool) finishCancel(j *cancelJob, outcome CancelOutcome) {
-	p.cancel.pending.Add(-1)
+	c := p.cancel
+	if j.detached {
+		c.mu.Lock()
+		c.detached--
+		c.pending.Add(-1)
+		c.mu.Unlock()
+	} else {
+		c.pending.Add(-1)
+	}
 	took := time.Since(j.queued)
 	if ce := p.cfg.Trace; ce != nil && ce.ServerCancelled != nil {
 		ce.ServerCancelled(p.cfg.Name, outcome, took)
 	}
 	p.cfg.Logger.Debug("sqlpool: cancelled statement stopped on the server", "pool", p.cfg.Name,
 		"conn", j.e.id, "session", j.e.sessionID, "outcome", string(outcome), "took", took)
-	p.closeDone(j.e, j.reason, j.closeErr)
+	if !j.detached {
+		p.closeDone(j.e, j.reason, j.closeErr)
+	}
 }
 
 // cancelling counts the closed connections still counted while their sessions end.

@@ -23,7 +23,8 @@ const envCancelStormSeconds = "SQLPOOL_CANCEL_STORM_SECONDS"
 // A cancel storm: MaxConns 16, statements SELECT SLEEP(0.05–0.5 s), contexts of 20–200 ms, 32
 // goroutines per side starting up to 250 statements a second (about 200 cancels a second), run at the same time through the pool and through plain database/sql
 // (SetMaxOpenConns(16)) on the same server. The processlist is sampled every 10 ms: the
-// server threads running the pool's statements never exceed MaxConns + 1; plain
+// server threads running the pool's statements never exceed MaxConns + MaxConns/8 (cancelled
+// sessions whose replacements were dialled at once) + 1; plain
 // database/sql's figure is logged beside it (it is not bounded: every cancel leaves a sleeping
 // thread behind and a new connection is opened).
 func TestServerCancelStorm(t *testing.T) {
@@ -141,8 +142,8 @@ func TestServerCancelStorm(t *testing.T) {
 	st := p.Stats()
 	t.Logf("storm %v, %d samples: max concurrent server threads running the pool's statements %d (MaxConns %d); plain database/sql's %d (SetMaxOpenConns %d); pool cancels %v; pool created %d connections",
 		elapsed.Round(time.Millisecond), samples, maxPool, maxConns, maxPlain, maxConns, ev.all(), st.Created)
-	if maxPool > maxConns+1 {
-		t.Errorf("the pool's statements ran on up to %d server threads at once, want ≤ MaxConns+1 = %d", maxPool, maxConns+1)
+	if bound := int64(maxConns + maxConns/8 + 1); maxPool > bound {
+		t.Errorf("the pool's statements ran on up to %d server threads at once, want ≤ MaxConns+MaxConns/8+1 = %d", maxPool, bound)
 	}
 	if sides[0].cancels.Load() == 0 {
 		t.Error("no statement was cancelled: the storm did not happen")

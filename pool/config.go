@@ -97,7 +97,7 @@ type Config struct {
 	// 64. Negative: no cache.
 	StatementCacheSize int
 	// ServerCancelTimeout bounds how long a connection cancelled on the server (ServerCancel) still
-	// counts against MaxConns. Zero value: ValidationTimeout. Negative: off.
+	// counts: beside MaxConns (the first MaxConns/8), else against it. Zero: ValidationTimeout; <0: off.
 	ServerCancelTimeout time.Duration
 
 	// Hooks are the lifecycle hooks. Zero value: none.
@@ -113,12 +113,12 @@ type Config struct {
 	Addr string
 	// Overload control: docs/operations.md, "Overload".
 
-	// OverloadTarget, when positive, turns on overload control: while congested, a waiter waits at
-	// most the larger of this (5 ms is a good start) and the sampled borrow time, newest first.
-	// Zero value or negative: off (FIFO until AcquireTimeout), unless AdaptiveLimitFloor is set.
+	// OverloadTarget: while congested, a waiter waits at most the larger of this and the sampled
+	// borrow time, newest first. Zero value: 5 ms. Negative: overload control off (FIFO until
+	// AcquireTimeout).
 	OverloadTarget time.Duration
-	// AdaptiveLimitFloor, when positive, turns on overload control (OverloadTarget 5 ms if unset)
-	// and the adaptive limit on connections in circulation, between it and MaxConns. Zero: off.
+	// AdaptiveLimitFloor is the floor of the limit on connections in circulation that overload
+	// control sets while congested (up to MaxConns). Zero value: 2. Negative: no limit.
 	AdaptiveLimitFloor int
 	// ServerStatementDeadline sends a statement with a context deadline with a server-side
 	// time limit (MariaDB), so that the connection survives the deadline. Zero value: off.

@@ -21,35 +21,46 @@ import (
 // drains, or a standing queue whose waiters all get served in time) behaves as before:
 //
 //  1. Congestion, after CoDel (Nichols and Jacobson; Facebook's "Fail at Scale"): the pool is
-//     congested when its waiters' queue has not emptied for the congestion interval (100 ms) and a borrower
-//     lost its deadline within the last ten intervals (timed out waiting, was shed, or its
-//     statement ran into its deadline) while no dial or probe was failing: an outage is not
-//     overload. Congestion ends when the queue empties. While congested, a freed connection
-//     goes to the newest waiter (LIFO), and a waiter waits at most the larger of
-//     OverloadTarget and the estimated borrow time before it fails with ErrOverloaded: those
-//     that are served have their whole deadline left, those that are not fail fast, without
-//     taking a connection.
-//  2. A waiter that cannot finish in time — its context's deadline is nearer than the
-//     estimated borrow time (sampled) — fails at once with a *overloadError that matches both
+//     congested when demand exceeds connections that are being returned: its waiters' queue
+//     has not emptied for the congestion interval (100 ms), a connection was returned to a
+//     waiter within the last five intervals, and a waiter lost its deadline in the queue within the
+//     last ten intervals (timed out waiting, was shed or could not finish, or was served after
+//     waiting longer than the time it had left) while no dial or probe was failing. A
+//     statement that ran into its deadline is not such a loss: after a short wait it says that
+//     the database or a host is slow, not that the queue is long, and a long wait before it
+//     was already counted at the hand-out. So a stalled host (its connections return nothing,
+//     their statements hit their deadlines) or an outage (dials fail) is not overload.
+//     Congestion ends when the queue empties or no connection was returned for five intervals.
+//     While congested, a freed connection goes to the newest waiter (LIFO), and a waiter waits
+//     at most the larger of OverloadTarget and the estimated borrow time before it fails with
+//     ErrOverloaded (unless connections stopped coming back meanwhile): those that are served
+//     have their whole deadline left, those that are not fail fast, without taking a connection.
+//  2. While congested, a waiter that cannot finish in time — its context's deadline is nearer
+//     than the estimated borrow time (sampled) — fails at once with a *overloadError that matches both
 //     ErrOverloaded and context.DeadlineExceeded, instead of taking a connection it would lose
 //     in the statement.
-//  3. With AdaptiveLimitFloor set (off by default: docs/design/overload.md), an adaptive limit
-//     on the connections in circulation, between AdaptiveLimitFloor and MaxConns, engaged at a
-//     congestion: connections above the limit are set aside
+//  3. Unless AdaptiveLimitFloor is negative, an adaptive limit on the connections in
+//     circulation, between AdaptiveLimitFloor (2) and MaxConns, engaged at a congestion
+//     (docs/design/overload.md): connections above the limit are set aside
 //     (benched) open and idle, so that fewer statements share the database and each finishes
 //     sooner. It follows the gradient algorithm (Netflix's concurrency-limits): every
 //     the congestion interval (100 ms), from the sampled borrow times of the window, newLimit = limit ×
 //     max(0.5, min(1, 2 × baseline/latency)) + √limit (gradient 0.5 when statements ran into
 //     their deadlines; no growth without waiters), smoothed by half; the baseline is the
 //     lowest window latency since the limit engaged. It starts at 4 (or the floor), so that
-//     the baseline is measured at low concurrency, and disengages when back at MaxConns with
-//     no congestion.
+//     the baseline is measured at low concurrency, grows back once congestion ended, and
+//     disengages when back at MaxConns, or at a stall (no connection came back to a waiter
+//     for five intervals: the connections it set aside come back). Besides congestion, the
+//     database's own overload engages it: statements running into their deadlines, many and
+//     a large share of the borrows (serverOverloaded), as when every connection is out and the
+//     server queues the statements.
 //
-// Cost when not congested: an acquire that waits checks its context's deadline against the
-// estimate and looks at one more field under the store lock; one borrow in sixteen reads the
-// exact clock at hand-out and at release and takes a mutex to feed the estimate (sampled, and
-// only while someone waits); the others pay a load and a branch at hand-out and at release, and
-// a release one atomic load of the limit.
+// Cost when not congested: an acquire that waits looks at a few more fields under the store
+// lock, and a return to a waiter stamps the exact clock (which it read anyway for the
+// hand-off age); one borrow in sixteen reads the exact clock at hand-out and at release and
+// takes a mutex to feed the estimate (sampled, and only while someone waits); the others pay a
+// load and a branch at hand-out and at release, and a release one atomic load of the limit. A
+// statement that runs into its deadline takes a mutex, and once a second sums the hand-outs.
 
 // ErrOverloaded is matched by an acquire refused under overload (and, when its deadline was too
 // near to finish, context.DeadlineExceeded too): it took no connection.
@@ -83,8 +94,15 @@ func (e *overloadError) Is(target error) bool {
 const (
 	defaultOverloadTarget   = 5 * time.Millisecond
 	defaultOverloadInterval = 100 * time.Millisecond
+	// defaultLimitFloor is AdaptiveLimitFloor's default: two connections keep one statement
+	// running on the server while the other's result travels.
+	defaultLimitFloor = 2
 	// lossMemory is how long after a deadline loss a standing queue still counts as congestion.
 	lossMemory = 10 // intervals
+	// returnMemory is how long without a connection coming back to a waiter ends congestion (a
+	// stalled host or an outage, not overload): longer than a statement of a mixed load takes
+	// with the adaptive limit low (several scans holding every connection in circulation).
+	returnMemory = 5 // intervals
 	// sampleMask: one borrow in sampleMask+1 is timed (handouts & sampleMask == 0), and only
 	// while someone waits or the adaptive limit is engaged: an uncontended pool times nothing.
 	sampleMask = 15
@@ -111,17 +129,20 @@ type overload struct {
 	cannotFinish atomic.Uint64
 	changes      atomic.Uint64
 
-	// Guarded by store.mu.
-	congested bool
-	busySince int64 // when the queue last became non-empty
+	// Written under store.mu.
+	congested atomic.Bool
+	busySince int64 // when the queue last became non-empty; under store.mu
 
-	mu       sync.Mutex // the sample window
-	winStart int64
-	winSum   int64
-	winN     int64
-	baseline int64 // lowest window mean since the limit engaged, ns
-	limitF   float64
-	skip     bool
+	mu        sync.Mutex // the sample window, and the statement losses' (serverOverloaded)
+	sStart    int64
+	sLosses   int
+	sHandouts uint64
+	winStart  int64
+	winSum    int64
+	winN      int64
+	baseline  int64 // lowest window mean since the limit engaged, ns
+	limitF    float64
+	skip      bool
 }
 
 // startLimit is where the adaptive limit starts when it engages: low, so that the baseline is
@@ -142,7 +163,7 @@ func (o *overload) init(c Config) {
 // resolveOverload applies the overload settings' defaults (Config.resolved).
 func (c *Config) resolveOverload() {
 	switch {
-	case c.OverloadTarget == 0 && c.AdaptiveLimitFloor > 0:
+	case c.OverloadTarget == 0:
 		c.OverloadTarget = defaultOverloadTarget
 	case c.OverloadTarget < 0:
 		c.OverloadTarget = -1
@@ -151,8 +172,10 @@ func (c *Config) resolveOverload() {
 		c.overloadInterval = defaultOverloadInterval
 	}
 	switch {
+	case c.AdaptiveLimitFloor == 0:
+		c.AdaptiveLimitFloor = min(defaultLimitFloor, c.MaxConns)
 	case c.AdaptiveLimitFloor < 0:
-		c.AdaptiveLimitFloor = 0
+		c.AdaptiveLimitFloor = -1
 	case c.AdaptiveLimitFloor > c.MaxConns:
 		c.AdaptiveLimitFloor = c.MaxConns
 	}
@@ -166,12 +189,65 @@ func (p *Pool) noteLoss() {
 }
 
 // noteStmtLoss is observe's: a statement ran into its context's deadline (or the server's
-// statement time limit).
+// statement time limit). It is no sign of congestion (see the file's comment); it feeds the
+// adaptive limit's gradient, and engages the limit when the database itself is overloaded
+// (serverOverloaded).
 func (p *Pool) noteStmtLoss() {
-	if p.ovl.on && p.lastError() == nil {
-		p.ovl.stmtLoss.Add(1)
-		p.ovl.lastLoss.Store(max(p.nanotime(), 1))
+	o := &p.ovl
+	if !o.adaptive || p.lastError() != nil {
+		return
 	}
+	o.stmtLoss.Add(1)
+	if o.limit.Load() == 0 {
+		p.serverOverloaded()
+	}
+}
+
+// Server overload: a database that takes more statements than it can finish in time queues
+// them itself, so the pool sees no queue of its own (its connections are all out, running
+// statements that miss their deadlines). The adaptive limit engages when, over at least
+// lossMemory intervals, at least minStmtLosses statements and stmtLossShare of the borrows
+// ran into their deadlines: a stalled host loses one statement per connection it holds per
+// deadline, a small share of the borrows the healthy hosts serve meanwhile (and if the limit
+// engages anyway, the stall rule lets it go: congestedLocked).
+const (
+	minStmtLosses = 8
+	stmtLossShare = 0.05
+)
+
+// serverOverloaded counts a statement loss in the current window (under ovl.mu) and, once the
+// window is lossMemory intervals long, engages the adaptive limit if the losses were many.
+func (p *Pool) serverOverloaded() {
+	o := &p.ovl
+	now := p.nanotime()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.sLosses++
+	if o.sStart == 0 { // the first loss opens the first window
+		o.sStart, o.sHandouts, o.sLosses = now, p.handoutsTotal(), 1
+		return
+	}
+	if now-o.sStart < lossMemory*o.interval {
+		return
+	}
+	h := p.handoutsTotal()
+	many := o.sLosses >= minStmtLosses && float64(o.sLosses) >= stmtLossShare*float64(h-o.sHandouts)
+	o.sStart, o.sHandouts, o.sLosses = now, h, 0
+	if many && o.limit.CompareAndSwap(0, int32(o.startLimit(p))) {
+		o.engaged.Store(true)
+		o.changes.Add(1)
+	}
+}
+
+// handoutsTotal is the pool's hand-outs so far (Stats.Acquires).
+func (p *Pool) handoutsTotal() uint64 {
+	p.reg.mu.Lock()
+	defer p.reg.mu.Unlock()
+	n := p.handouts.Load()
+	for _, e := range p.reg.entries() {
+		n += e.handouts.Load()
+	}
+	return n
 }
 
 // congestedLocked is wait's look at congestion before it queues, under store.mu, at now.
@@ -180,24 +256,80 @@ func (p *Pool) congestedLocked(now int64) bool {
 	if !o.on {
 		return false
 	}
+	if now-s.lastPut > returnMemory*o.interval { // no connection came back to a waiter lately
+		p.stalledLocked() // a stalled host, an outage, or the end of an overload
+		if s.nwait == 0 {
+			o.busySince = now
+		}
+		return false
+	}
 	if s.nwait == 0 {
-		o.congested, s.lifo = false, false
+		p.endCongestionLocked()
 		o.busySince = now
 		return false
 	}
-	if !o.congested && now-o.busySince > o.interval {
+	if !o.congested.Load() && now-o.busySince > o.interval {
 		if ll := o.lastLoss.Load(); ll != 0 && now-ll < lossMemory*o.interval {
-			o.congested, s.lifo = true, true
+			o.congested.Store(true)
+			s.lifo = true
 			if o.adaptive && o.limit.CompareAndSwap(0, int32(o.startLimit(p))) {
 				o.engaged.Store(true) // sampledRelease restarts the window and the baseline
 				o.changes.Add(1)
 			}
 		}
 	}
-	if o.congested {
+	if o.congested.Load() {
 		s.shedNs = int64(o.shedAfter())
 	}
-	return o.congested
+	return o.congested.Load()
+}
+
+// endCongestionLocked ends congestion (under store.mu): first come, first served again.
+func (p *Pool) endCongestionLocked() {
+	if p.ovl.congested.Load() {
+		p.ovl.congested.Store(false)
+	}
+	p.store.lifo = false
+}
+
+// stalledLocked ends congestion (under store.mu) when no connection came back to a waiter for
+// returnMemory intervals, and lets the adaptive limit go: the overload ended, or a stalled
+// host holds the connections in circulation and those set aside may be the only ones that
+// work. The caller brings them back (releaseBench) once it released store.mu.
+func (p *Pool) stalledLocked() {
+	p.endCongestionLocked()
+	if o := &p.ovl; o.limit.Load() != 0 {
+		o.limit.Store(0) // the next engagement starts afresh (engaged)
+		o.changes.Add(1)
+	}
+}
+
+// releaseBench puts the connections the adaptive limit set aside back into circulation when
+// the limit is no longer engaged (stalledLocked); a load and a branch otherwise.
+func (p *Pool) releaseBench() {
+	if p.store.nbenched.Load() != 0 && p.ovl.limit.Load() == 0 {
+		p.unbench(p.maxConns())
+	}
+}
+
+// shedNow is a waiter's whose shed bound passed: it reports whether to shed it, that is
+// whether the pool is still congested and connections still come back; when they stopped
+// (a host stalled since), congestion ends and the waiter waits on.
+func (p *Pool) shedNow() bool {
+	s := &p.store
+	s.mu.Lock()
+	if !p.ovl.congested.Load() {
+		s.mu.Unlock()
+		return false
+	}
+	if p.nanotime()-s.lastPut > returnMemory*p.ovl.interval {
+		p.stalledLocked()
+		s.mu.Unlock()
+		p.releaseBench()
+		return false
+	}
+	s.mu.Unlock()
+	return true
 }
 
 // nearMiss is a waiter's, served after waiting since start: when it waited longer than the
@@ -219,11 +351,11 @@ func (o *overload) shedAfter() time.Duration {
 	return time.Duration(max(o.target, o.holdEst.Load()))
 }
 
-// cannotFinish returns a *overloadError when ctx's deadline is nearer than the estimated borrow
-// time; nil otherwise (or without an estimate or a deadline).
+// cannotFinish returns a *overloadError when the pool is congested and ctx's deadline is nearer
+// than the estimated borrow time; nil otherwise (or without an estimate or a deadline).
 func (p *Pool) cannotFinish(ctx context.Context) error {
 	o := &p.ovl
-	if !o.on {
+	if !o.congested.Load() {
 		return nil
 	}
 	est := o.holdEst.Load()
@@ -322,11 +454,13 @@ func (p *Pool) adjustLimit(mean int64, losses int32) {
 	grad = max(grad, 0.5)
 	if losses > 0 {
 		grad = 0.5
+	} else if p.store.waiting.Load() == 0 && !o.congested.Load() {
+		grad = 1 // nobody waits, not congested: the limit does not bind; it grows back and lets go
 	}
 	ceiling := float64(p.maxConns())
 	next := limit*grad + math.Sqrt(limit)
-	if losses == 0 && grad == 1 && p.store.waiting.Load() == 0 {
-		next = limit // no demand beyond the limit: no reason to grow
+	if losses == 0 && grad == 1 && p.store.waiting.Load() == 0 && o.congested.Load() {
+		next = limit // no demand beyond the limit: no reason to grow (once congestion ended it grows back to MaxConns and lets go)
 	}
 	next = 0.5*limit + 0.5*next
 	next = min(max(next, float64(o.floor)), ceiling)
@@ -350,11 +484,7 @@ func (p *Pool) adjustLimit(mean int64, losses int32) {
 	}
 }
 
-func (o *overload) congestedNow(p *Pool) bool {
-	p.store.mu.Lock()
-	defer p.store.mu.Unlock()
-	return o.congested
-}
+func (o *overload) congestedNow(*Pool) bool { return o.congested.Load() }
 
 // overLimit reports whether a released connection must be benched: the adaptive limit is
 // engaged and more connections circulate than it allows.
@@ -403,9 +533,7 @@ func (p *Pool) overloadStats() overloadStats {
 	o.mu.Lock()
 	s.Baseline = time.Duration(o.baseline)
 	o.mu.Unlock()
-	p.store.mu.Lock()
-	s.Congested = o.congested
-	p.store.mu.Unlock()
+	s.Congested = o.congested.Load()
 	return s
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 )
@@ -25,9 +26,16 @@ func TestOverloadErrorIs(t *testing.T) {
 // A waiter whose context's deadline is nearer than the estimated borrow time fails at once,
 // without waiting for its deadline.
 func TestCannotFinishFailsAtOnce(t *testing.T) {
-	p, _ := newPool(t, Config{MaxConns: 1, OverloadTarget: 5 * time.Millisecond})
+	p, _ := newPool(t, Config{MaxConns: 1, overloadInterval: time.Millisecond})
 	held := mustConnect(t, p)
 	defer held.Close()
+	got, errs := make(chan string, 1), make(chan error, 1)
+	qctx, qcancel := context.WithCancel(context.Background())
+	defer qcancel()
+	queueWaiter(t, p, qctx, "standing", got, errs)
+	time.Sleep(5 * time.Millisecond)
+	p.noteLoss()
+	markReturning(p)
 	p.ovl.holdEst.Store(int64(time.Hour)) // every borrow takes an hour now
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -41,6 +49,10 @@ func TestCannotFinishFailsAtOnce(t *testing.T) {
 	}
 	if s := p.overloadStats(); s.CannotFinish != 1 {
 		t.Errorf("overloadStats().CannotFinish = %d; want 1", s.CannotFinish)
+	}
+	qcancel()
+	if err := <-errs; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the standing waiter: %v; want its cancellation", err)
 	}
 	// Without a deadline nothing is refused: the acquire waits for the connection.
 	done := make(chan error, 1)
@@ -114,6 +126,7 @@ func TestCongestionServesNewestAndSheds(t *testing.T) {
 	queueWaiter(t, p, ctx, "oldest", got, errs)
 	time.Sleep(5 * time.Millisecond)
 	p.noteLoss() // a borrower missed its deadline
+	markReturning(p)
 	queueWaiter(t, p, ctx, "middle", got, errs)
 	queueWaiter(t, p, ctx, "newest", got, errs)
 	if !p.overloadStats().Congested {
@@ -139,6 +152,7 @@ func TestCongestionServesNewestAndSheds(t *testing.T) {
 	queueWaiter(t, p2, context.Background(), "first", got2, errs2)
 	time.Sleep(5 * time.Millisecond)
 	p2.noteLoss()
+	markReturning(p2)
 	start := time.Now()
 	go func() {
 		_, err := p2.Connect(context.Background())
@@ -237,6 +251,7 @@ func TestAdaptiveLimitGradient(t *testing.T) {
 	p, _ := newPool(t, Config{MaxConns: 64, AdaptiveLimitFloor: 2, OverloadTarget: 5 * time.Millisecond})
 	o := &p.ovl
 	o.limit.Store(32)
+	p.store.waiting.Add(1) // someone waits: demand beyond the limit
 	o.mu.Lock()
 	o.baseline = int64(time.Millisecond)
 	for range 20 {
@@ -247,7 +262,20 @@ func TestAdaptiveLimitGradient(t *testing.T) {
 	if low > 12 || low < 2 {
 		t.Errorf("limit after 20 windows at 40× the baseline = %d; want near the floor (2..12)", low)
 	}
-	p.store.waiting.Add(1) // someone waits: demand beyond the limit
+	// Nobody waits and the pool is not congested: however slow the statements, the limit does
+	// not bind; it grows back and lets go.
+	p.store.waiting.Add(-1)
+	o.mu.Lock()
+	for i := 0; i < 100 && o.limit.Load() != 0; i++ {
+		p.adjustLimit(int64(40*time.Millisecond), 0)
+	}
+	o.mu.Unlock()
+	if l := o.limit.Load(); l != 0 {
+		t.Errorf("limit after 100 windows without waiters = %d; want disengaged (0: MaxConns)", l)
+	}
+	o.limit.Store(low)
+	o.limitF = float64(low)
+	p.store.waiting.Add(1)
 	o.mu.Lock()
 	for i := 0; i < 100 && o.limit.Load() != 0; i++ { // sampledRelease steps only while engaged
 		p.adjustLimit(int64(time.Millisecond), 0)
@@ -269,19 +297,23 @@ func TestAdaptiveLimitGradient(t *testing.T) {
 
 // Config: the overload settings' defaults and fix-ups.
 func TestOverloadConfig(t *testing.T) {
-	p0, _ := newPool(t, Config{MaxConns: 3})
-	if c := p0.Config(); p0.ovl.on || p0.ovl.adaptive || c.OverloadTarget != 0 || c.overloadInterval != defaultOverloadInterval {
-		t.Errorf("defaults: overload control on=%v, adaptive on=%v, target %v, interval %v; want off, off, 0, %v",
-			p0.ovl.on, p0.ovl.adaptive, c.OverloadTarget, c.overloadInterval, defaultOverloadInterval)
+	p0, _ := newPool(t, Config{MaxConns: 3, OverloadTarget: -1, AdaptiveLimitFloor: 2})
+	if c := p0.Config(); p0.ovl.on || p0.ovl.adaptive || c.OverloadTarget != -1 {
+		t.Errorf("OverloadTarget -1: overload control on=%v, adaptive on=%v, target %v; want off, off, -1",
+			p0.ovl.on, p0.ovl.adaptive, c.OverloadTarget)
 	}
-	p, _ := newPool(t, Config{MaxConns: 3, OverloadTarget: 5 * time.Millisecond})
+	p, _ := newPool(t, Config{MaxConns: 3})
 	c := p.Config()
-	if c.OverloadTarget != defaultOverloadTarget || c.overloadInterval != defaultOverloadInterval || c.AdaptiveLimitFloor != 0 {
-		t.Errorf("Config = target %v interval %v floor %d; want %v, %v, 0", c.OverloadTarget, c.overloadInterval,
-			c.AdaptiveLimitFloor, defaultOverloadTarget, defaultOverloadInterval)
+	if c.OverloadTarget != defaultOverloadTarget || c.overloadInterval != defaultOverloadInterval || c.AdaptiveLimitFloor != defaultLimitFloor {
+		t.Errorf("Config = target %v interval %v floor %d; want %v, %v, %d", c.OverloadTarget, c.overloadInterval,
+			c.AdaptiveLimitFloor, defaultOverloadTarget, defaultOverloadInterval, defaultLimitFloor)
 	}
-	if !p.ovl.on || p.ovl.adaptive {
-		t.Errorf("OverloadTarget set: overload control on=%v, adaptive limit on=%v; want on, off", p.ovl.on, p.ovl.adaptive)
+	if !p.ovl.on || !p.ovl.adaptive {
+		t.Errorf("defaults: overload control on=%v, adaptive limit on=%v; want on, on", p.ovl.on, p.ovl.adaptive)
+	}
+	if p2, _ := newPool(t, Config{MaxConns: 3, AdaptiveLimitFloor: -5}); !p2.ovl.on || p2.ovl.adaptive || p2.Config().AdaptiveLimitFloor != -1 {
+		t.Errorf("AdaptiveLimitFloor -5: overload control on=%v, adaptive limit on=%v, floor %d; want on, off, -1",
+			p2.ovl.on, p2.ovl.adaptive, p2.Config().AdaptiveLimitFloor)
 	}
 	p1, _ := newPool(t, Config{MaxConns: 3, AdaptiveLimitFloor: 9, OverloadTarget: 5 * time.Millisecond})
 	if !p1.ovl.adaptive || p1.Config().AdaptiveLimitFloor != 3 {
@@ -326,5 +358,143 @@ func TestNearMissCountsAsLoss(t *testing.T) {
 		if got := p.ovl.lastLoss.Load() != 0; got != tc.want {
 			t.Errorf("deadline %v: loss noted = %v; want %v", tc.deadline, got, tc.want)
 		}
+	}
+}
+
+// markReturning makes the pool's connections look as if they came back to waiters just now
+// (congestion needs returns); the next return to a waiter stamps the real time again.
+func markReturning(p *Pool) {
+	p.store.mu.Lock()
+	p.store.lastPut = math.MaxInt64 / 2
+	p.store.mu.Unlock()
+}
+
+// A statement that ran into its deadline is no sign of congestion (a slow or stalled host, not
+// a long queue): a standing queue with such losses, connections coming back, stays first come,
+// first served.
+func TestStatementLossIsNotCongestion(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 1, overloadInterval: time.Millisecond, AdaptiveLimitFloor: 1})
+	held := mustConnect(t, p)
+	got, errs := make(chan string, 2), make(chan error, 2)
+	queueWaiter(t, p, context.Background(), "first", got, errs)
+	time.Sleep(5 * time.Millisecond)
+	p.noteInterrupted(held.e, context.DeadlineExceeded) // its statement ran into its deadline
+	markReturning(p)
+	queueWaiter(t, p, context.Background(), "second", got, errs)
+	if s := p.overloadStats(); s.Congested || p.ovl.lastLoss.Load() != 0 {
+		t.Fatalf("congested=%v, loss noted=%v after a statement loss; want neither", s.Congested, p.ovl.lastLoss.Load() != 0)
+	}
+	_ = held.Close()
+	for _, want := range []string{"first", "second"} {
+		select {
+		case name := <-got:
+			if name != want {
+				t.Fatalf("%s served; want %s (FIFO)", name, want)
+			}
+		case err := <-errs:
+			t.Fatal(err)
+		}
+	}
+}
+
+// Congestion needs connections that come back. A standing queue losing deadlines while no
+// connection is returned (a stalled host holds them all) is not congestion: no waiter is shed
+// or failed as unable to finish; each gets its own deadline's error. And a congested pool
+// whose connections stop coming back sheds nobody more: congestion ends.
+func TestNoReturnsNoCongestion(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 1, overloadInterval: 20 * time.Millisecond, OverloadTarget: 150 * time.Millisecond})
+	held := mustConnect(t, p)
+	defer held.Close()
+	got, errs := make(chan string, 3), make(chan error, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+	defer cancel()
+	queueWaiter(t, p, ctx, "first", got, errs)
+	time.Sleep(120 * time.Millisecond) // the queue stands, and nothing came back, for five intervals
+	p.noteLoss()
+	p.ovl.holdEst.Store(int64(time.Hour))
+	queueWaiter(t, p, ctx, "stalled", got, errs)
+	if p.overloadStats().Congested {
+		t.Fatal("congested while no connection came back")
+	}
+	// Now congested (connections came back just now), then they stop: the shed bound (150 ms)
+	// passes more than five intervals after the last return.
+	p.store.mu.Lock()
+	p.store.lastPut = p.nanotime()
+	p.store.mu.Unlock()
+	p.ovl.holdEst.Store(int64(time.Millisecond))
+	queueWaiter(t, p, ctx, "then stalled", got, errs)
+	if !p.overloadStats().Congested {
+		t.Fatal("not congested: a standing queue, a loss and a return within the interval")
+	}
+	for range 3 {
+		select {
+		case name := <-got:
+			t.Fatalf("%s served: the connection is held", name)
+		case err := <-errs:
+			if errors.Is(err, ErrOverloaded) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%v; want the context's deadline, not ErrOverloaded", err)
+			}
+		}
+	}
+	if s := p.overloadStats(); s.Congested || s.Shed != 0 || s.CannotFinish != 0 {
+		t.Errorf("overloadStats = %+v; want not congested, nothing shed", s)
+	}
+}
+
+// A stall lets the adaptive limit go: with the connections in circulation held (a stalled
+// host) and nothing coming back, a waiter gets one the limit had set aside.
+func TestStallReleasesBenched(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 4, overloadInterval: 10 * time.Millisecond})
+	eventually(t, "four idle connections", func() bool { return p.Stats().Idle == 4 })
+	var held []*conn
+	for range 4 {
+		held = append(held, mustConnect(t, p))
+	}
+	p.ovl.limit.Store(2) // engaged at 2
+	for _, c := range held {
+		_ = c.Close()
+	}
+	if s := p.overloadStats(); s.Benched != 2 {
+		t.Fatalf("%+v; want 2 benched", s)
+	}
+	a, b := mustConnect(t, p), mustConnect(t, p) // the two in circulation, stalled
+	defer a.Close()
+	defer b.Close()
+	time.Sleep(60 * time.Millisecond) // more than five intervals without a return
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := p.Connect(ctx)
+	if err != nil {
+		t.Fatalf("a borrow while the circulating connections stall: %v; want a benched one", err)
+	}
+	_ = c.Close()
+	if s := p.overloadStats(); s.Limit != 4 {
+		t.Errorf("%+v; want the limit let go (Limit = MaxConns)", s)
+	}
+}
+
+// Statements running into their deadlines engage the adaptive limit when they are many and a
+// large share of the borrows (the database is overloaded: it queues the statements itself),
+// not when they are a few among many quick borrows (a stalled host's connections).
+func TestServerOverloadEngagesLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		handouts uint64
+		losses   int
+		want     bool
+	}{{"many", 20, 12, true}, {"few among many", 10000, 12, false}, {"too few", 0, 4, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, _ := newPool(t, Config{MaxConns: 8, overloadInterval: time.Millisecond})
+			p.noteStmtLoss() // opens the window
+			p.handouts.Add(tc.handouts)
+			for range tc.losses - 2 {
+				p.noteStmtLoss()
+			}
+			time.Sleep(12 * time.Millisecond) // the window is ten intervals long
+			p.noteStmtLoss()
+			if got := p.ovl.limit.Load() != 0; got != tc.want {
+				t.Errorf("%d losses among %d borrows: limit engaged = %v (limit %d); want %v", tc.losses, tc.handouts, got, p.ovl.limit.Load(), tc.want)
+			}
+		})
 	}
 }

@@ -42,10 +42,12 @@ type store struct {
 
 	// Overload control (overload.go). lifo: the pool is congested, a connection goes to the
 	// newest waiter, and shedNs is how long a waiter may have waited before a put sheds it.
+	// lastPut: congestion needs connections that come back.
 	// benched are idle connections the adaptive limit keeps out of circulation; nbenched
 	// counts them.
 	lifo     bool
 	shedNs   int64
+	lastPut  int64 // when a connection last came back while someone waited (nanotime)
 	benched  []*entry
 	nbenched atomic.Int32
 
@@ -104,6 +106,9 @@ func (s *store) put(e *entry) bool {
 		s.mu.Unlock()
 		return false
 	}
+	if s.head != nil && s.nanotime != nil {
+		s.lastPut = s.nanotime()
+	}
 	if s.lifo {
 		s.shedOldLocked()
 		if w := s.tail; w != nil {
@@ -134,7 +139,7 @@ func (s *store) shedOldLocked() {
 	if s.nanotime == nil || s.shedNs <= 0 {
 		return
 	}
-	now := s.nanotime()
+	now := s.lastPut
 	for w := s.head; w != nil && w.since != 0 && now-w.since > s.shedNs && w != s.tail; w = s.head {
 		s.unlinkLocked(w)
 		w.ch <- shedSignal
@@ -182,7 +187,7 @@ const handOffAge = int64(time.Millisecond)
 
 // aged reports whether w has waited at least handOffAge.
 func (s *store) aged(w *waiter) bool {
-	return s.nanotime != nil && w.since != 0 && s.nanotime()-w.since >= handOffAge
+	return s.nanotime != nil && w.since != 0 && s.lastPut-w.since >= handOffAge
 }
 
 // wakeLocked tells the first waiter, if any, that a connection is on the stack.

@@ -125,7 +125,8 @@ func RunOverload(args []string, stdout, stderr io.Writer) int {
 	configs := fs.String("configs", "dbsql-1,dbsql-2,dbsql-4,dbsql-8,pool-64,pool-64-control,pool-64-adaptive,pool-64-deadline,pool-2,pool-4,pool-8",
 		"configurations: dbsql-N (database/sql, N connections), pool-N (sqlpool, MaxConns N, defaults otherwise), "+
 			"pool-N-adaptive (AdaptiveLimitFloor 1), "+
-			"pool-N-deadline (ServerStatementDeadline on), pool-N-old (overload control off)")
+			"pool-N-deadline (ServerStatementDeadline on), pool-N-old (overload control off), "+
+			"pool-N-nolimit (overload control without the adaptive limit)")
 	shortMs := fs.Duration("short", time.Millisecond, "short statement's server time")
 	scanMs := fs.Duration("scan", 50*time.Millisecond, "scan's server time")
 	if err := fs.Parse(args); err != nil {
@@ -561,8 +562,11 @@ func overloadVariant(cfg *pool.Config, variant string) error {
 	case "deadline": // with the server-side statement time limit
 		cfg.ServerStatementDeadline = true
 		return nil
-	case "old": // overload control off (the default since it became opt-in)
+	case "old": // overload control off
 		cfg.OverloadTarget = -1
+		return nil
+	case "nolimit": // overload control on, without the adaptive limit
+		cfg.AdaptiveLimitFloor = -1
 		return nil
 	case "control": // overload control on, at its suggested target
 		cfg.OverloadTarget = 5 * time.Millisecond
