@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -370,6 +371,7 @@ func (s *Store) Accept(ctx context.Context, spans []model.Span) error {
 	}
 	s.stats.batches.Add(1)
 	s.stats.spans.Add(int64(len(rows)))
+	s.maybeDrain(ctx)
 	return nil
 }
 
@@ -414,13 +416,14 @@ func (s *Store) copySpans(ctx context.Context, rows []spanRow) error {
 	for i := range rows {
 		src[i] = rows[i].copyValues()
 	}
+	queue := queueSQL(traceLows(rows), time.Now().UnixMicro())
 	return conn.Raw(func(dc any) error {
 		pc := pgxConn(dc)
 		if pc == nil {
 			return errNotPgx
 		}
 		s.drv.Store(drvPgx)
-		_, err := pc.CopyFrom(ctx, pgx.Identifier{tableSpans}, spanColumns, pgx.CopyFromRows(src))
+		err := copyInTx(ctx, pc, queue, src)
 		if err == nil {
 			s.stats.copies.Add(1)
 			return nil
@@ -428,12 +431,44 @@ func (s *Store) copySpans(ctx context.Context, rows []spanRow) error {
 		if !isUniqueViolation(err) {
 			return fmt.Errorf("pgstore: COPY of %d spans: %w", len(rows), err)
 		}
-		if err := stageSpans(ctx, pc, src); err != nil {
+		if err := stageSpans(ctx, pc, queue, src); err != nil {
 			return fmt.Errorf("pgstore: COPY of %d spans through a staging table (after a duplicate): %w", len(rows), err)
 		}
 		s.stats.staged.Add(1)
 		return nil
 	})
+}
+
+// copyInTx writes the queue row and copies src into zipkin_spans in one
+// transaction: BEGIN and the queue row in one simple-protocol round trip,
+// the COPY, then COMMIT. On an error it rolls back (the connection is then
+// outside a transaction, or broken).
+func copyInTx(ctx context.Context, pc *pgx.Conn, queue string, src [][]any) error {
+	pg := pc.PgConn()
+	if _, err := pg.Exec(ctx, "BEGIN; "+queue).ReadAll(); err != nil {
+		rollback(pg)
+		return err
+	}
+	if _, err := pc.CopyFrom(ctx, pgx.Identifier{tableSpans}, spanColumns, pgx.CopyFromRows(src)); err != nil {
+		rollback(pg)
+		return err
+	}
+	if _, err := pg.Exec(ctx, "COMMIT").ReadAll(); err != nil {
+		rollback(pg)
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// rollback ends a failed transaction on pg, when the connection is still
+// usable, within a few seconds.
+func rollback(pg *pgconn.PgConn) {
+	if pg.IsClosed() || pg.TxStatus() == 'I' {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = pg.Exec(ctx, "ROLLBACK").ReadAll()
 }
 
 const (
@@ -444,13 +479,13 @@ const (
 
 // stageSpans copies src into a temporary table dropped at commit and moves
 // the rows not yet stored into zipkin_spans, in one transaction.
-func stageSpans(ctx context.Context, pc *pgx.Conn, src [][]any) error {
+func stageSpans(ctx context.Context, pc *pgx.Conn, queue string, src [][]any) error {
 	tx, err := pc.Begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit: nothing to roll back
-	if _, err := tx.Exec(ctx, sqlStage); err != nil {
+	if _, err := tx.Exec(ctx, sqlStage+"; "+queue); err != nil {
 		return err
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{tableStage}, spanColumns, pgx.CopyFromRows(src)); err != nil {
@@ -475,6 +510,9 @@ func (s *Store) insertSpans(ctx context.Context, rows []spanRow) error {
 		return fmt.Errorf("pgstore: writing spans: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit: nothing to roll back
+	if _, err := tx.ExecContext(ctx, queueSQL(traceLows(rows), time.Now().UnixMicro())); err != nil {
+		return fmt.Errorf("pgstore: queueing %d spans for dependency links: %w", len(rows), err)
+	}
 	args := make([]any, 0, len(spanColumns)*min(len(rows), insertRowsPerStatement))
 	for start := 0; start < len(rows); start += insertRowsPerStatement {
 		chunk := rows[start:min(start+insertRowsPerStatement, len(rows))]

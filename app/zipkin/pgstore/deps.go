@@ -1,0 +1,626 @@
+package pgstore
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sqlpool/sqlpool/app/zipkin/model"
+	"github.com/sqlpool/sqlpool/app/zipkin/mysqlstore"
+)
+
+// Dependency aggregation: GetDependencies reads per-hour link counts instead
+// of linking every trace of the window on each request.
+//
+// Every write adds, in its own transaction, one row to
+// zipkin_dependency_queue naming the traces it wrote (the low 64 bits of
+// their IDs: a trace is all fragments with those bits, as in
+// zipkin/mysqlstore). A drain (DrainDependencies; Accept runs one when
+// Options.DependencyDrainInterval has passed since the last, and
+// RunDependencyAggregation on a timer) takes the oldest queue rows, one
+// transaction per drainRows of them, holding a SHARE ROW EXCLUSIVE lock on
+// zipkin_dependency_traces so that drains (and retention) run one at a time:
+// it deletes the rows, reads the linker's columns of every fragment of the
+// traces they name, links each trace with Zipkin's DependencyLinker rules
+// (mysqlstore.LinkTraces), and adds the difference from what the trace's
+// record in zipkin_dependency_traces counted (its hour and links) to
+// zipkin_dependency_hours. A trace counts in the hour of its earliest span
+// timestamp (mysqlstore.TraceHour, WindowHours).
+//
+// The queue is the durable cursor: a queue row commits with the spans it
+// names, so every stored fragment has its trace relinked after it commits;
+// relinking a trace from its stored fragments is idempotent (a replay or a
+// trace relinked twice changes nothing), and a restart resumes with the rows
+// left. GetDependencies is exact at every moment: in one REPEATABLE READ
+// snapshot it adds to the hour counts the differences of the traces still
+// queued, computed from their span rows as the drain would.
+const (
+	tableDepQueue  = "zipkin_dependency_queue"
+	tableDepTraces = "zipkin_dependency_traces"
+	tableDepHours  = "zipkin_dependency_hours"
+
+	ddlDepQueue = `CREATE TABLE IF NOT EXISTS ` + tableDepQueue + ` (
+  seq BIGSERIAL PRIMARY KEY,
+  created BIGINT NOT NULL,
+  traces BIGINT[] NOT NULL
+)`
+	ddlDepTraces = `CREATE TABLE IF NOT EXISTS ` + tableDepTraces + ` (
+  trace_id BIGINT PRIMARY KEY,
+  hour BIGINT NOT NULL,
+  links TEXT NOT NULL
+)`
+	ddlDepTracesHour = `CREATE INDEX IF NOT EXISTS zipkin_dependency_traces_hour ON ` + tableDepTraces + ` (hour)`
+	ddlDepHours      = `CREATE TABLE IF NOT EXISTS ` + tableDepHours + ` (
+  hour BIGINT NOT NULL,
+  parent TEXT NOT NULL,
+  child TEXT NOT NULL,
+  call_count BIGINT NOT NULL,
+  error_count BIGINT NOT NULL,
+  PRIMARY KEY (hour, parent, child)
+)`
+
+	// drainRows bounds the queue rows (write batches) one drain transaction
+	// takes.
+	drainRows = 64
+	// inlineDrains bounds the drain transactions one Accept runs.
+	inlineDrains = 8
+	// DefaultDependencyDrainInterval is Options.DependencyDrainInterval's
+	// default.
+	DefaultDependencyDrainInterval = 3 * time.Second
+
+	hourMicros = int64(3_600_000_000)
+
+	sqlLockDeps     = "LOCK TABLE " + tableDepTraces + " IN SHARE ROW EXCLUSIVE MODE"
+	sqlTryLockDeps  = sqlLockDeps + " NOWAIT"
+	sqlTakeQueue    = "DELETE FROM " + tableDepQueue + " WHERE seq IN (SELECT seq FROM " + tableDepQueue + " ORDER BY seq LIMIT $1) RETURNING traces::text"
+	sqlPendingQueue = "SELECT DISTINCT unnest(traces) FROM " + tableDepQueue
+	sqlLinkerSpans  = "SELECT trace_id, trace_id_high, id, parent_id, kind, shared, l_service, l_ipv4::text, l_ipv6::text, l_port, r_service, start_ts, tags ? 'error' FROM " +
+		tableSpans + " WHERE trace_id = ANY($1::int8[])"
+	sqlRecords    = "SELECT trace_id, hour, links FROM " + tableDepTraces + " WHERE trace_id = ANY($1::int8[])"
+	sqlAddHours   = "INSERT INTO " + tableDepHours + " AS h (hour, parent, child, call_count, error_count) SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::int8[], $5::int8[]) ON CONFLICT (hour, parent, child) DO UPDATE SET call_count = h.call_count + EXCLUDED.call_count, error_count = h.error_count + EXCLUDED.error_count"
+	sqlZeroHours  = "DELETE FROM " + tableDepHours + " WHERE hour = ANY($1::int8[]) AND call_count <= 0"
+	sqlPutRecords = "INSERT INTO " + tableDepTraces + " AS r (trace_id, hour, links) SELECT * FROM unnest($1::int8[], $2::int8[], $3::text[]) ON CONFLICT (trace_id) DO UPDATE SET hour = EXCLUDED.hour, links = EXCLUDED.links"
+	sqlDelRecords = "DELETE FROM " + tableDepTraces + " WHERE trace_id = ANY($1::int8[])"
+	sqlHourLinks  = "SELECT parent, child, sum(call_count)::int8, sum(error_count)::int8 FROM " + tableDepHours + " WHERE hour BETWEEN $1 AND $2 GROUP BY 1, 2"
+	sqlLag        = "SELECT min(created) FROM " + tableDepQueue
+)
+
+// queueSQL is the statement that adds a write's queue row: lows are the low
+// 64 bits of the trace IDs written, created the time in epoch microseconds.
+// It holds no parameters, so that it joins other statements in one
+// simple-protocol round trip.
+func queueSQL(lows []int64, created int64) string {
+	var b strings.Builder
+	b.Grow(64 + 21*len(lows))
+	b.WriteString("INSERT INTO " + tableDepQueue + " (created, traces) VALUES (")
+	b.WriteString(strconv.FormatInt(created, 10))
+	b.WriteString(", '")
+	b.WriteString(int8Array(lows))
+	b.WriteString("')")
+	return b.String()
+}
+
+// int8Array is an int8[] literal.
+func int8Array(v []int64) string {
+	b := make([]byte, 0, 2+20*len(v))
+	b = append(b, '{')
+	for i, x := range v {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, x, 10)
+	}
+	return string(append(b, '}'))
+}
+
+// traceLows returns the distinct low 64 bits of the rows' trace IDs.
+func traceLows(rows []spanRow) []int64 {
+	out := make([]int64, 0, len(rows)/4+1)
+	seen := make(map[int64]struct{}, len(rows)/4+1)
+	for i := range rows {
+		if _, ok := seen[rows[i].low]; !ok {
+			seen[rows[i].low] = struct{}{}
+			out = append(out, rows[i].low)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// querier is what relink reads through: a *sql.Tx.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// hourLink is a link in an hour.
+type hourLink struct {
+	hour          int64
+	parent, child string
+}
+
+// record is what a trace counted: its hour and links (hasHour false: it
+// counts nowhere).
+type record struct {
+	hour    int64
+	hasHour bool
+	links   []model.DependencyLink
+}
+
+// relinked is the result of relinking traces: per trace its new record, and
+// the differences to add per hour.
+type relinked struct {
+	now   map[int64]record
+	old   map[int64]record
+	delta map[hourLink]*[2]int64
+}
+
+// relink reads the stored fragments and records of the traces lows and
+// computes what the drain would write.
+func relink(ctx context.Context, q querier, lows []int64) (*relinked, error) {
+	arr := int8Array(lows)
+	traces := make(map[int64][]model.Span, len(lows))
+	rows, err := q.QueryContext(ctx, sqlLinkerSpans, arr)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: reading the spans of %d traces to link: %w", len(lows), err)
+	}
+	for rows.Next() {
+		var (
+			low, high, id, parent, lport int64
+			kind, lsvc, rsvc             string
+			shared                       bool
+			l4, l6                       sql.NullString
+			ts                           sql.NullInt64
+			isErr                        sql.NullBool
+		)
+		if err := rows.Scan(&low, &high, &id, &parent, &kind, &shared, &lsvc, &l4, &l6, &lport, &rsvc, &ts, &isErr); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("pgstore: reading the spans of %d traces to link: %w", len(lows), err)
+		}
+		sp := model.Span{TraceID: model.TraceID{High: uint64(high), Low: uint64(low)}, ID: model.ID(uint64(id)),
+			ParentID: model.ID(uint64(parent)), Kind: model.Kind(kind), Shared: shared, Timestamp: ts.Int64,
+			LocalEndpoint:  linkerEndpoint(lsvc, l4, l6, lport),
+			RemoteEndpoint: linkerEndpoint(rsvc, sql.NullString{}, sql.NullString{}, 0)}
+		if isErr.Bool {
+			sp.Tags = map[string]string{"error": ""}
+		}
+		traces[low] = append(traces[low], sp)
+	}
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: reading the spans of %d traces to link: %w", len(lows), err)
+	}
+	r := &relinked{now: make(map[int64]record, len(lows)), old: make(map[int64]record), delta: map[hourLink]*[2]int64{}}
+	rows, err = q.QueryContext(ctx, sqlRecords, arr)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: reading the dependency records of %d traces: %w", len(lows), err)
+	}
+	for rows.Next() {
+		var low, hour int64
+		var links string
+		if err := rows.Scan(&low, &hour, &links); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("pgstore: reading the dependency records of %d traces: %w", len(lows), err)
+		}
+		ls, err := decodeLinks(links)
+		if err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("pgstore: the dependency record of trace %016x: %w", uint64(low), err)
+		}
+		r.old[low] = record{hour: hour, hasHour: true, links: ls}
+	}
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: reading the dependency records of %d traces: %w", len(lows), err)
+	}
+	add := func(hour int64, links []model.DependencyLink, sign int64) {
+		for _, l := range links {
+			k := hourLink{hour, l.Parent, l.Child}
+			d := r.delta[k]
+			if d == nil {
+				d = new([2]int64)
+				r.delta[k] = d
+			}
+			d[0] += sign * l.CallCount
+			d[1] += sign * l.ErrorCount
+		}
+	}
+	for _, low := range lows {
+		var now record
+		if spans := traces[low]; len(spans) > 0 {
+			if h, ok := mysqlstore.TraceHour(spans); ok {
+				now = record{hour: h, hasHour: true, links: mysqlstore.LinkTraces([][]model.Span{spans})}
+			}
+		}
+		r.now[low] = now
+		if old, ok := r.old[low]; ok {
+			add(old.hour, old.links, -1)
+		}
+		if now.hasHour {
+			add(now.hour, now.links, 1)
+		}
+	}
+	for k, d := range r.delta {
+		if d[0] == 0 && d[1] == 0 {
+			delete(r.delta, k)
+		}
+	}
+	return r, nil
+}
+
+// linkerEndpoint is the endpoint the linker and Trace.merge compare (no
+// IPs for a remote one: only its service name is read).
+func linkerEndpoint(svc string, v4, v6 sql.NullString, port int64) *model.Endpoint {
+	e := &model.Endpoint{ServiceName: svc, Port: int(port)}
+	if v4.Valid {
+		e.IPv4, _ = netip.ParseAddr(strings.TrimSuffix(v4.String, "/32"))
+	}
+	if v6.Valid {
+		e.IPv6, _ = netip.ParseAddr(strings.TrimSuffix(v6.String, "/128"))
+	}
+	if e.IsZero() {
+		return nil
+	}
+	return e
+}
+
+// encodeLinks and decodeLinks are a record's links as stored: a JSON array
+// of [parent, child, calls, errors].
+func encodeLinks(links []model.DependencyLink) string {
+	out := make([][4]any, len(links))
+	for i, l := range links {
+		out[i] = [4]any{l.Parent, l.Child, l.CallCount, l.ErrorCount}
+	}
+	b, _ := json.Marshal(out) // strings and integers: cannot fail
+	return string(b)
+}
+
+func decodeLinks(s string) ([]model.DependencyLink, error) {
+	var raw [][4]json.RawMessage
+	if err := json.Unmarshal([]byte(s), &raw); err != nil {
+		return nil, err
+	}
+	out := make([]model.DependencyLink, len(raw))
+	for i, x := range raw {
+		if err := errors.Join(json.Unmarshal(x[0], &out[i].Parent), json.Unmarshal(x[1], &out[i].Child),
+			json.Unmarshal(x[2], &out[i].CallCount), json.Unmarshal(x[3], &out[i].ErrorCount)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// errDrainBusy is drainOnce's answer when another drain holds the lock and
+// it was asked not to wait.
+var errDrainBusy = errors.New("pgstore: another dependency drain is running")
+
+// DrainDependencies counts every write queued so far into
+// zipkin_dependency_hours, in transactions of at most 64 writes each, and
+// returns how many writes it drained. It waits for a drain running
+// elsewhere (another Store or process on the same tables) to finish first.
+// GetDependencies answers the same before and after: draining only moves
+// work off the read path. Tests call it to reach a drained state; the
+// server runs RunDependencyAggregation.
+func (s *Store) DrainDependencies(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		n, err := s.drainOnce(ctx, true)
+		total += n
+		if err != nil || n < drainRows {
+			return total, err
+		}
+	}
+}
+
+// RunDependencyAggregation drains the queue every interval (zero or
+// negative: DefaultDependencyDrainInterval) until ctx ends, and returns
+// ctx's error. A failed drain is retried at the next tick.
+func (s *Store) RunDependencyAggregation(ctx context.Context, interval time.Duration) error {
+	if interval <= 0 {
+		interval = DefaultDependencyDrainInterval
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		_, _ = s.DrainDependencies(ctx)
+	}
+}
+
+// DependencyLag returns the age of the oldest write not yet drained (0
+// when the queue is empty): how far zipkin_dependency_hours is behind the
+// spans. GetDependencies counts those writes already.
+func (s *Store) DependencyLag(ctx context.Context) (time.Duration, error) {
+	var created sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, sqlLag).Scan(&created); err != nil {
+		return 0, fmt.Errorf("pgstore: reading the dependency queue: %w", err)
+	}
+	if !created.Valid {
+		return 0, nil
+	}
+	return max(time.Since(time.UnixMicro(created.Int64)), 0), nil
+}
+
+// maybeDrain runs up to inlineDrains drain transactions when the drain
+// interval has passed since the last drain this Store started, unless a
+// drain is running (here or elsewhere). Errors are left to the next drain.
+func (s *Store) maybeDrain(ctx context.Context) {
+	iv := s.opts.DependencyDrainInterval
+	if iv < 0 {
+		return
+	}
+	if iv == 0 {
+		iv = DefaultDependencyDrainInterval
+	}
+	now := time.Now().UnixNano()
+	last := s.lastDrain.Load()
+	if now-last < int64(iv) || !s.lastDrain.CompareAndSwap(last, now) {
+		return
+	}
+	for range inlineDrains {
+		if n, err := s.drainOnce(ctx, false); err != nil || n < drainRows {
+			return
+		}
+	}
+}
+
+// drainOnce drains up to drainRows queue rows in one transaction and
+// returns how many it took; with !wait it returns 0, errDrainBusy when
+// another drain holds the lock.
+func (s *Store) drainOnce(ctx context.Context, wait bool) (int, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: dependency drain: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // after Commit: nothing to roll back
+	lock := sqlLockDeps
+	if !wait {
+		lock = sqlTryLockDeps
+	}
+	if _, err := tx.ExecContext(ctx, lock); err != nil {
+		if isLockNotAvailable(err) {
+			return 0, errDrainBusy
+		}
+		return 0, fmt.Errorf("pgstore: dependency drain: %w", err)
+	}
+	rows, err := tx.QueryContext(ctx, sqlTakeQueue, drainRows)
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: dependency drain: taking queued writes: %w", err)
+	}
+	n := 0
+	set := map[int64]struct{}{}
+	for rows.Next() {
+		var arr string
+		if err := rows.Scan(&arr); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("pgstore: dependency drain: taking queued writes: %w", err)
+		}
+		n++
+		if err := parseInt8Array(arr, set); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("pgstore: dependency drain: %s holds %q: %w", tableDepQueue, arr, err)
+		}
+	}
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: dependency drain: taking queued writes: %w", err)
+	}
+	if n == 0 {
+		return 0, tx.Commit()
+	}
+	lows := make([]int64, 0, len(set))
+	for l := range set {
+		lows = append(lows, l)
+	}
+	slices.Sort(lows)
+	r, err := relink(ctx, tx, lows)
+	if err != nil {
+		return 0, fmt.Errorf("pgstore: dependency drain: %w", err)
+	}
+	if err := r.write(ctx, tx); err != nil {
+		return 0, fmt.Errorf("pgstore: dependency drain: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("pgstore: dependency drain: commit: %w", err)
+	}
+	s.stats.drained.Add(int64(n))
+	return n, nil
+}
+
+// write applies r: the hour differences and the new records.
+func (r *relinked) write(ctx context.Context, tx *sql.Tx) error {
+	if len(r.delta) > 0 {
+		keys := make([]hourLink, 0, len(r.delta))
+		for k := range r.delta {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, func(a, b hourLink) int {
+			return cmp.Or(cmp.Compare(a.hour, b.hour), strings.Compare(a.parent, b.parent), strings.Compare(a.child, b.child))
+		})
+		hours, calls, errs := make([]int64, len(keys)), make([]int64, len(keys)), make([]int64, len(keys))
+		parents, children := make([]string, len(keys)), make([]string, len(keys))
+		negative := false
+		var touched []int64
+		for i, k := range keys {
+			d := r.delta[k]
+			hours[i], parents[i], children[i], calls[i], errs[i] = k.hour, k.parent, k.child, d[0], d[1]
+			if d[0] < 0 {
+				negative = true
+				touched = append(touched, k.hour)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, sqlAddHours, int8Array(hours), arrayLiteral(parents), arrayLiteral(children),
+			int8Array(calls), int8Array(errs)); err != nil {
+			return fmt.Errorf("adding to %s: %w", tableDepHours, err)
+		}
+		if negative {
+			if _, err := tx.ExecContext(ctx, sqlZeroHours, int8Array(touched)); err != nil {
+				return fmt.Errorf("deleting emptied rows of %s: %w", tableDepHours, err)
+			}
+		}
+	}
+	var putLows, putHours, delLows []int64
+	var putLinks []string
+	for low, now := range r.now {
+		_, had := r.old[low]
+		switch {
+		case now.hasHour && (len(now.links) > 0 || had):
+			putLows = append(putLows, low)
+			putHours = append(putHours, now.hour)
+			putLinks = append(putLinks, encodeLinks(now.links))
+		case !now.hasHour && had:
+			delLows = append(delLows, low)
+		}
+	}
+	if len(putLows) > 0 {
+		if _, err := tx.ExecContext(ctx, sqlPutRecords, int8Array(putLows), int8Array(putHours), arrayLiteral(putLinks)); err != nil {
+			return fmt.Errorf("writing %s: %w", tableDepTraces, err)
+		}
+	}
+	if len(delLows) > 0 {
+		if _, err := tx.ExecContext(ctx, sqlDelRecords, int8Array(delLows)); err != nil {
+			return fmt.Errorf("deleting from %s: %w", tableDepTraces, err)
+		}
+	}
+	return nil
+}
+
+// parseInt8Array adds the elements of an int8[] literal to set.
+func parseInt8Array(s string, set map[int64]struct{}) error {
+	s = strings.TrimPrefix(strings.TrimSuffix(s, "}"), "{")
+	if s == "" {
+		return nil
+	}
+	for f := range strings.SplitSeq(s, ",") {
+		v, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return err
+		}
+		set[v] = struct{}{}
+	}
+	return nil
+}
+
+func isLockNotAvailable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "55P03"
+	}
+	var se interface{ SQLState() string }
+	return errors.As(err, &se) && se.SQLState() == "55P03"
+}
+
+// GetDependencies returns the service graph of the window [endTs-lookback,
+// endTs] (epoch milliseconds) with Zipkin's DependencyLinker rules, each
+// parent→child pair once with its counts summed, sorted by parent and
+// child. A trace (all fragments whose trace IDs share their low 64 bits)
+// counts in the hour of its earliest span timestamp, and the window is
+// taken in whole hours (mysqlstore.WindowHours): from the hour of
+// endTs-lookback to the hour before endTs when endTs is on an hour
+// boundary, else the hour of endTs. It reads zipkin_dependency_hours and,
+// in the same snapshot, relinks the traces whose writes are not drained
+// yet, so the answer is exact right after a write.
+func (s *Store) GetDependencies(ctx context.Context, endTs, lookback int64) ([]model.DependencyLink, error) {
+	if endTs <= 0 {
+		return nil, &model.QueryError{Msg: "endTs <= 0"}
+	}
+	if lookback <= 0 {
+		return nil, &model.QueryError{Msg: "lookback <= 0"}
+	}
+	h0, h1 := mysqlstore.WindowHours(endTs, lookback)
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: select dependencies: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read only
+	sums := map[[2]string]*[2]int64{}
+	addLink := func(p, c string, calls, errs int64) {
+		v := sums[[2]string{p, c}]
+		if v == nil {
+			v = new([2]int64)
+			sums[[2]string{p, c}] = v
+		}
+		v[0] += calls
+		v[1] += errs
+	}
+	rows, err := tx.QueryContext(ctx, sqlHourLinks, h0, h1)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: select dependencies: %w", err)
+	}
+	for rows.Next() {
+		var p, c string
+		var calls, errs int64
+		if err := rows.Scan(&p, &c, &calls, &errs); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("pgstore: select dependencies: %w", err)
+		}
+		addLink(p, c, calls, errs)
+	}
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: select dependencies: %w", err)
+	}
+	lows, err := pendingTraces(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	if len(lows) > 0 {
+		r, err := relink(ctx, tx, lows)
+		if err != nil {
+			return nil, err
+		}
+		for k, d := range r.delta {
+			if k.hour >= h0 && k.hour <= h1 {
+				addLink(k.parent, k.child, d[0], d[1])
+			}
+		}
+	}
+	out := make([]model.DependencyLink, 0, len(sums))
+	for k, v := range sums {
+		if v[0] > 0 {
+			out = append(out, model.DependencyLink{Parent: k[0], Child: k[1], CallCount: v[0], ErrorCount: v[1]})
+		}
+	}
+	slices.SortFunc(out, func(a, b model.DependencyLink) int {
+		return cmp.Or(strings.Compare(a.Parent, b.Parent), strings.Compare(a.Child, b.Child))
+	})
+	return out, nil
+}
+
+// pendingTraces returns the traces named by queue rows not drained yet.
+func pendingTraces(ctx context.Context, q querier) ([]int64, error) {
+	rows, err := q.QueryContext(ctx, sqlPendingQueue)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: reading the dependency queue: %w", err)
+	}
+	defer rows.Close()
+	var lows []int64
+	for rows.Next() {
+		var l int64
+		if err := rows.Scan(&l); err != nil {
+			return nil, fmt.Errorf("pgstore: reading the dependency queue: %w", err)
+		}
+		lows = append(lows, l)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: reading the dependency queue: %w", err)
+	}
+	return lows, nil
+}
