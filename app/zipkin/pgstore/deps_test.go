@@ -1,7 +1,10 @@
 package pgstore_test
 
 import (
+	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
 	"github.com/sqlpool/sqlpool/app/zipkin/pgstore"
@@ -97,5 +100,64 @@ func TestDependencyDrainAfterWrites(t *testing.T) {
 			t.Errorf("zipkin_dependency_queue holds %d rows after Accept, want 0 (drained)", n)
 		}
 		assertLinks(t, "GetDependencies", deps(t, s, tr.endTs(), day), link("backend", "db", 1, 1), link("frontend", "backend", 1, 0))
+	})
+}
+
+// TestRetentionAllTables: DeleteBefore removes the old traces' fragments
+// (with a fragment of theirs without timestamp), their dependency counts
+// and records, and keeps the young ones'; Retention runs it on a clock.
+func TestRetentionAllTables(t *testing.T) {
+	forEachServer(t, func(t *testing.T, srv server) {
+		h := newHarness(t, srv)
+		s := h.store(t, pgstore.Options{DependencyDrainInterval: -1})
+		old, young := newStdTrace(), newStdTrace()
+		for _, sp := range []*model.Span{&old.root, &old.client, &old.server, &old.dbCall} {
+			sp.Timestamp -= micros(3 * day)
+		}
+		late := model.Span{TraceID: old.id, ID: old.root.ID, LocalEndpoint: frontend,
+			Annotations: []model.Annotation{{Timestamp: old.start + 1, Value: "late"}}}
+		accept(t, s, append(old.spans(), late)...)
+		if _, err := s.DrainDependencies(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		accept(t, s, young.spans()...) // queued, not drained
+		std := []model.DependencyLink{link("backend", "db", 1, 1), link("frontend", "backend", 1, 0)}
+		assertLinks(t, "old", deps(t, s, old.endTs(), day), std...)
+		// The clock stops Run when the second pass starts.
+		ctx, cancel := context.WithCancel(ctxT(t))
+		defer cancel()
+		calls := 0
+		r, err := s.NewRetention(pgstore.RetentionOptions{MaxAge: 24 * time.Hour, Interval: time.Millisecond,
+			Now: func() time.Time {
+				if calls++; calls == 2 {
+					cancel()
+				}
+				return time.UnixMilli(today)
+			}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Run(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Run = %v, want context.Canceled", err)
+		}
+		if st := r.Stats(); st.Passes != 1 || st.SpansDeleted != 5 || st.Errors != 0 {
+			t.Fatalf("Retention.Stats = %+v, want 1 pass, 5 rows deleted", st)
+		}
+		assertTrace(t, s, old.id, nil)
+		assertTrace(t, s, young.id, young.spans())
+		assertLinks(t, "old", deps(t, s, old.endTs(), day))
+		assertLinks(t, "young", deps(t, s, young.endTs(), day), std...)
+		if _, err := s.DrainDependencies(ctxT(t)); err != nil {
+			t.Fatal(err)
+		}
+		assertLinks(t, "young drained", deps(t, s, young.endTs(), day), std...)
+		for table, want := range map[string]int{"zipkin_spans": 4, "zipkin_dependency_traces": 1, "zipkin_dependency_hours": 2, "zipkin_dependency_queue": 0} {
+			if n := tableCount(t, h, table); n != want {
+				t.Errorf("%s holds %d rows, want %d (the young trace's)", table, n, want)
+			}
+		}
+		if _, err := s.NewRetention(pgstore.RetentionOptions{}); err == nil {
+			t.Error("NewRetention without MaxAge = nil error")
+		}
 	})
 }
