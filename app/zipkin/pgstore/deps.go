@@ -84,9 +84,12 @@ const (
 	sqlTryLockDeps  = sqlLockDeps + " NOWAIT"
 	sqlTakeQueue    = "DELETE FROM " + tableDepQueue + " WHERE seq IN (SELECT seq FROM " + tableDepQueue + " ORDER BY seq LIMIT $1) RETURNING traces::text"
 	sqlPendingQueue = "SELECT DISTINCT unnest(traces) FROM " + tableDepQueue
-	sqlLinkerSpans  = "SELECT trace_id, trace_id_high, id, parent_id, kind, shared, l_service, l_ipv4::text, l_ipv6::text, l_port, r_service, start_ts, tags ? 'error' FROM " +
-		tableSpans + " WHERE trace_id = ANY($1::int8[])"
-	sqlRecords    = "SELECT trace_id, hour, links FROM " + tableDepTraces + " WHERE trace_id = ANY($1::int8[])"
+	// The traces are looked up one by one along the primary key (LATERAL,
+	// kept from being flattened by OFFSET 0): given thousands of IDs,
+	// "trace_id = ANY($1)" makes the planner scan the whole table.
+	sqlLinkerSpans = "SELECT s.* FROM unnest($1::int8[]) AS q(t), LATERAL (SELECT trace_id, trace_id_high, id, parent_id, kind, shared, l_service, l_ipv4::text, l_ipv6::text, l_port, r_service, start_ts, tags ? 'error' FROM " +
+		tableSpans + " WHERE trace_id = q.t OFFSET 0) s"
+	sqlRecords    = "SELECT r.* FROM unnest($1::int8[]) AS q(t), LATERAL (SELECT trace_id, hour, links FROM " + tableDepTraces + " WHERE trace_id = q.t OFFSET 0) r"
 	sqlAddHours   = "INSERT INTO " + tableDepHours + " AS h (hour, parent, child, call_count, error_count) SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::int8[], $5::int8[]) ON CONFLICT (hour, parent, child) DO UPDATE SET call_count = h.call_count + EXCLUDED.call_count, error_count = h.error_count + EXCLUDED.error_count"
 	sqlZeroHours  = "DELETE FROM " + tableDepHours + " WHERE hour = ANY($1::int8[]) AND call_count <= 0"
 	sqlPutRecords = "INSERT INTO " + tableDepTraces + " AS r (trace_id, hour, links) SELECT * FROM unnest($1::int8[], $2::int8[], $3::text[]) ON CONFLICT (trace_id) DO UPDATE SET hour = EXCLUDED.hour, links = EXCLUDED.links"

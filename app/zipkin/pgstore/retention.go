@@ -17,8 +17,10 @@ const (
 		" WHERE start_ts < $1 LIMIT " + "10000" + ") RETURNING trace_id"
 	// A fragment without a timestamp goes with the last timestamped
 	// fragment of its trace.
-	sqlRetainOrphans = "DELETE FROM " + tableSpans + " s WHERE s.trace_id = ANY($1::int8[]) AND s.start_ts IS NULL" +
-		" AND NOT EXISTS (SELECT 1 FROM " + tableSpans + " x WHERE x.trace_id = s.trace_id AND x.start_ts IS NOT NULL)"
+	// (Looked up trace by trace along the primary key, as sqlLinkerSpans.)
+	sqlRetainOrphans = "DELETE FROM " + tableSpans + " WHERE ctid IN (SELECT o.ctid FROM unnest($1::int8[]) AS q(t), LATERAL (SELECT s.ctid FROM " +
+		tableSpans + " s WHERE s.trace_id = q.t AND s.start_ts IS NULL AND NOT EXISTS (SELECT 1 FROM " + tableSpans +
+		" x WHERE x.trace_id = q.t AND x.start_ts IS NOT NULL) OFFSET 0) o)"
 	sqlRetainHours   = "DELETE FROM " + tableDepHours + " WHERE hour < $1"
 	sqlRetainRecords = "DELETE FROM " + tableDepTraces + " WHERE hour < $1"
 )

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
+	"github.com/sqlpool/sqlpool/pgdialect"
 	"github.com/sqlpool/sqlpool/pool"
 )
 
@@ -396,13 +397,19 @@ func (s *Store) writeSpans(ctx context.Context, rows []spanRow) error {
 }
 
 // pgxConn returns the pgx connection under dc (what sql.Conn.Raw passes: the
-// pool's connection or the driver's), or nil for another driver.
-func pgxConn(dc any) *pgx.Conn {
-	if c, ok := pool.Unwrap(dc).(*stdlib.Conn); ok {
-		return c.Conn()
+// pool's connection or the driver's), or nil for another driver. On the
+// pool's connections the statements the borrower runs on it are queries
+// (pgdialect.UnwrapFor), so that the session stays known.
+func pgxConn(dc any, queries ...string) *pgx.Conn {
+	if _, ok := pgdialect.UnwrapFor(dc).(*stdlib.Conn); !ok {
+		return nil
 	}
-	return nil
+	return pgdialect.UnwrapFor(dc, queries...).(*stdlib.Conn).Conn()
 }
+
+// sqlCopySpans is the COPY statement pgx's CopyFrom sends, as the pool's
+// session tracker is told it.
+var sqlCopySpans = "COPY " + tableSpans + " (" + strings.Join(spanColumns, ", ") + ") FROM STDIN BINARY"
 
 // copySpans writes rows with one COPY on a connection of the pool, and on a
 // unique violation again through a staging table.
@@ -418,7 +425,7 @@ func (s *Store) copySpans(ctx context.Context, rows []spanRow) error {
 	}
 	queue := queueSQL(traceLows(rows), time.Now().UnixMicro())
 	return conn.Raw(func(dc any) error {
-		pc := pgxConn(dc)
+		pc := pgxConn(dc, "BEGIN; "+queue, sqlCopySpans, "COMMIT")
 		if pc == nil {
 			return errNotPgx
 		}
@@ -431,6 +438,10 @@ func (s *Store) copySpans(ctx context.Context, rows []spanRow) error {
 		if !isUniqueViolation(err) {
 			return fmt.Errorf("pgstore: COPY of %d spans: %w", len(rows), err)
 		}
+		// The staging statements (a temporary table, INSERT … SELECT) are
+		// not among those named: the session is unknown from here, and
+		// reset at release.
+		pool.Unwrap(dc)
 		if err := stageSpans(ctx, pc, queue, src); err != nil {
 			return fmt.Errorf("pgstore: COPY of %d spans through a staging table (after a duplicate): %w", len(rows), err)
 		}
