@@ -281,12 +281,23 @@ func linkerEndpoint(svc string, v4, v6 sql.NullString, port int64) *model.Endpoi
 // encodeLinks and decodeLinks are a record's links as stored: a JSON array
 // of [parent, child, calls, errors].
 func encodeLinks(links []model.DependencyLink) string {
-	out := make([][4]any, len(links))
+	b := make([]byte, 0, 2+40*len(links))
+	b = append(b, '[')
 	for i, l := range links {
-		out[i] = [4]any{l.Parent, l.Child, l.CallCount, l.ErrorCount}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = appendJSONString(b, l.Parent)
+		b = append(b, ',')
+		b = appendJSONString(b, l.Child)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, l.CallCount, 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, l.ErrorCount, 10)
+		b = append(b, ']')
 	}
-	b, _ := json.Marshal(out) // strings and integers: cannot fail
-	return string(b)
+	return string(append(b, ']'))
 }
 
 func decodeLinks(s string) ([]model.DependencyLink, error) {
