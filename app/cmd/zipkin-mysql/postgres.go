@@ -164,6 +164,9 @@ func openPostgres(ctx context.Context, cfg *config, log *slog.Logger, reg *prome
 		DisableStrictTraceID: !cfg.StrictTraceID,
 		DisableSearch:        !cfg.SearchEnabled,
 		AutocompleteKeys:     append([]string(nil), cfg.AutocompleteKeys...),
+		// The dependency queue is drained by startPostgresBackground's
+		// timer, off the writers' goroutines.
+		DependencyDrainInterval: -1,
 	})
 	if err != nil {
 		closeAll()
