@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
 	"github.com/sqlpool/sqlpool/app/zipkin/mysqlstore"
 )
@@ -28,8 +26,8 @@ import (
 // zipkin/mysqlstore). A drain (DrainDependencies; Accept runs one when
 // Options.DependencyDrainInterval has passed since the last, and
 // RunDependencyAggregation on a timer) takes the oldest queue rows, one
-// transaction per drainRows of them, holding a SHARE ROW EXCLUSIVE lock on
-// zipkin_dependency_traces so that drains (and retention) run one at a time:
+// transaction per drainRows of them, holding a transaction advisory lock
+// (depLockKey) so that drains (and retention) run one at a time:
 // it deletes the rows, reads the linker's columns of every fragment of the
 // traces they name, links each trace with Zipkin's DependencyLinker rules
 // (mysqlstore.LinkTraces), and adds the difference from what the trace's
@@ -80,8 +78,14 @@ const (
 
 	hourMicros = int64(3_600_000_000)
 
-	sqlLockDeps     = "LOCK TABLE " + tableDepTraces + " IN SHARE ROW EXCLUSIVE MODE"
-	sqlTryLockDeps  = sqlLockDeps + " NOWAIT"
+	// Drains and retention take a transaction-level advisory lock keyed by
+	// zipkin_dependency_traces' OID (in the high half "zipk"), so that they run
+	// one at a time per schema. A table lock would do the same but also
+	// conflict with autovacuum's, which PostgreSQL cancels on such conflicts:
+	// drains every few seconds could keep the table from being vacuumed.
+	depLockKey      = "(2053729387::int8 << 32) | '" + tableDepTraces + "'::regclass::oid::int8"
+	sqlLockDeps     = "SELECT pg_advisory_xact_lock(" + depLockKey + ")"
+	sqlTryLockDeps  = "SELECT pg_try_advisory_xact_lock(" + depLockKey + ")"
 	sqlTakeQueue    = "DELETE FROM " + tableDepQueue + " WHERE seq IN (SELECT seq FROM " + tableDepQueue + " ORDER BY seq LIMIT $1) RETURNING traces::text"
 	sqlPendingQueue = "SELECT DISTINCT unnest(traces) FROM " + tableDepQueue
 	// The traces are looked up one by one along the primary key (LATERAL,
@@ -402,15 +406,18 @@ func (s *Store) drainOnce(ctx context.Context, wait bool) (int, error) {
 		return 0, fmt.Errorf("pgstore: dependency drain: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit: nothing to roll back
-	lock := sqlLockDeps
-	if !wait {
-		lock = sqlTryLockDeps
-	}
-	if _, err := tx.ExecContext(ctx, lock); err != nil {
-		if isLockNotAvailable(err) {
+	if wait {
+		if _, err := tx.ExecContext(ctx, sqlLockDeps); err != nil {
+			return 0, fmt.Errorf("pgstore: dependency drain: %w", err)
+		}
+	} else {
+		var got bool
+		if err := tx.QueryRowContext(ctx, sqlTryLockDeps).Scan(&got); err != nil {
+			return 0, fmt.Errorf("pgstore: dependency drain: %w", err)
+		}
+		if !got {
 			return 0, errDrainBusy
 		}
-		return 0, fmt.Errorf("pgstore: dependency drain: %w", err)
 	}
 	rows, err := tx.QueryContext(ctx, sqlTakeQueue, drainRows)
 	if err != nil {
@@ -529,15 +536,6 @@ func parseInt8Array(s string, set map[int64]struct{}) error {
 		set[v] = struct{}{}
 	}
 	return nil
-}
-
-func isLockNotAvailable(err error) bool {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		return pe.Code == "55P03"
-	}
-	var se interface{ SQLState() string }
-	return errors.As(err, &se) && se.SQLState() == "55P03"
 }
 
 // GetDependencies returns the service graph of the window [endTs-lookback,

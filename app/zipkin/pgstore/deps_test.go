@@ -161,3 +161,34 @@ func TestRetentionAllTables(t *testing.T) {
 		}
 	})
 }
+
+// TestDependencyDrainsConcurrent: drains from two Stores at once (two
+// processes on one database) count every trace once, and a drain that
+// does not wait (Accept's) skips while another runs.
+func TestDependencyDrainsConcurrent(t *testing.T) {
+	forEachServer(t, func(t *testing.T, srv server) {
+		h := newHarness(t, srv)
+		s1 := h.store(t, pgstore.Options{DependencyDrainInterval: -1})
+		s2 := h.store(t, pgstore.Options{DependencyDrainInterval: -1})
+		const traces = 150
+		var last stdTrace
+		for range traces {
+			last = newStdTrace()
+			accept(t, s1, last.spans()...) // one write per trace: 150 queue rows, 3 drain transactions
+		}
+		errs := make(chan error, 2)
+		for _, s := range []*pgstore.Store{s1, s2} {
+			go func() { _, err := s.DrainDependencies(ctxT(t)); errs <- err }()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := s1.Stats().Drained + s2.Stats().Drained; got != traces {
+			t.Errorf("drained %d writes in all, want %d", got, traces)
+		}
+		assertLinks(t, "GetDependencies", deps(t, s1, last.endTs(), day),
+			link("backend", "db", traces, traces), link("frontend", "backend", traces, 0))
+	})
+}
