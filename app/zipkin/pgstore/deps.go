@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,11 +51,15 @@ const (
 	ddlDepQueue = `CREATE TABLE IF NOT EXISTS ` + tableDepQueue + ` (
   seq BIGSERIAL PRIMARY KEY,
   created BIGINT NOT NULL,
-  traces BIGINT[] NOT NULL
+  traces BIGINT[] NOT NULL,
+  spans BYTEA NOT NULL
 )`
-	ddlDepTraces = `CREATE TABLE IF NOT EXISTS ` + tableDepTraces + ` (
+	// The linker's views are written once and read once: stored out of line
+	// without compression (pglz would cost CPU on every write).
+	ddlDepQueueStorage = `ALTER TABLE ` + tableDepQueue + ` ALTER COLUMN spans SET STORAGE EXTERNAL`
+	ddlDepTraces       = `CREATE TABLE IF NOT EXISTS ` + tableDepTraces + ` (
   trace_id BIGINT PRIMARY KEY,
-  hour BIGINT NOT NULL,
+  hour BIGINT,
   links TEXT NOT NULL
 )`
 	ddlDepTracesHour = `CREATE INDEX IF NOT EXISTS zipkin_dependency_traces_hour ON ` + tableDepTraces + ` (hour)`
@@ -86,8 +91,9 @@ const (
 	depLockKey      = "(2053729387::int8 << 32) | '" + tableDepTraces + "'::regclass::oid::int8"
 	sqlLockDeps     = "SELECT pg_advisory_xact_lock(" + depLockKey + ")"
 	sqlTryLockDeps  = "SELECT pg_try_advisory_xact_lock(" + depLockKey + ")"
-	sqlTakeQueue    = "DELETE FROM " + tableDepQueue + " WHERE seq IN (SELECT seq FROM " + tableDepQueue + " ORDER BY seq LIMIT $1) RETURNING traces::text"
-	sqlPendingQueue = "SELECT DISTINCT unnest(traces) FROM " + tableDepQueue
+	sqlTakeQueue    = "DELETE FROM " + tableDepQueue + " WHERE seq IN (SELECT seq FROM " + tableDepQueue + " ORDER BY seq LIMIT $1) RETURNING spans"
+	sqlPendingQueue = "SELECT spans FROM " + tableDepQueue
+	sqlQueue        = "INSERT INTO " + tableDepQueue + " (created, traces, spans) VALUES ($1::int8, $2::text::int8[], $3::bytea)"
 	// The traces are looked up one by one along the primary key (LATERAL,
 	// kept from being flattened by OFFSET 0): given thousands of IDs,
 	// "trace_id = ANY($1)" makes the planner scan the whole table.
@@ -102,19 +108,111 @@ const (
 	sqlLag        = "SELECT min(created) FROM " + tableDepQueue
 )
 
-// queueSQL is the statement that adds a write's queue row: lows are the low
-// 64 bits of the trace IDs written, created the time in epoch microseconds.
-// It holds no parameters, so that it joins other statements in one
-// simple-protocol round trip.
-func queueSQL(lows []int64, created int64) string {
-	var b strings.Builder
-	b.Grow(64 + 21*len(lows))
-	b.WriteString("INSERT INTO " + tableDepQueue + " (created, traces) VALUES (")
-	b.WriteString(strconv.FormatInt(created, 10))
-	b.WriteString(", '")
-	b.WriteString(int8Array(lows))
-	b.WriteString("')")
-	return b.String()
+// queueRow is a write's zipkin_dependency_queue row: when it was made
+// (epoch µs), the traces written (an int8[] literal of the low 64 bits of
+// their IDs) and the linker's view of every row written (appendView).
+type queueRow struct {
+	created int64
+	traces  string
+	spans   []byte
+}
+
+func newQueueRow(rows []spanRow) queueRow {
+	q := queueRow{created: time.Now().UnixMicro(), traces: int8Array(traceLows(rows))}
+	q.spans = make([]byte, 0, 64*len(rows))
+	for i := range rows {
+		q.spans = appendView(q.spans, &rows[i])
+	}
+	return q
+}
+
+// args are sqlQueue's parameters.
+func (q queueRow) args() []any { return []any{q.created, q.traces, q.spans} }
+
+// appendView appends what the linker reads of a row: trace ID, span and
+// parent IDs, kind, shared, local endpoint, remote service, timestamp and
+// whether it has an "error" tag.
+func appendView(b []byte, r *spanRow) []byte {
+	flags := byte(0)
+	if r.shared {
+		flags |= 1
+	}
+	if r.isErr {
+		flags |= 2
+	}
+	b = append(b, flags)
+	for _, v := range [...]int64{r.low, r.high, r.id, r.parent, r.ts, int64(r.lport)} {
+		b = binary.AppendVarint(b, v)
+	}
+	for _, str := range [...]string{r.kind, r.lsvc, r.rsvc} {
+		b = binary.AppendUvarint(b, uint64(len(str)))
+		b = append(b, str...)
+	}
+	for _, a := range [...]netip.Addr{r.l4, r.l6} {
+		if !a.IsValid() {
+			b = append(b, 0)
+			continue
+		}
+		ab := a.AsSlice()
+		b = append(b, byte(len(ab)))
+		b = append(b, ab...)
+	}
+	return b
+}
+
+var errView = errors.New("pgstore: " + tableDepQueue + " holds a row this version cannot read")
+
+// decodeViews adds the spans of views to byTrace, by the low 64 bits of
+// their trace IDs.
+func decodeViews(b []byte, byTrace map[int64][]model.Span) error {
+	varint := func() int64 {
+		v, n := binary.Varint(b)
+		if n <= 0 {
+			b = nil
+			return 0
+		}
+		b = b[n:]
+		return v
+	}
+	str := func() string {
+		l, n := binary.Uvarint(b)
+		if n <= 0 || uint64(len(b)-n) < l {
+			b = nil
+			return ""
+		}
+		v := string(b[n : n+int(l)])
+		b = b[n+int(l):]
+		return v
+	}
+	addr := func() netip.Addr {
+		if len(b) == 0 || len(b) < 1+int(b[0]) {
+			b = nil
+			return netip.Addr{}
+		}
+		n := int(b[0])
+		a, _ := netip.AddrFromSlice(b[1 : 1+n])
+		b = b[1+n:]
+		return a
+	}
+	for len(b) > 0 {
+		flags := b[0]
+		b = b[1:]
+		low, high, id, parent, ts, port := varint(), varint(), varint(), varint(), varint(), varint()
+		kind, lsvc, rsvc := str(), str(), str()
+		l4, l6 := addr(), addr()
+		if b == nil {
+			return errView
+		}
+		sp := model.Span{TraceID: model.TraceID{High: uint64(high), Low: uint64(low)}, ID: model.ID(uint64(id)),
+			ParentID: model.ID(uint64(parent)), Kind: model.Kind(kind), Shared: flags&1 != 0, Timestamp: ts,
+			RemoteEndpoint: linkerEndpoint(rsvc, netip.Addr{}, netip.Addr{}, 0)}
+		sp.LocalEndpoint = linkerEndpoint(lsvc, l4, l6, port)
+		if flags&2 != 0 {
+			sp.Tags = map[string]string{"error": ""}
+		}
+		byTrace[low] = append(byTrace[low], sp)
+	}
+	return nil
 }
 
 // int8Array is an int8[] literal.
@@ -160,6 +258,7 @@ type hourLink struct {
 type record struct {
 	hour    int64
 	hasHour bool
+	stored  bool // the trace has fragments (relink's new records)
 	links   []model.DependencyLink
 }
 
@@ -171,49 +270,23 @@ type relinked struct {
 	delta map[hourLink]*[2]int64
 }
 
-// relink reads the stored fragments and records of the traces lows and
-// computes what the drain would write.
-func relink(ctx context.Context, q querier, lows []int64) (*relinked, error) {
+// relink computes what the drain writes for the traces lows. views holds
+// the linker's view of their fragments from the queue rows at hand. A trace
+// without a record was never drained, so every fragment of it stored so far
+// is in queue rows: in views when they are all the pending ones (a read), or
+// the rest in rows a later drain takes, which then finds the record. Those
+// traces are linked from views; the others (relinked after their record was
+// made) from their stored fragments, read back.
+func relink(ctx context.Context, q querier, lows []int64, views map[int64][]model.Span) (*relinked, error) {
 	arr := int8Array(lows)
-	traces := make(map[int64][]model.Span, len(lows))
-	rows, err := q.QueryContext(ctx, sqlLinkerSpans, arr)
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: reading the spans of %d traces to link: %w", len(lows), err)
-	}
-	for rows.Next() {
-		var (
-			low, high, id, parent, lport int64
-			kind, lsvc, rsvc             string
-			shared                       bool
-			l4, l6                       sql.NullString
-			ts                           sql.NullInt64
-			isErr                        sql.NullBool
-		)
-		if err := rows.Scan(&low, &high, &id, &parent, &kind, &shared, &lsvc, &l4, &l6, &lport, &rsvc, &ts, &isErr); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("pgstore: reading the spans of %d traces to link: %w", len(lows), err)
-		}
-		sp := model.Span{TraceID: model.TraceID{High: uint64(high), Low: uint64(low)}, ID: model.ID(uint64(id)),
-			ParentID: model.ID(uint64(parent)), Kind: model.Kind(kind), Shared: shared, Timestamp: ts.Int64,
-			LocalEndpoint:  linkerEndpoint(lsvc, l4, l6, lport),
-			RemoteEndpoint: linkerEndpoint(rsvc, sql.NullString{}, sql.NullString{}, 0)}
-		if isErr.Bool {
-			sp.Tags = map[string]string{"error": ""}
-		}
-		traces[low] = append(traces[low], sp)
-	}
-	err = rows.Err()
-	rows.Close()
-	if err != nil {
-		return nil, fmt.Errorf("pgstore: reading the spans of %d traces to link: %w", len(lows), err)
-	}
 	r := &relinked{now: make(map[int64]record, len(lows)), old: make(map[int64]record), delta: map[hourLink]*[2]int64{}}
-	rows, err = q.QueryContext(ctx, sqlRecords, arr)
+	rows, err := q.QueryContext(ctx, sqlRecords, arr)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: reading the dependency records of %d traces: %w", len(lows), err)
 	}
 	for rows.Next() {
-		var low, hour int64
+		var low int64
+		var hour sql.NullInt64
 		var links string
 		if err := rows.Scan(&low, &hour, &links); err != nil {
 			rows.Close()
@@ -224,12 +297,26 @@ func relink(ctx context.Context, q querier, lows []int64) (*relinked, error) {
 			rows.Close()
 			return nil, fmt.Errorf("pgstore: the dependency record of trace %016x: %w", uint64(low), err)
 		}
-		r.old[low] = record{hour: hour, hasHour: true, links: ls}
+		r.old[low] = record{hour: hour.Int64, hasHour: hour.Valid, links: ls}
 	}
 	err = rows.Err()
 	rows.Close()
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: reading the dependency records of %d traces: %w", len(lows), err)
+	}
+	traces := make(map[int64][]model.Span, len(lows))
+	var readBack []int64
+	for _, low := range lows {
+		if _, ok := r.old[low]; ok {
+			readBack = append(readBack, low)
+		} else {
+			traces[low] = views[low]
+		}
+	}
+	if len(readBack) > 0 {
+		if err := readLinkerSpans(ctx, q, readBack, traces); err != nil {
+			return nil, err
+		}
 	}
 	add := func(hour int64, links []model.DependencyLink, sign int64) {
 		for _, l := range links {
@@ -246,12 +333,13 @@ func relink(ctx context.Context, q querier, lows []int64) (*relinked, error) {
 	for _, low := range lows {
 		var now record
 		if spans := traces[low]; len(spans) > 0 {
+			now.stored = true
 			if h, ok := mysqlstore.TraceHour(spans); ok {
-				now = record{hour: h, hasHour: true, links: mysqlstore.LinkTraces([][]model.Span{spans})}
+				now.hour, now.hasHour, now.links = h, true, mysqlstore.LinkTraces([][]model.Span{spans})
 			}
 		}
 		r.now[low] = now
-		if old, ok := r.old[low]; ok {
+		if old, ok := r.old[low]; ok && old.hasHour {
 			add(old.hour, old.links, -1)
 		}
 		if now.hasHour {
@@ -266,16 +354,53 @@ func relink(ctx context.Context, q querier, lows []int64) (*relinked, error) {
 	return r, nil
 }
 
+// readLinkerSpans reads the linker's columns of the stored fragments of the
+// traces lows into traces.
+func readLinkerSpans(ctx context.Context, q querier, lows []int64, traces map[int64][]model.Span) error {
+	rows, err := q.QueryContext(ctx, sqlLinkerSpans, int8Array(lows))
+	if err != nil {
+		return fmt.Errorf("pgstore: reading the spans of %d traces to link: %w", len(lows), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			low, high, id, parent, lport int64
+			kind, lsvc, rsvc             string
+			shared                       bool
+			l4, l6                       sql.NullString
+			ts                           sql.NullInt64
+			isErr                        sql.NullBool
+		)
+		if err := rows.Scan(&low, &high, &id, &parent, &kind, &shared, &lsvc, &l4, &l6, &lport, &rsvc, &ts, &isErr); err != nil {
+			return fmt.Errorf("pgstore: reading the spans of %d traces to link: %w", len(lows), err)
+		}
+		sp := model.Span{TraceID: model.TraceID{High: uint64(high), Low: uint64(low)}, ID: model.ID(uint64(id)),
+			ParentID: model.ID(uint64(parent)), Kind: model.Kind(kind), Shared: shared, Timestamp: ts.Int64,
+			LocalEndpoint:  linkerEndpoint(lsvc, inetAddr(l4, "/32"), inetAddr(l6, "/128"), lport),
+			RemoteEndpoint: linkerEndpoint(rsvc, netip.Addr{}, netip.Addr{}, 0)}
+		if isErr.Bool {
+			sp.Tags = map[string]string{"error": ""}
+		}
+		traces[low] = append(traces[low], sp)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("pgstore: reading the spans of %d traces to link: %w", len(lows), err)
+	}
+	return nil
+}
+
+func inetAddr(s sql.NullString, mask string) netip.Addr {
+	if !s.Valid {
+		return netip.Addr{}
+	}
+	a, _ := netip.ParseAddr(strings.TrimSuffix(s.String, mask))
+	return a
+}
+
 // linkerEndpoint is the endpoint the linker and Trace.merge compare (no
 // IPs for a remote one: only its service name is read).
-func linkerEndpoint(svc string, v4, v6 sql.NullString, port int64) *model.Endpoint {
-	e := &model.Endpoint{ServiceName: svc, Port: int(port)}
-	if v4.Valid {
-		e.IPv4, _ = netip.ParseAddr(strings.TrimSuffix(v4.String, "/32"))
-	}
-	if v6.Valid {
-		e.IPv6, _ = netip.ParseAddr(strings.TrimSuffix(v6.String, "/128"))
-	}
+func linkerEndpoint(svc string, v4, v6 netip.Addr, port int64) *model.Endpoint {
+	e := &model.Endpoint{ServiceName: svc, IPv4: v4, IPv6: v6, Port: int(port)}
 	if e.IsZero() {
 		return nil
 	}
@@ -424,17 +549,17 @@ func (s *Store) drainOnce(ctx context.Context, wait bool) (int, error) {
 		return 0, fmt.Errorf("pgstore: dependency drain: taking queued writes: %w", err)
 	}
 	n := 0
-	set := map[int64]struct{}{}
+	views := map[int64][]model.Span{}
 	for rows.Next() {
-		var arr string
-		if err := rows.Scan(&arr); err != nil {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
 			rows.Close()
 			return 0, fmt.Errorf("pgstore: dependency drain: taking queued writes: %w", err)
 		}
 		n++
-		if err := parseInt8Array(arr, set); err != nil {
+		if err := decodeViews(b, views); err != nil {
 			rows.Close()
-			return 0, fmt.Errorf("pgstore: dependency drain: %s holds %q: %w", tableDepQueue, arr, err)
+			return 0, fmt.Errorf("pgstore: dependency drain: %w", err)
 		}
 	}
 	err = rows.Err()
@@ -445,12 +570,8 @@ func (s *Store) drainOnce(ctx context.Context, wait bool) (int, error) {
 	if n == 0 {
 		return 0, tx.Commit()
 	}
-	lows := make([]int64, 0, len(set))
-	for l := range set {
-		lows = append(lows, l)
-	}
-	slices.Sort(lows)
-	r, err := relink(ctx, tx, lows)
+	lows := traceKeys(views)
+	r, err := relink(ctx, tx, lows, views)
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: dependency drain: %w", err)
 	}
@@ -496,21 +617,32 @@ func (r *relinked) write(ctx context.Context, tx *sql.Tx) error {
 			}
 		}
 	}
-	var putLows, putHours, delLows []int64
+	// Every trace relinked keeps a record (hour NULL: it counts nowhere), so
+	// that a trace without one was never drained; one whose fragments are
+	// all gone (retention) loses it.
+	var putLows, delLows []int64
 	var putLinks []string
+	hours := []byte{'{'}
 	for low, now := range r.now {
 		_, had := r.old[low]
 		switch {
-		case now.hasHour && (len(now.links) > 0 || had):
+		case now.stored:
+			if len(putLows) > 0 {
+				hours = append(hours, ',')
+			}
+			if now.hasHour {
+				hours = strconv.AppendInt(hours, now.hour, 10)
+			} else {
+				hours = append(hours, "NULL"...)
+			}
 			putLows = append(putLows, low)
-			putHours = append(putHours, now.hour)
 			putLinks = append(putLinks, encodeLinks(now.links))
-		case !now.hasHour && had:
+		case had:
 			delLows = append(delLows, low)
 		}
 	}
 	if len(putLows) > 0 {
-		if _, err := tx.ExecContext(ctx, sqlPutRecords, int8Array(putLows), int8Array(putHours), arrayLiteral(putLinks)); err != nil {
+		if _, err := tx.ExecContext(ctx, sqlPutRecords, int8Array(putLows), string(append(hours, '}')), arrayLiteral(putLinks)); err != nil {
 			return fmt.Errorf("writing %s: %w", tableDepTraces, err)
 		}
 	}
@@ -518,22 +650,6 @@ func (r *relinked) write(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, sqlDelRecords, int8Array(delLows)); err != nil {
 			return fmt.Errorf("deleting from %s: %w", tableDepTraces, err)
 		}
-	}
-	return nil
-}
-
-// parseInt8Array adds the elements of an int8[] literal to set.
-func parseInt8Array(s string, set map[int64]struct{}) error {
-	s = strings.TrimPrefix(strings.TrimSuffix(s, "}"), "{")
-	if s == "" {
-		return nil
-	}
-	for f := range strings.SplitSeq(s, ",") {
-		v, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			return err
-		}
-		set[v] = struct{}{}
 	}
 	return nil
 }
@@ -589,12 +705,12 @@ func (s *Store) GetDependencies(ctx context.Context, endTs, lookback int64) ([]m
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: select dependencies: %w", err)
 	}
-	lows, err := pendingTraces(ctx, tx)
+	views, err := pendingViews(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
-	if len(lows) > 0 {
-		r, err := relink(ctx, tx, lows)
+	if lows := traceKeys(views); len(lows) > 0 {
+		r, err := relink(ctx, tx, lows, views)
 		if err != nil {
 			return nil, err
 		}
@@ -616,23 +732,36 @@ func (s *Store) GetDependencies(ctx context.Context, endTs, lookback int64) ([]m
 	return out, nil
 }
 
-// pendingTraces returns the traces named by queue rows not drained yet.
-func pendingTraces(ctx context.Context, q querier) ([]int64, error) {
+// pendingViews returns the linker's views of the writes not drained yet,
+// by trace.
+func pendingViews(ctx context.Context, q querier) (map[int64][]model.Span, error) {
 	rows, err := q.QueryContext(ctx, sqlPendingQueue)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: reading the dependency queue: %w", err)
 	}
 	defer rows.Close()
-	var lows []int64
+	views := map[int64][]model.Span{}
 	for rows.Next() {
-		var l int64
-		if err := rows.Scan(&l); err != nil {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
 			return nil, fmt.Errorf("pgstore: reading the dependency queue: %w", err)
 		}
-		lows = append(lows, l)
+		if err := decodeViews(b, views); err != nil {
+			return nil, err
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("pgstore: reading the dependency queue: %w", err)
 	}
-	return lows, nil
+	return views, nil
+}
+
+// traceKeys returns the keys of views, sorted.
+func traceKeys(views map[int64][]model.Span) []int64 {
+	out := make([]int64, 0, len(views))
+	for k := range views {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }

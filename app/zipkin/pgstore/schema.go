@@ -78,7 +78,7 @@ const (
 // without a semicolon.
 func SchemaDDL() []string {
 	return []string{ddlSpans, ddlSpansStart, ddlSpansLocal, ddlSpansRemote, ddlSpansTerms, ddlNames,
-		ddlDepQueue, ddlDepTraces, ddlDepTracesHour, ddlDepHours}
+		ddlDepQueue, ddlDepQueueStorage, ddlDepTraces, ddlDepTracesHour, ddlDepHours}
 }
 
 // CreateSchema creates the store's tables and indexes in the current schema

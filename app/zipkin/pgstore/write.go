@@ -44,6 +44,7 @@ type spanRow struct {
 	rport                       int32
 	ann, tags                   []byte // JSON, nil when none
 	terms                       []string
+	isErr                       bool // an "error" tag (the linker's view; not a column)
 }
 
 type rowKey struct{ low, high, id, frag int64 }
@@ -84,6 +85,7 @@ func buildRow(sp *model.Span) (r spanRow, ok bool) {
 		}
 		r.ann = append(b, ']')
 	}
+	_, r.isErr = sp.Tags["error"]
 	if len(sp.Tags) > 0 {
 		keys := sp.SortedTagKeys()
 		b := make([]byte, 0, 48*len(keys))
@@ -423,9 +425,9 @@ func (s *Store) copySpans(ctx context.Context, rows []spanRow) error {
 	for i := range rows {
 		src[i] = rows[i].copyValues()
 	}
-	queue := queueSQL(traceLows(rows), time.Now().UnixMicro())
+	queue := newQueueRow(rows)
 	return conn.Raw(func(dc any) error {
-		pc := pgxConn(dc, "BEGIN; "+queue, sqlCopySpans, "COMMIT")
+		pc := pgxConn(dc, "BEGIN", sqlQueue, sqlCopySpans, "COMMIT")
 		if pc == nil {
 			return errNotPgx
 		}
@@ -451,12 +453,16 @@ func (s *Store) copySpans(ctx context.Context, rows []spanRow) error {
 }
 
 // copyInTx writes the queue row and copies src into zipkin_spans in one
-// transaction: BEGIN and the queue row in one simple-protocol round trip,
-// the COPY, then COMMIT. On an error it rolls back (the connection is then
+// transaction: BEGIN and the queue row in one round trip (a pipeline), the
+// COPY, then COMMIT. On an error it rolls back (the connection is then
 // outside a transaction, or broken).
-func copyInTx(ctx context.Context, pc *pgx.Conn, queue string, src [][]any) error {
+func copyInTx(ctx context.Context, pc *pgx.Conn, queue queueRow, src [][]any) error {
 	pg := pc.PgConn()
-	if _, err := pg.Exec(ctx, "BEGIN; "+queue).ReadAll(); err != nil {
+	b := &pgconn.Batch{}
+	b.ExecParams("BEGIN", nil, nil, nil, nil)
+	b.ExecParams(sqlQueue, [][]byte{strconv.AppendInt(nil, queue.created, 10), []byte(queue.traces), queue.spans},
+		nil, []int16{0, 0, 1}, nil)
+	if _, err := pg.ExecBatch(ctx, b).ReadAll(); err != nil {
 		rollback(pg)
 		return err
 	}
@@ -490,13 +496,16 @@ const (
 
 // stageSpans copies src into a temporary table dropped at commit and moves
 // the rows not yet stored into zipkin_spans, in one transaction.
-func stageSpans(ctx context.Context, pc *pgx.Conn, queue string, src [][]any) error {
+func stageSpans(ctx context.Context, pc *pgx.Conn, queue queueRow, src [][]any) error {
 	tx, err := pc.Begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit: nothing to roll back
-	if _, err := tx.Exec(ctx, sqlStage+"; "+queue); err != nil {
+	if _, err := tx.Exec(ctx, sqlStage); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, sqlQueue, queue.args()...); err != nil {
 		return err
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{tableStage}, spanColumns, pgx.CopyFromRows(src)); err != nil {
@@ -521,7 +530,7 @@ func (s *Store) insertSpans(ctx context.Context, rows []spanRow) error {
 		return fmt.Errorf("pgstore: writing spans: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit: nothing to roll back
-	if _, err := tx.ExecContext(ctx, queueSQL(traceLows(rows), time.Now().UnixMicro())); err != nil {
+	if _, err := tx.ExecContext(ctx, sqlQueue, newQueueRow(rows).args()...); err != nil {
 		return fmt.Errorf("pgstore: queueing %d spans for dependency links: %w", len(rows), err)
 	}
 	args := make([]any, 0, len(spanColumns)*min(len(rows), insertRowsPerStatement))
