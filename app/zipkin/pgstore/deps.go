@@ -24,25 +24,27 @@ import (
 // Every write adds, in its own transaction, one row to
 // zipkin_dependency_queue naming the traces it wrote (the low 64 bits of
 // their IDs: a trace is all fragments with those bits, as in
-// zipkin/mysqlstore). A drain (DrainDependencies; Accept runs one when
+// zipkin/mysqlstore) with the linker's view of each row (appendView). A
+// drain (DrainDependencies; Accept runs one when
 // Options.DependencyDrainInterval has passed since the last, and
 // RunDependencyAggregation on a timer) takes the oldest queue rows, one
 // transaction per drainRows of them, holding a transaction advisory lock
-// (depLockKey) so that drains (and retention) run one at a time:
-// it deletes the rows, reads the linker's columns of every fragment of the
-// traces they name, links each trace with Zipkin's DependencyLinker rules
-// (mysqlstore.LinkTraces), and adds the difference from what the trace's
-// record in zipkin_dependency_traces counted (its hour and links) to
-// zipkin_dependency_hours. A trace counts in the hour of its earliest span
-// timestamp (mysqlstore.TraceHour, WindowHours).
+// (depLockKey) so that drains (and retention) run one at a time: it deletes
+// the rows, links each trace they name with Zipkin's DependencyLinker rules
+// (mysqlstore.LinkTraces) — from the rows' views when the trace has no
+// record in zipkin_dependency_traces (it was never drained, so they hold all
+// its fragments stored so far), else from its stored fragments read back —
+// and adds the difference from what the record counted (its hour and links)
+// to zipkin_dependency_hours. A trace counts in the hour of its earliest
+// span timestamp (mysqlstore.TraceHour, WindowHours).
 //
 // The queue is the durable cursor: a queue row commits with the spans it
 // names, so every stored fragment has its trace relinked after it commits;
-// relinking a trace from its stored fragments is idempotent (a replay or a
-// trace relinked twice changes nothing), and a restart resumes with the rows
-// left. GetDependencies is exact at every moment: in one REPEATABLE READ
-// snapshot it adds to the hour counts the differences of the traces still
-// queued, computed from their span rows as the drain would.
+// relinking is idempotent (a replay or a trace relinked twice changes
+// nothing), and a restart resumes with the rows left. GetDependencies is
+// exact at every moment: in one REPEATABLE READ snapshot it adds to the
+// hour counts the differences of the traces still queued, computed as the
+// drain would.
 const (
 	tableDepQueue  = "zipkin_dependency_queue"
 	tableDepTraces = "zipkin_dependency_traces"
