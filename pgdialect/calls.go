@@ -55,7 +55,7 @@ func init() {
 		pg_advisory_xact_lock pg_advisory_xact_lock_shared pg_try_advisory_xact_lock
 		pg_try_advisory_xact_lock_shared pg_advisory_unlock pg_advisory_unlock_shared
 		pg_advisory_unlock_all pg_listening_channels pg_my_temp_schema pg_notify
-		pg_cancel_backend pg_terminate_backend`) {
+		pg_cancel_backend pg_terminate_backend host jsonb_exists`) {
 		knownWords[w] = struct{}{}
 	}
 }
@@ -120,9 +120,10 @@ func prevWord(q string, k int) string {
 	return q[k:j]
 }
 
-// columnListAfter reports a word after which "name (" is a table or alias with its column list.
+// columnListAfter reports a word after which "name (" is a table or alias with its column list
+// (COPY t (a, b) FROM STDIN included).
 func columnListAfter(w string) bool {
-	for _, c := range [...]string{"into", "as", "with", "recursive", "table", "references", "update", "only"} {
+	for _, c := range [...]string{"into", "as", "with", "recursive", "table", "references", "update", "only", "copy"} {
 		if strings.EqualFold(w, c) {
 			return true
 		}

@@ -369,7 +369,7 @@ outer:
 }
 
 func word(ts []token, i int) string {
-	if i < len(ts) && ts[i].kind == tWord {
+	if i >= 0 && i < len(ts) && ts[i].kind == tWord {
 		return ts[i].text
 	}
 	return ""

@@ -52,6 +52,8 @@ func TestTrackerPlans(t *testing.T) {
 		{"set transaction_isolation", []string{"BEGIN", "SET transaction_isolation = 'serializable'", "COMMIT"}, "RESET transaction_isolation; RESET transaction_read_only; RESET transaction_deferrable"},
 		{"function", []string{"SELECT my_func($1)"}, everythingPlan},
 		{"known functions", []string{"SELECT count(*), coalesce(max(v), '') FROM t WHERE id IN ($1, $2)", "INSERT INTO t (a, b) VALUES ($1, lower($2))", "select pg_catalog.myfn(1)", "WITH x (a) AS (SELECT 1) SELECT a::numeric(10, 2) FROM x"}, ""},
+		{"copy with columns", []string{"COPY t (a, b) FROM STDIN BINARY", "copy public.t ( a ) to stdout", "SELECT host(a), jsonb_exists(j, 'k') FROM t"}, ""},
+		{"copy query with function", []string{"COPY (SELECT my_func()) TO STDOUT"}, everythingPlan},
 		{"create function", []string{"CREATE FUNCTION f(a int) RETURNS int AS 'select 1' LANGUAGE sql"}, ""},
 		{"do set_config custom", []string{"DO $$BEGIN PERFORM set_config('app.tenant', 'from_do', false); END$$"}, "DISCARD CONNECTION"},
 		{"do set custom", []string{"DO $$BEGIN SET app.tenant = 'x'; END$$"}, "DISCARD CONNECTION"},

@@ -58,6 +58,17 @@ func (c *conn) Unwrap() driver.Conn {
 	return c.e.conn
 }
 
+// UnwrapRan is Unwrap for a borrower that names the statements it runs on the driver connection
+// (pgdialect.UnwrapFor): the tracker records them as if run through the pool, and the session
+// stays known.
+func (c *conn) UnwrapRan(queries ...string) driver.Conn {
+	c.runBefore()
+	for _, q := range queries {
+		c.e.sess.Statement(q)
+	}
+	return c.e.conn
+}
+
 // runBefore runs the tracker's deferred resets (SessionCaps.Before) before the driver's
 // connection is handed out, within ValidationTimeout; a connection whose reset failed is closed
 // at release.

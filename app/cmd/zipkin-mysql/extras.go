@@ -25,7 +25,9 @@ func startRetention(cfg *config, st *openedStorage, log *slog.Logger, reg promet
 		return func() {}, nil
 	}
 	if st.mysql == nil {
-		log.Warn("-retention is ignored: there is no MySQL storage", "storage", cfg.Storage)
+		if cfg.Storage != "postgres" { // postgres runs its own (startPostgresBackground)
+			log.Warn("-retention is ignored: there is no MySQL or PostgreSQL storage", "storage", cfg.Storage)
+		}
 		return func() {}, nil
 	}
 	r, err := st.mysql.NewRetention(mysqlstore.RetentionOptions{MaxAge: cfg.Retention, Interval: cfg.RetentionInterval})

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -163,6 +164,9 @@ func openPostgres(ctx context.Context, cfg *config, log *slog.Logger, reg *prome
 		DisableStrictTraceID: !cfg.StrictTraceID,
 		DisableSearch:        !cfg.SearchEnabled,
 		AutocompleteKeys:     append([]string(nil), cfg.AutocompleteKeys...),
+		// The dependency queue is drained by startPostgresBackground's
+		// timer, off the writers' goroutines.
+		DependencyDrainInterval: -1,
 	})
 	if err != nil {
 		closeAll()
@@ -171,5 +175,61 @@ func openPostgres(ctx context.Context, cfg *config, log *slog.Logger, reg *prome
 		}
 		return nil, fmt.Errorf("PostgreSQL at %s: %s", addr, redact(err.Error(), pcfg.Password))
 	}
+	stop, err := startPostgresBackground(cfg, store, log, reg)
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	closers = append(closers, stop)
 	return &openedStorage{store: store, name: "PostgresStorage{" + addr + "}", user: pcfg.User, close: closeAll}, nil
+}
+
+// startPostgresBackground starts the store's background work: the dependency
+// drain every 3 s (lag exported as zipkin_dependency_lag_seconds) and, with
+// -retention, the retention passes (every -retention-interval) that delete
+// spans and dependency counts older than -retention, with their counters.
+// The returned function stops both and waits for them.
+func startPostgresBackground(cfg *config, store *pgstore.Store, log *slog.Logger, reg prometheus.Registerer) (func(), error) {
+	cs := []prometheus.Collector{prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "zipkin_dependency_lag_seconds",
+		Help: "Age of the oldest write the dependency aggregator has not counted into zipkin_dependency_hours yet (GetDependencies counts it already); -1 when it cannot be read."},
+		func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			d, err := store.DependencyLag(ctx)
+			if err != nil {
+				return -1
+			}
+			return d.Seconds()
+		})}
+	var ret *pgstore.Retention
+	if cfg.Retention > 0 {
+		var err error
+		ret, err = store.NewRetention(pgstore.RetentionOptions{MaxAge: cfg.Retention, Interval: cfg.RetentionInterval, Logger: log})
+		if err != nil {
+			return nil, err
+		}
+		counter := func(name, help string, get func(pgstore.RetentionStats) int64) prometheus.Collector {
+			return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+				func() float64 { return float64(get(ret.Stats())) })
+		}
+		cs = append(cs,
+			counter("zipkin_retention_spans_deleted_total", "Spans deleted by -retention.", func(s pgstore.RetentionStats) int64 { return s.SpansDeleted }),
+			counter("zipkin_retention_passes_total", "Retention passes finished.", func(s pgstore.RetentionStats) int64 { return s.Passes }),
+			counter("zipkin_retention_errors_total", "Retention passes that failed (the next pass tries again).", func(s pgstore.RetentionStats) int64 { return s.Errors }))
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = store.RunDependencyAggregation(ctx, 0) }()
+	if ret != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = ret.Run(ctx) }()
+		log.Info("retention on", "max_age", cfg.Retention)
+	}
+	return func() { cancel(); wg.Wait() }, nil
 }

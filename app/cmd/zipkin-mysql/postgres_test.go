@@ -94,3 +94,43 @@ func TestPostgresServer(t *testing.T) {
 		t.Errorf("GET trace after a replay: HTTP %d, %d spans, want 2: %s", code, n, b)
 	}
 }
+
+// TestPostgresRetention: with -retention the PostgreSQL storage deletes a
+// trace older than the maximum age, keeps a young one, and exports the
+// retention counters and the dependency lag.
+func TestPostgresRetention(t *testing.T) {
+	pg := pgtest.Start(t)
+	base, stop := runInProcess(t, envFunc("STORAGE_TYPE", "postgres", "POSTGRES_DSN", pg.DSN()), "-init-schema",
+		"-retention=24h", "-retention-interval=50ms")
+	defer stop()
+	span := func(tid string, ts int64) string {
+		return fmt.Sprintf(`{"traceId":%q,"id":"000000000000000a","kind":"CLIENT","name":"get","timestamp":%d,"duration":1000,"localEndpoint":{"serviceName":"pgfront"},"remoteEndpoint":{"serviceName":"pgdb"}}`, tid, ts)
+	}
+	oldID, youngID := randHex(16), randHex(16)
+	now := time.Now()
+	body := "[" + span(oldID, now.Add(-72*time.Hour).UnixMicro()) + "," + span(youngID, now.Add(-time.Minute).UnixMicro()) + "]"
+	resp, err := http.Post(base+"/api/v2/spans", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("POST spans: HTTP %d", resp.StatusCode)
+	}
+	waitDrained(t, base, 60*time.Second)
+	waitFor(t, 60*time.Second, "retention to delete the old span", func() bool {
+		return metric(t, base, "zipkin_retention_spans_deleted_total") >= 1
+	})
+	if code, _ := httpGet(t, base+"/api/v2/trace/"+oldID); code != http.StatusNotFound {
+		t.Errorf("GET the old trace: HTTP %d, want 404", code)
+	}
+	if code, b := httpGet(t, base+"/api/v2/trace/"+youngID); code != http.StatusOK {
+		t.Errorf("GET the young trace: HTTP %d %s, want 200", code, b)
+	}
+	if v := metric(t, base, "zipkin_retention_errors_total"); v != 0 {
+		t.Errorf("zipkin_retention_errors_total = %v, want 0", v)
+	}
+	if v := metric(t, base, "zipkin_dependency_lag_seconds"); v < 0 {
+		t.Errorf("zipkin_dependency_lag_seconds = %v, want ≥ 0", v)
+	}
+}

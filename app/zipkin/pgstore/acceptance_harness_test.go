@@ -54,7 +54,7 @@ func newHarness(t *testing.T, srv server) *harness {
 // reset empties the tables (each checklist item starts on an empty store).
 func (h *harness) reset(t *testing.T) {
 	t.Helper()
-	if _, err := h.db.ExecContext(ctxT(t), "TRUNCATE zipkin_spans, zipkin_names"); err != nil {
+	if _, err := h.db.ExecContext(ctxT(t), "TRUNCATE zipkin_spans, zipkin_names, zipkin_dependency_queue, zipkin_dependency_traces, zipkin_dependency_hours"); err != nil {
 		t.Fatalf("TRUNCATE: %v", err)
 	}
 }

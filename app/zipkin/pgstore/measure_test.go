@@ -1,11 +1,14 @@
 package pgstore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"sort"
@@ -16,14 +19,18 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sqlpool/sqlpool/app/zipkin/codec"
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
+	"github.com/sqlpool/sqlpool/app/zipkin/server"
 	_ "github.com/sqlpool/sqlpool/pgdialect" // the pool's PostgreSQL rules
 	"github.com/sqlpool/sqlpool/pool"
 )
 
-// TestMeasureIngest compares, on PG_TEST_DSN's server, three ways of writing
-// the same spans, in interleaved rounds: Accept on the sqlpool pool (rows
+// TestMeasureIngest compares, on PG_TEST_DSN's server, four ways of writing
+// the same spans, in interleaved rounds: the span server over HTTP (JSON v2
+// bodies, on a Store of its own), Accept on the sqlpool pool (rows
 // built from model.Span, COPY through sql.Conn.Raw, names), a raw pgx COPY of
 // the prebuilt rows, and a raw multi-row INSERT … ON CONFLICT DO NOTHING of
 // them, each into its own schema with the same tables and indexes, from
@@ -54,7 +61,7 @@ func TestMeasureIngest(t *testing.T) {
 		settings = append(settings, s+"="+v)
 	}
 	t.Logf("server: %v; %d writers, batches of %d spans, %d batches per method per round, %d rounds", settings, writers, batch, batches, rounds)
-	methods := []string{"accept", "copy", "insert"}
+	methods := []string{"accept", "copy", "insert", "http"}
 	dsnOf := map[string]string{}
 	for _, m := range methods {
 		schema := "measure_" + m
@@ -89,12 +96,33 @@ func TestMeasureIngest(t *testing.T) {
 	}
 	db := p.OpenDB()
 	defer func() { db.Close(); p.Close() }()
-	store, err := Open(ctx, db, Options{})
+	store, err := Open(ctx, db, Options{DependencyDrainInterval: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The span server over HTTP on a store of its own (its pool, its
+	// schema): JSON v2 bodies POSTed by the writers, decoded, queued and
+	// written by the server's writers; a round ends when every span is
+	// stored.
+	hp, err := pool.New(stdlib.GetConnector(*connCfg("http")), pool.Config{MaxConns: writers, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdb := hp.OpenDB()
+	defer func() { hdb.Close(); hp.Close() }()
+	hstore, err := Open(ctx, hdb, Options{DependencyDrainInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{Storage: hstore, Writers: writers, BatchSpans: batch, MaxQueueSpans: 4 * writers * batch,
+		Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	defer func() { hs.Close(); _ = srv.Close(ctx) }()
 	raw := map[string][]*pgx.Conn{}
-	for _, m := range methods[1:] {
+	for _, m := range methods[1:3] {
 		for range writers {
 			c, err := pgx.ConnectConfig(ctx, connCfg(m))
 			if err != nil {
@@ -112,16 +140,21 @@ func TestMeasureIngest(t *testing.T) {
 		}
 		return out
 	}
-	spansPerSec := map[string][]float64{}
+	spansPerSec, serverMicros := map[string][]float64{}, map[string][]float64{}
 	for r := range rounds {
-		order := []string{"accept", "copy", "insert"}
+		order := append([]string(nil), methods...)
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		for _, m := range order {
 			work := gen()
 			// Raw methods get their rows prebuilt, outside the timing.
 			var copyRows [][][]any
 			var insertArgs [][]any
-			if m != "accept" {
+			var bodies [][]byte
+			if m == "http" {
+				for _, b := range work {
+					bodies = append(bodies, codec.AppendJSONV2Spans(nil, b))
+				}
+			} else if m != "accept" {
 				for _, b := range work {
 					var rows [][]any
 					var args []any
@@ -141,6 +174,8 @@ func TestMeasureIngest(t *testing.T) {
 			close(next)
 			var wg sync.WaitGroup
 			errs := make(chan error, writers)
+			stored0 := hstore.Stats().Spans
+			cpu0 := serverCPU(t)
 			t0 := time.Now()
 			for w := range writers {
 				wg.Add(1)
@@ -155,6 +190,8 @@ func TestMeasureIngest(t *testing.T) {
 							_, err = raw[m][w].CopyFrom(ctx, pgx.Identifier{tableSpans}, spanColumns, pgx.CopyFromRows(copyRows[i]))
 						case "insert":
 							_, err = raw[m][w].Exec(ctx, sqlText, insertArgs[i]...)
+						case "http":
+							err = post(hs.URL+"/api/v2/spans", bodies[i])
 						}
 						if err != nil {
 							errs <- fmt.Errorf("%s: %w", m, err)
@@ -164,29 +201,75 @@ func TestMeasureIngest(t *testing.T) {
 				}()
 			}
 			wg.Wait()
+			if m == "http" {
+				for hstore.Stats().Spans-stored0 < int64(batches*batch) {
+					time.Sleep(time.Millisecond) // a measurement by hand: the store has no event to wait on
+				}
+			}
+			// The store's rounds include draining the dependency queue
+			// (what the server's timer does off the write path).
+			var drain time.Duration
+			if st := map[string]*Store{"accept": store, "http": hstore}[m]; st != nil {
+				t1 := time.Now()
+				if _, err := st.DrainDependencies(ctx); err != nil {
+					t.Fatal(err)
+				}
+				drain = time.Since(t1)
+			}
 			el := time.Since(t0)
+			cpu := serverCPU(t) - cpu0
 			close(errs)
 			for err := range errs {
 				t.Fatal(err)
 			}
 			rate := float64(batches*batch) / el.Seconds()
 			spansPerSec[m] = append(spansPerSec[m], rate)
-			t.Logf("round %d %-6s %8.0f spans/s (%v)", r+1, m, rate, el.Round(time.Millisecond))
+			cpuPerSpan := float64(cpu.Microseconds()) / float64(batches*batch)
+			serverMicros[m] = append(serverMicros[m], cpuPerSpan)
+			t.Logf("round %d %-6s %8.0f spans/s (%v, of which draining the dependency queue %v), server CPU %.1f µs/span",
+				r+1, m, rate, el.Round(time.Millisecond), drain.Round(time.Millisecond), cpuPerSpan)
 		}
 	}
 	med := func(v []float64) float64 { s := append([]float64(nil), v...); sort.Float64s(s); return s[len(s)/2] }
 	a, c, i := med(spansPerSec["accept"]), med(spansPerSec["copy"]), med(spansPerSec["insert"])
+	h := med(spansPerSec["http"])
+	t.Logf("server CPU per span, median of rounds: http %.1f µs, accept %.1f µs, raw COPY %.1f µs, raw INSERT %.1f µs",
+		med(serverMicros["http"]), med(serverMicros["accept"]), med(serverMicros["copy"]), med(serverMicros["insert"]))
 	// Ratios paired within a round (the same load on the machine).
-	var ra, ri []float64
+	var ra, ri, rh []float64
 	for r := range rounds {
 		ra = append(ra, spansPerSec["accept"][r]/spansPerSec["copy"][r])
 		ri = append(ri, spansPerSec["insert"][r]/spansPerSec["copy"][r])
+		rh = append(rh, spansPerSec["http"][r]/spansPerSec["copy"][r])
 	}
 	sort.Float64s(ra)
 	sort.Float64s(ri)
+	sort.Float64s(rh)
 	q := func(v []float64, f float64) float64 { return v[int(f*float64(len(v)-1))] }
-	t.Logf("medians: accept %.0f, raw COPY %.0f, raw INSERT %.0f spans/s; per-round ratios: accept/COPY median %.2f (quartiles %.2f–%.2f), INSERT/COPY median %.2f (%.2f–%.2f); pool release plans %d; store %+v",
-		a, c, i, q(ra, 0.5), q(ra, 0.25), q(ra, 0.75), q(ri, 0.5), q(ri, 0.25), q(ri, 0.75), p.Stats().ReleasePlans, store.Stats())
+	t.Logf("medians: http %.0f, accept %.0f, raw COPY %.0f, raw INSERT %.0f spans/s; per-round ratios: http/COPY median %.2f (quartiles %.2f–%.2f), accept/COPY median %.2f (%.2f–%.2f), INSERT/COPY median %.2f (%.2f–%.2f); pool release plans %d (http %d); store %+v",
+		h, a, c, i, q(rh, 0.5), q(rh, 0.25), q(rh, 0.75), q(ra, 0.5), q(ra, 0.25), q(ra, 0.75), q(ri, 0.5), q(ri, 0.25), q(ri, 0.75),
+		p.Stats().ReleasePlans, hp.Stats().ReleasePlans, store.Stats())
+}
+
+// post sends one JSON v2 body to the span server, again after a 503 (its
+// queue full).
+func post(url string, body []byte) error {
+	for {
+		resp, err := http.Post(url, "application/json", bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case http.StatusAccepted:
+			return nil
+		case http.StatusServiceUnavailable:
+			time.Sleep(5 * time.Millisecond)
+		default:
+			return fmt.Errorf("POST: HTTP %d", resp.StatusCode)
+		}
+	}
 }
 
 func envN(name string, def int) int {

@@ -415,33 +415,6 @@ func endpoint(svc string, v4, v6 sql.NullString, port int64) *model.Endpoint {
 	return e
 }
 
-// GetDependencies links the traces with a span in [endTs-lookback, endTs]
-// (epoch milliseconds), read whole, with Zipkin's DependencyLinker rules.
-func (s *Store) GetDependencies(ctx context.Context, endTs, lookback int64) ([]model.DependencyLink, error) {
-	if endTs <= 0 {
-		return nil, &model.QueryError{Msg: "endTs <= 0"}
-	}
-	if lookback <= 0 {
-		return nil, &model.QueryError{Msg: "lookback <= 0"}
-	}
-	begin, end := model.MillisToMicros(max(endTs-lookback, 0)), model.MillisToMicros(endTs)
-	strict := !s.opts.DisableStrictTraceID
-	group := "trace_id, trace_id_high"
-	if !strict {
-		group = "trace_id, 0::int8"
-	}
-	keys, err := s.selectKeys(ctx, "SELECT DISTINCT "+group+", 0::int8 FROM "+tableSpans+
-		" WHERE start_ts BETWEEN $1 AND $2 ORDER BY 1, 2", begin, end)
-	if err != nil || len(keys) == 0 {
-		return nil, err
-	}
-	traces, err := s.fetchTraces(ctx, keys, strict)
-	if err != nil {
-		return nil, err
-	}
-	return mysqlstore.LinkTraces(traces), nil
-}
-
 // GetServiceNames returns the local service names of the stored spans,
 // sorted. With DisableSearch it returns nothing.
 func (s *Store) GetServiceNames(ctx context.Context) ([]string, error) {

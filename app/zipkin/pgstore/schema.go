@@ -77,7 +77,8 @@ const (
 // who prefer to apply the schema themselves (with psql, say). Each ends
 // without a semicolon.
 func SchemaDDL() []string {
-	return []string{ddlSpans, ddlSpansStart, ddlSpansLocal, ddlSpansRemote, ddlSpansTerms, ddlNames}
+	return []string{ddlSpans, ddlSpansStart, ddlSpansLocal, ddlSpansRemote, ddlSpansTerms, ddlNames,
+		ddlDepQueue, ddlDepQueueStorage, ddlDepTraces, ddlDepTracesHour, ddlDepHours}
 }
 
 // CreateSchema creates the store's tables and indexes in the current schema

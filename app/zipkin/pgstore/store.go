@@ -15,13 +15,14 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sqlpool/sqlpool/app/zipkin/storage"
 )
 
 // ErrNoSchema is returned by Open when the store's tables do not exist:
 // run CreateSchema (the command's -init-schema) or apply SchemaDDL.
-var ErrNoSchema = errors.New("pgstore: table " + tableSpans + " does not exist: create the schema (CreateSchema, or the server's -init-schema)")
+var ErrNoSchema = errors.New("pgstore: the store's tables do not exist: create the schema (CreateSchema, or the server's -init-schema)")
 
 // Options configure a Store. The zero value is Zipkin's defaults.
 type Options struct {
@@ -41,6 +42,12 @@ type Options struct {
 	// NOTHING even on pgx's connections. Default false: COPY on pgx's
 	// connections, INSERT on other drivers'.
 	DisableCopy bool
+	// DependencyDrainInterval is how often Accept drains the dependency
+	// queue into zipkin_dependency_hours (at most 8 transactions of 64
+	// writes, skipped while another drain runs); negative: never (drain
+	// with DrainDependencies or RunDependencyAggregation). Zero value:
+	// DefaultDependencyDrainInterval (3 s).
+	DependencyDrainInterval time.Duration
 }
 
 // Store is a Zipkin span store on one *sql.DB. It is safe for concurrent
@@ -51,6 +58,9 @@ type Store struct {
 	keys  map[string]bool
 	stats counters
 	drv   atomic.Int32 // drvUnknown, drvPgx or drvOther: whether COPY is available
+
+	// lastDrain is when Accept last started a dependency drain (UnixNano).
+	lastDrain atomic.Int64
 
 	// names are the zipkin_names rows known to be stored, so that a batch
 	// upserts only names not seen before by this process.
@@ -69,9 +79,19 @@ func Open(ctx context.Context, db *sql.DB, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("pgstore: checking the schema: %w", err)
 	}
 	if !reg.Valid {
-		return nil, ErrNoSchema
+		return nil, fmt.Errorf("%w (table %s is missing)", ErrNoSchema, tableSpans)
 	}
+	for _, t := range []string{tableNames, tableDepQueue, tableDepTraces, tableDepHours} {
+		if err := db.QueryRowContext(ctx, "SELECT to_regclass($1)::text", t).Scan(&reg); err != nil {
+			return nil, fmt.Errorf("pgstore: checking the schema: %w", err)
+		}
+		if !reg.Valid {
+			return nil, fmt.Errorf("%w (table %s is missing: the schema predates it; CreateSchema adds it and keeps the other tables)", ErrNoSchema, t)
+		}
+	}
+	s0 := time.Now().UnixNano()
 	s := &Store{db: db, opts: opts, keys: map[string]bool{}, names: map[nameRow]struct{}{}}
+	s.lastDrain.Store(s0)
 	for _, k := range opts.AutocompleteKeys {
 		s.keys[k] = true
 	}
@@ -97,17 +117,18 @@ type Stats struct {
 	Inserts  int64 // batches written with INSERT … ON CONFLICT DO NOTHING (drivers without COPY, DisableCopy)
 	Failures int64 // Accept calls that returned an error
 	Rejected int64 // spans refused as invalid (zero trace or span ID)
+	Drained  int64 // queued writes counted into zipkin_dependency_hours by this Store's drains
 }
 
 type counters struct {
-	batches, spans, copies, staged, inserts, failures, rejected atomic.Int64
+	batches, spans, copies, staged, inserts, failures, rejected, drained atomic.Int64
 }
 
 // Stats returns the write counters.
 func (s *Store) Stats() Stats {
 	c := &s.stats
 	return Stats{Batches: c.batches.Load(), Spans: c.spans.Load(), Copies: c.copies.Load(), Staged: c.staged.Load(),
-		Inserts: c.inserts.Load(), Failures: c.failures.Load(), Rejected: c.rejected.Load()}
+		Inserts: c.inserts.Load(), Failures: c.failures.Load(), Rejected: c.rejected.Load(), Drained: c.drained.Load()}
 }
 
 var _ storage.Storage = (*Store)(nil)

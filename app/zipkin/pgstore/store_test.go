@@ -58,9 +58,10 @@ func TestReplayStoresOnce(t *testing.T) {
 	})
 }
 
-// TestCopyConnectionRelease reports what a batch written with COPY costs at
-// release: the connection lent through sql.Conn.Raw is reset (pgdialect
-// cannot see the COPY), never closed.
+// TestCopyConnectionRelease: a batch written with COPY on the connection
+// sql.Conn.Raw lends (BEGIN with the queue row, COPY, COMMIT, named to the
+// pool through pgdialect.UnwrapFor) costs nothing at release: no reset, no
+// new connection.
 func TestCopyConnectionRelease(t *testing.T) {
 	srv := freshSchema(t, server{name: "pgx", dsn: pgServerDSN(t)})
 	p, err := pool.New(srv.connector(t), pool.Config{MaxConns: 1, MinIdleConns: -1, Logger: quietPoolLog})
@@ -87,6 +88,9 @@ func TestCopyConnectionRelease(t *testing.T) {
 	t.Logf("%d COPY batches: %d release plans (session resets), %d connections opened", batches, plans, after.Created-before.Created)
 	if after.Created != before.Created {
 		t.Errorf("COPY batches opened %d connections: the lent connection was closed", after.Created-before.Created)
+	}
+	if plans != 0 {
+		t.Errorf("COPY batches cost %d release plans, want 0", plans)
 	}
 	if s.Stats().Copies != batches+1 {
 		t.Errorf("Stats = %+v, want %d copies", s.Stats(), batches+1)

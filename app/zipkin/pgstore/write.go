@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -15,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
+	"github.com/sqlpool/sqlpool/pgdialect"
 	"github.com/sqlpool/sqlpool/pool"
 )
 
@@ -42,6 +44,7 @@ type spanRow struct {
 	rport                       int32
 	ann, tags                   []byte // JSON, nil when none
 	terms                       []string
+	isErr                       bool // an "error" tag (the linker's view; not a column)
 }
 
 type rowKey struct{ low, high, id, frag int64 }
@@ -82,6 +85,7 @@ func buildRow(sp *model.Span) (r spanRow, ok bool) {
 		}
 		r.ann = append(b, ']')
 	}
+	_, r.isErr = sp.Tags["error"]
 	if len(sp.Tags) > 0 {
 		keys := sp.SortedTagKeys()
 		b := make([]byte, 0, 48*len(keys))
@@ -370,6 +374,7 @@ func (s *Store) Accept(ctx context.Context, spans []model.Span) error {
 	}
 	s.stats.batches.Add(1)
 	s.stats.spans.Add(int64(len(rows)))
+	s.maybeDrain(ctx)
 	return nil
 }
 
@@ -394,13 +399,19 @@ func (s *Store) writeSpans(ctx context.Context, rows []spanRow) error {
 }
 
 // pgxConn returns the pgx connection under dc (what sql.Conn.Raw passes: the
-// pool's connection or the driver's), or nil for another driver.
-func pgxConn(dc any) *pgx.Conn {
-	if c, ok := pool.Unwrap(dc).(*stdlib.Conn); ok {
-		return c.Conn()
+// pool's connection or the driver's), or nil for another driver. On the
+// pool's connections the statements the borrower runs on it are queries
+// (pgdialect.UnwrapFor), so that the session stays known.
+func pgxConn(dc any, queries ...string) *pgx.Conn {
+	if _, ok := pgdialect.UnwrapFor(dc).(*stdlib.Conn); !ok {
+		return nil
 	}
-	return nil
+	return pgdialect.UnwrapFor(dc, queries...).(*stdlib.Conn).Conn()
 }
+
+// sqlCopySpans is the COPY statement pgx's CopyFrom sends, as the pool's
+// session tracker is told it.
+var sqlCopySpans = "COPY " + tableSpans + " (" + strings.Join(spanColumns, ", ") + ") FROM STDIN BINARY"
 
 // copySpans writes rows with one COPY on a connection of the pool, and on a
 // unique violation again through a staging table.
@@ -414,13 +425,14 @@ func (s *Store) copySpans(ctx context.Context, rows []spanRow) error {
 	for i := range rows {
 		src[i] = rows[i].copyValues()
 	}
+	queue := newQueueRow(rows)
 	return conn.Raw(func(dc any) error {
-		pc := pgxConn(dc)
+		pc := pgxConn(dc, "BEGIN", sqlQueue, sqlCopySpans, "COMMIT")
 		if pc == nil {
 			return errNotPgx
 		}
 		s.drv.Store(drvPgx)
-		_, err := pc.CopyFrom(ctx, pgx.Identifier{tableSpans}, spanColumns, pgx.CopyFromRows(src))
+		err := copyInTx(ctx, pc, queue, src)
 		if err == nil {
 			s.stats.copies.Add(1)
 			return nil
@@ -428,12 +440,52 @@ func (s *Store) copySpans(ctx context.Context, rows []spanRow) error {
 		if !isUniqueViolation(err) {
 			return fmt.Errorf("pgstore: COPY of %d spans: %w", len(rows), err)
 		}
-		if err := stageSpans(ctx, pc, src); err != nil {
+		// The staging statements (a temporary table, INSERT … SELECT) are
+		// not among those named: the session is unknown from here, and
+		// reset at release.
+		pool.Unwrap(dc)
+		if err := stageSpans(ctx, pc, queue, src); err != nil {
 			return fmt.Errorf("pgstore: COPY of %d spans through a staging table (after a duplicate): %w", len(rows), err)
 		}
 		s.stats.staged.Add(1)
 		return nil
 	})
+}
+
+// copyInTx writes the queue row and copies src into zipkin_spans in one
+// transaction: BEGIN and the queue row in one round trip (a pipeline), the
+// COPY, then COMMIT. On an error it rolls back (the connection is then
+// outside a transaction, or broken).
+func copyInTx(ctx context.Context, pc *pgx.Conn, queue queueRow, src [][]any) error {
+	pg := pc.PgConn()
+	b := &pgconn.Batch{}
+	b.ExecParams("BEGIN", nil, nil, nil, nil)
+	b.ExecParams(sqlQueue, [][]byte{strconv.AppendInt(nil, queue.created, 10), []byte(queue.traces), queue.spans},
+		nil, []int16{0, 0, 1}, nil)
+	if _, err := pg.ExecBatch(ctx, b).ReadAll(); err != nil {
+		rollback(pg)
+		return err
+	}
+	if _, err := pc.CopyFrom(ctx, pgx.Identifier{tableSpans}, spanColumns, pgx.CopyFromRows(src)); err != nil {
+		rollback(pg)
+		return err
+	}
+	if _, err := pg.Exec(ctx, "COMMIT").ReadAll(); err != nil {
+		rollback(pg)
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// rollback ends a failed transaction on pg, when the connection is still
+// usable, within a few seconds.
+func rollback(pg *pgconn.PgConn) {
+	if pg.IsClosed() || pg.TxStatus() == 'I' {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = pg.Exec(ctx, "ROLLBACK").ReadAll()
 }
 
 const (
@@ -444,13 +496,16 @@ const (
 
 // stageSpans copies src into a temporary table dropped at commit and moves
 // the rows not yet stored into zipkin_spans, in one transaction.
-func stageSpans(ctx context.Context, pc *pgx.Conn, src [][]any) error {
+func stageSpans(ctx context.Context, pc *pgx.Conn, queue queueRow, src [][]any) error {
 	tx, err := pc.Begin(ctx)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // after Commit: nothing to roll back
 	if _, err := tx.Exec(ctx, sqlStage); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, sqlQueue, queue.args()...); err != nil {
 		return err
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{tableStage}, spanColumns, pgx.CopyFromRows(src)); err != nil {
@@ -475,6 +530,9 @@ func (s *Store) insertSpans(ctx context.Context, rows []spanRow) error {
 		return fmt.Errorf("pgstore: writing spans: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // after Commit: nothing to roll back
+	if _, err := tx.ExecContext(ctx, sqlQueue, newQueueRow(rows).args()...); err != nil {
+		return fmt.Errorf("pgstore: queueing %d spans for dependency links: %w", len(rows), err)
+	}
 	args := make([]any, 0, len(spanColumns)*min(len(rows), insertRowsPerStatement))
 	for start := 0; start < len(rows); start += insertRowsPerStatement {
 		chunk := rows[start:min(start+insertRowsPerStatement, len(rows))]
