@@ -105,3 +105,10 @@ func newStdTrace() stdTrace {
 }
 
 func (s stdTrace) spans() []model.Span { return s.Spans() }
+
+// assertLinks and link are storagetest's, under the names deps_test.go uses.
+var (
+	assertLinks = storagetest.AssertLinks
+	link        = storagetest.Link
+	deps        = storagetest.Deps
+)

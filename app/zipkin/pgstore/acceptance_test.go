@@ -20,9 +20,11 @@ func TestAcceptance(t *testing.T) {
 // acceptance describes h to the checklist. Every fragment has a row of its
 // own, so the client and the shared server half of a span keep their own
 // debug flag (Capabilities.SharedSpanDebug, which Zipkin's MySQL schema
-// lacks). Dependency links come about in the one way this store has:
-// GetDependencies links the spans of the window on the fly (the
-// checklist's default mode, "onDemand").
+// lacks). Dependency links come from the store's queue: "aggregated"
+// stores spans with no drain in Accept (DependencyDrainInterval -1), so
+// GetDependencies answers from the queued writes; "aggregatedDrained"
+// drains the queue between writes and inside every read. Traces count in
+// whole hours.
 func (h *harness) acceptance() storagetest.Harness {
 	return storagetest.Harness{
 		Reset:        h.reset,
@@ -31,5 +33,23 @@ func (h *harness) acceptance() storagetest.Harness {
 			return h.store(t, pgstore.Options{DisableStrictTraceID: o.DisableStrictTraceID,
 				DisableSearch: o.DisableSearch, AutocompleteKeys: o.AutocompleteKeys})
 		},
+		Dependencies: []storagetest.DependencyMode{{
+			Name: "aggregated",
+			Open: func(t *testing.T) storagetest.Store {
+				return h.store(t, pgstore.Options{DependencyDrainInterval: -1})
+			},
+			Drain: func(t *testing.T, s storagetest.Store) {
+				t.Helper()
+				if _, err := s.(*pgstore.Store).DrainDependencies(ctxT(t)); err != nil {
+					t.Fatalf("DrainDependencies: %v", err)
+				}
+				var n int
+				if err := h.db.QueryRowContext(ctxT(t), "SELECT count(*) FROM zipkin_dependency_queue").Scan(&n); err != nil || n != 0 {
+					t.Fatalf("zipkin_dependency_queue: %d rows after DrainDependencies (%v), want 0", n, err)
+				}
+			},
+			DrainedName: "aggregatedDrained",
+			Windows:     storagetest.HourWindows,
+		}},
 	}
 }

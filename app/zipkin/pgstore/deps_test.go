@@ -33,13 +33,13 @@ func TestDependencyQueue(t *testing.T) {
 		a, b := newStdTrace(), newStdTrace()
 		// b's root (its earliest span) comes after its other spans, an hour
 		// earlier than they are.
-		for _, sp := range []*model.Span{&b.client, &b.server, &b.dbCall} {
+		for _, sp := range []*model.Span{&b.Client, &b.Server, &b.DBCall} {
 			sp.Timestamp += micros(3_600_000)
 		}
 		accept(t, s, a.spans()...)
-		accept(t, s, b.client, b.server, b.dbCall)
+		accept(t, s, b.Client, b.Server, b.DBCall)
 		hourOf := func(us int64) int64 { return us / 1000 / 3_600_000 * 3_600_000 }
-		rootHour, laterHour := hourOf(b.root.Timestamp), hourOf(b.client.Timestamp)
+		rootHour, laterHour := hourOf(b.Root.Timestamp), hourOf(b.Client.Timestamp)
 		check := func(when string, wantRootHour, wantLaterHour []model.DependencyLink) {
 			t.Helper()
 			assertLinks(t, when+": root hour", deps(t, s, rootHour+3_600_000, 3_600_000), wantRootHour...)
@@ -60,7 +60,7 @@ func TestDependencyQueue(t *testing.T) {
 		check("drained", std1, []model.DependencyLink{link("backend", "db", 1, 1), link("frontend", "backend", 1, 0)})
 
 		// The root arrives: b moves to the root's hour, counted once.
-		accept(t, s, b.root)
+		accept(t, s, b.Root)
 		std2 := []model.DependencyLink{link("backend", "db", 2, 2), link("frontend", "backend", 2, 0)}
 		check("root queued", std2, nil)
 		// A replay, drained by a Store opened later (a restart).
@@ -99,7 +99,7 @@ func TestDependencyDrainAfterWrites(t *testing.T) {
 		if n := tableCount(t, h, "zipkin_dependency_queue"); n != 0 {
 			t.Errorf("zipkin_dependency_queue holds %d rows after Accept, want 0 (drained)", n)
 		}
-		assertLinks(t, "GetDependencies", deps(t, s, tr.endTs(), day), link("backend", "db", 1, 1), link("frontend", "backend", 1, 0))
+		assertLinks(t, "GetDependencies", deps(t, s, tr.EndTs(), day), link("backend", "db", 1, 1), link("frontend", "backend", 1, 0))
 	})
 }
 
@@ -111,18 +111,18 @@ func TestRetentionAllTables(t *testing.T) {
 		h := newHarness(t, srv)
 		s := h.store(t, pgstore.Options{DependencyDrainInterval: -1})
 		old, young := newStdTrace(), newStdTrace()
-		for _, sp := range []*model.Span{&old.root, &old.client, &old.server, &old.dbCall} {
+		for _, sp := range []*model.Span{&old.Root, &old.Client, &old.Server, &old.DBCall} {
 			sp.Timestamp -= micros(3 * day)
 		}
-		late := model.Span{TraceID: old.id, ID: old.root.ID, LocalEndpoint: frontend,
-			Annotations: []model.Annotation{{Timestamp: old.start + 1, Value: "late"}}}
+		late := model.Span{TraceID: old.ID, ID: old.Root.ID, LocalEndpoint: frontend,
+			Annotations: []model.Annotation{{Timestamp: old.Start + 1, Value: "late"}}}
 		accept(t, s, append(old.spans(), late)...)
 		if _, err := s.DrainDependencies(ctxT(t)); err != nil {
 			t.Fatal(err)
 		}
 		accept(t, s, young.spans()...) // queued, not drained
 		std := []model.DependencyLink{link("backend", "db", 1, 1), link("frontend", "backend", 1, 0)}
-		assertLinks(t, "old", deps(t, s, old.endTs(), day), std...)
+		assertLinks(t, "old", deps(t, s, old.EndTs(), day), std...)
 		// The clock stops Run when the second pass starts.
 		ctx, cancel := context.WithCancel(ctxT(t))
 		defer cancel()
@@ -143,14 +143,14 @@ func TestRetentionAllTables(t *testing.T) {
 		if st := r.Stats(); st.Passes != 1 || st.SpansDeleted != 5 || st.Errors != 0 {
 			t.Fatalf("Retention.Stats = %+v, want 1 pass, 5 rows deleted", st)
 		}
-		assertTrace(t, s, old.id, nil)
-		assertTrace(t, s, young.id, young.spans())
-		assertLinks(t, "old", deps(t, s, old.endTs(), day))
-		assertLinks(t, "young", deps(t, s, young.endTs(), day), std...)
+		assertTrace(t, s, old.ID, nil)
+		assertTrace(t, s, young.ID, young.spans())
+		assertLinks(t, "old", deps(t, s, old.EndTs(), day))
+		assertLinks(t, "young", deps(t, s, young.EndTs(), day), std...)
 		if _, err := s.DrainDependencies(ctxT(t)); err != nil {
 			t.Fatal(err)
 		}
-		assertLinks(t, "young drained", deps(t, s, young.endTs(), day), std...)
+		assertLinks(t, "young drained", deps(t, s, young.EndTs(), day), std...)
 		for table, want := range map[string]int{"zipkin_spans": 4, "zipkin_dependency_traces": 1, "zipkin_dependency_hours": 2, "zipkin_dependency_queue": 0} {
 			if n := tableCount(t, h, table); n != want {
 				t.Errorf("%s holds %d rows, want %d (the young trace's)", table, n, want)
@@ -188,7 +188,7 @@ func TestDependencyDrainsConcurrent(t *testing.T) {
 		if got := s1.Stats().Drained + s2.Stats().Drained; got != traces {
 			t.Errorf("drained %d writes in all, want %d", got, traces)
 		}
-		assertLinks(t, "GetDependencies", deps(t, s1, last.endTs(), day),
+		assertLinks(t, "GetDependencies", deps(t, s1, last.EndTs(), day),
 			link("backend", "db", traces, traces), link("frontend", "backend", traces, 0))
 	})
 }
