@@ -49,6 +49,9 @@ type store struct {
 	benched  []*entry
 	nbenched atomic.Int32
 
+	// ten is fair waiting between tenants (tenant.go); nil: one FIFO queue.
+	ten *tenants
+
 	// waiting counts goroutines inside wait, from before they first look at the stack until
 	// they return. conn.IsValid reads it to route returns to the pool instead of parking
 	// them in database/sql (lend.go).
@@ -70,6 +73,10 @@ type waiter struct {
 	ticket uint64
 	// since is when the acquire began to wait (the pool's exact clock): see handOffAge.
 	since int64
+	// tc is the waiter's tenant class, linked by tprev/tnext into its queue (tenant.go); nil
+	// without tenants.
+	tc           *tenantClass
+	tprev, tnext *waiter
 }
 
 var waiterPool = sync.Pool{New: func() any { return &waiter{ch: make(chan *entry, 1)} }}
@@ -103,6 +110,18 @@ func (s *store) put(e *entry) bool {
 	if s.closed {
 		s.mu.Unlock()
 		return false
+	}
+	if s.ten != nil { // fair waiting between tenants (tenant.go)
+		untenant(e)
+		if s.lifo {
+			s.shedOldLocked()
+		}
+		if !s.fairPutLocked(e) {
+			e.state.Store(stateIdle)
+			s.idle = append(s.idle, e)
+		}
+		s.mu.Unlock()
+		return true
 	}
 	if s.lifo {
 		s.shedOldLocked()
@@ -187,6 +206,10 @@ func (s *store) aged(w *waiter) bool {
 
 // wakeLocked tells the first waiter, if any, that a connection is on the stack.
 func (s *store) wakeLocked() {
+	if s.ten != nil && !s.closed {
+		s.serveIdleLocked() // tenants: hand over directly, to the fair choice
+		return
+	}
 	if w := s.head; w != nil {
 		s.unlinkLocked(w)
 		w.ch <- nil
@@ -203,6 +226,9 @@ func (s *store) pushBackLocked(w *waiter) {
 	}
 	s.tail = w
 	s.nwait++
+	if w.tc != nil {
+		s.linkClassLocked(w)
+	}
 }
 
 // requeueLocked puts back a waiter that already waited (ticket set) at its place by arrival
@@ -227,6 +253,9 @@ func (s *store) requeueLocked(w *waiter) {
 	}
 	w.next.prev = w
 	s.nwait++
+	if w.tc != nil {
+		s.linkClassLocked(w)
+	}
 }
 
 func (s *store) unlinkLocked(w *waiter) {
@@ -242,6 +271,9 @@ func (s *store) unlinkLocked(w *waiter) {
 	}
 	w.prev, w.next, w.queued = nil, nil, false
 	s.nwait--
+	if w.tc != nil {
+		s.unlinkClassLocked(w)
+	}
 }
 
 // takeIf takes off the stack, oldest return first, every idle entry for which pick returns
