@@ -155,16 +155,16 @@ func (p *Pool) take(ctx context.Context, dl *deadline) (*entry, error) {
 // waited, probed or met an unfit connection stops its timer and is told to Trace.AcquireEnded
 // (trace.go); one that took a fit idle connection at once pays two loads.
 func (p *Pool) acquireEnded(ctx context.Context, dl *deadline, err error) error {
-	if dl.tc != nil {
-		dl.tc.ended(err)
-	}
-	if dl.slow || dl.start != 0 {
+	if dl.slow || dl.start != 0 || dl.tc != nil {
 		p.slowAcquireEnded(ctx, dl, err)
 	}
 	return err
 }
 
 func (p *Pool) slowAcquireEnded(ctx context.Context, dl *deadline, err error) {
+	if dl.tc != nil {
+		dl.tc.ended(err) // tenant.go
+	}
 	if ao := p.cfg.Trace; ao != nil && ao.AcquireEnded != nil { // tracing (trace.go)
 		p.noteAcquireEnded(ctx, ao, dl, err)
 	}
@@ -618,7 +618,9 @@ func (p *Pool) giveUp(ctx context.Context, w *waiter, dl *deadline, byCtx bool) 
 			}
 		} else {
 			s.mu.Lock()
-			if len(s.idle) > 0 {
+			if len(s.idle) > 0 && s.ten != nil {
+				s.serveIdleLocked() // tenants (tenant.go): hand over directly, to the fair choice
+			} else if len(s.idle) > 0 {
 				s.wakeLocked()
 			}
 			s.mu.Unlock()

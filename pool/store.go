@@ -206,10 +206,6 @@ func (s *store) aged(w *waiter) bool {
 
 // wakeLocked tells the first waiter, if any, that a connection is on the stack.
 func (s *store) wakeLocked() {
-	if s.ten != nil && !s.closed {
-		s.serveIdleLocked() // tenants: hand over directly, to the fair choice
-		return
-	}
 	if w := s.head; w != nil {
 		s.unlinkLocked(w)
 		w.ch <- nil
