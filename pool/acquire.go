@@ -494,7 +494,7 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 			waiterPool.Put(w)
 			return nil, err
 		}
-		if p.congestedLocked(w.since) {
+		if p.congestedLocked(w.since) && s.sheddableLocked(dl.tc, 1) {
 			shedC = dl.shedTimer(p, time.Duration(s.shedNs))
 		}
 	}

@@ -154,9 +154,13 @@ func (s *store) shedOldLocked() {
 		return
 	}
 	now := s.nanotime()
-	for w := s.head; w != nil && w.since != 0 && now-w.since > s.shedNs && w != s.tail; w = s.head {
-		s.unlinkLocked(w)
-		w.ch <- shedSignal
+	for w := s.head; w != nil && w.since != 0 && now-w.since > s.shedNs && w != s.tail; {
+		next := w.next
+		if s.sheddableLocked(w.tc, 0) { // with tenants, only the longest backlog's (tenant.go)
+			s.unlinkLocked(w)
+			w.ch <- shedSignal
+		}
+		w = next
 	}
 }
 

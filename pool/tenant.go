@@ -122,6 +122,27 @@ func (t *tenants) of(ctx context.Context) *tenantClass {
 	return t.other
 }
 
+// sheddableLocked reports whether a waiter of class tc may be shed while the pool is congested
+// (overload.go): without tenants always; with them only when tc's backlog, plus more (1 for an
+// acquire about to queue), is the longest and more than this one waiter. As FQ-CoDel (RFC 8290)
+// drops from the fattest flow and serves sparse flows first, the loud tenant whose backlog made
+// the congestion is shed, and a quiet one's waiters, which fair waiting serves at the next
+// hand-outs, are not.
+func (s *store) sheddableLocked(tc *tenantClass, more int) bool {
+	if tc == nil {
+		return true
+	}
+	if tc.nwait+more <= 1 {
+		return false
+	}
+	for _, c := range s.ten.classes {
+		if c != tc && c.nwait > tc.nwait+more {
+			return false
+		}
+	}
+	return true
+}
+
 // tryHold counts one more connection held by c unless c is at its cap.
 func (c *tenantClass) tryHold() bool {
 	if c.cap == 0 {

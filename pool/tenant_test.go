@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"strings"
 	"testing"
 	"time"
 
@@ -263,5 +264,53 @@ func TestTenantQuietNotBehindLoud(t *testing.T) {
 			}
 			t.Logf("tenants=%v: most loud hand-outs during one quiet acquire: %d", tenants, worst)
 		})
+	}
+}
+
+// While the pool is congested (overload control), the tenant with the longest backlog is shed;
+// a quiet tenant's waiter is not, and is served by the next hand-out.
+func TestTenantCongestionShedsTheLoud(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 1, overloadInterval: time.Millisecond, OverloadTarget: 20 * time.Millisecond,
+		Tenants: map[string]Tenant{"loud": {}, "quiet": {}}})
+	held := mustConnect(t, p)
+	got, errs := make(chan string, 8), make(chan error, 8)
+	loud, quiet := WithTenant(context.Background(), "loud"), WithTenant(context.Background(), "quiet")
+	for i := range 3 {
+		queueWaiter(t, p, loud, fmt.Sprint("loud", i), got, errs)
+	}
+	time.Sleep(5 * time.Millisecond) // the queue stands for more than the congestion interval
+	p.noteLoss()                      // and a borrower missed its deadline
+	queueWaiter(t, p, quiet, "quiet", got, errs)
+	if !p.overloadStats().Congested {
+		t.Fatal("not congested")
+	}
+	go func() {
+		_, err := p.Connect(loud)
+		errs <- err
+	}()
+	if err := <-errs; !errors.Is(err, ErrOverloaded) {
+		t.Fatalf("a loud waiter queued while congested: %v; want ErrOverloaded after its shed bound", err)
+	}
+	if ts := tenantOf(p.Stats(), "quiet"); ts.Waiting != 1 {
+		t.Fatalf("the quiet waiter, queued before the shed loud one, is no longer waiting (%+v): it was shed", ts)
+	}
+	_ = held.Close()
+	quietServed, loudServed := false, 0
+	for range 4 {
+		select {
+		case name := <-got:
+			quietServed = quietServed || name == "quiet"
+			if name != "quiet" {
+				loudServed++
+			}
+		case err := <-errs:
+			if !errors.Is(err, ErrOverloaded) || !strings.HasPrefix(err.Error(), "loud") {
+				t.Errorf("%v; want only loud waiters shed", err)
+			}
+		}
+	}
+	// The release sheds the loud backlog down to one waiter (a class's last is not shed).
+	if !quietServed || loudServed > 1 {
+		t.Errorf("quiet served: %v, loud waiters served: %d; want the quiet one and at most one loud", quietServed, loudServed)
 	}
 }

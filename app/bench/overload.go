@@ -573,6 +573,9 @@ func overloadVariant(cfg *pool.Config, variant string) error {
 	case "control": // overload control on, at its suggested target
 		cfg.OverloadTarget = 5 * time.Millisecond
 		return nil
+	case "tenants": // fair waiting between the tenants scenario's two tenants (overload_tenants.go)
+		cfg.Tenants = overloadTenants
+		return nil
 	}
 	return fmt.Errorf("unknown variant %q", variant)
 }

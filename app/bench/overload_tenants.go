@@ -25,10 +25,13 @@ import (
 // deadline), their ratio, what each tenant finished, and the total finished as a fraction of
 // the capacity.
 //
-// Configurations are the command's -configs; a "tenants" part in a pool configuration's name
-// (pool-4-tenants, pool-64-tenants-control) sets Config.Tenants with both tenants at weight 1,
-// the other parts as in overloadConfig. Without it the pool serves all waiters first come,
-// first served; the requests carry the tenant key either way.
+// Configurations are the command's -configs; the variant "tenants" (pool-4-tenants) sets
+// Config.Tenants to overloadTenants, and here a pool configuration may name several variants
+// (pool-64-tenants-control). Without it the pool serves all waiters first come, first served;
+// the requests carry the tenant key either way.
+
+// overloadTenants are the scenario's two tenants, at weight 1 each.
+var overloadTenants = map[string]pool.Tenant{"quiet": {}, "loud": {}}
 
 // tenantsScenario runs the tenants scenario's round r when name is "tenants" and reports
 // whether it did, and the command's exit code (0: go on).
@@ -79,10 +82,8 @@ func tenantsScenario(name string, r int, conn driver.Connector, mon *sql.DB, sho
 // tenantsTarget opens configuration name for the tenants scenario.
 func tenantsTarget(name string) (func(driver.Connector) (*sql.DB, *pool.Pool, error), error) {
 	parts := strings.Split(name, "-")
-	tenants := slices.Contains(parts, "tenants")
-	parts = slices.DeleteFunc(parts, func(s string) bool { return s == "tenants" })
-	if parts[0] != "pool" || len(parts) < 2 {
-		t, err := overloadConfig(strings.Join(parts, "-"))
+	if parts[0] != "pool" || len(parts) < 3 {
+		t, err := overloadConfig(name)
 		return t.open, err
 	}
 	n, err := strconv.Atoi(parts[1])
@@ -95,9 +96,6 @@ func tenantsTarget(name string) (func(driver.Connector) (*sql.DB, *pool.Pool, er
 		if err := overloadVariant(&cfg, v); err != nil {
 			return nil, fmt.Errorf("configuration %q: %w", name, err)
 		}
-	}
-	if tenants {
-		cfg.Tenants = map[string]pool.Tenant{"quiet": {}, "loud": {}}
 	}
 	return func(c driver.Connector) (*sql.DB, *pool.Pool, error) {
 		p, err := pool.New(c, cfg)
