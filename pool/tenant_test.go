@@ -5,9 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
-	"strings"
 	"testing"
 	"time"
 
@@ -279,7 +279,7 @@ func TestTenantCongestionShedsTheLoud(t *testing.T) {
 		queueWaiter(t, p, loud, fmt.Sprint("loud", i), got, errs)
 	}
 	time.Sleep(5 * time.Millisecond) // the queue stands for more than the congestion interval
-	p.noteLoss()                      // and a borrower missed its deadline
+	p.noteLoss()                     // and a borrower missed its deadline
 	queueWaiter(t, p, quiet, "quiet", got, errs)
 	if !p.overloadStats().Congested {
 		t.Fatal("not congested")
