@@ -592,6 +592,10 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 		case <-ctx.Done():
 			return nil, p.giveUp(ctx, w, dl, true)
 		case <-shedC:
+			if dl.tc != nil && !p.stillSheddable(dl.tc) {
+				shedC = nil // another tenant's backlog is the longest now (tenant.go)
+				continue
+			}
 			if err := p.giveUp(ctx, w, dl, false); err != errShed {
 				return nil, err
 			}

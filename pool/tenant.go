@@ -143,6 +143,15 @@ func (s *store) sheddableLocked(tc *tenantClass, more int) bool {
 	return true
 }
 
+// stillSheddable is sheddableLocked for a waiter of class tc whose shed bound passed: it is
+// shed only if its tenant's backlog is still the longest.
+func (p *Pool) stillSheddable(tc *tenantClass) bool {
+	s := &p.store
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sheddableLocked(tc, 0)
+}
+
 // tryHold counts one more connection held by c unless c is at its cap.
 func (c *tenantClass) tryHold() bool {
 	if c.cap == 0 {
