@@ -123,11 +123,11 @@ func (t *tenants) of(ctx context.Context) *tenantClass {
 }
 
 // sheddableLocked reports whether a waiter of class tc may be shed while the pool is congested
-// (overload.go): without tenants always; with them only when tc's backlog, plus more (1 for an
-// acquire about to queue), is the longest and more than this one waiter. As FQ-CoDel (RFC 8290)
-// drops from the fattest flow and serves sparse flows first, the loud tenant whose backlog made
-// the congestion is shed, and a quiet one's waiters, which fair waiting serves at the next
-// hand-outs, are not.
+// (overload.go): without tenants always; with them only when tc has more than this one waiter
+// (more: 1 for an acquire about to queue) and the largest demand — connections held and
+// waiters, per unit of weight. As FQ-CoDel (RFC 8290) drops from the fattest flow and serves
+// sparse flows first, the loud tenant whose demand made the congestion is shed, and a quiet
+// one's waiters, which fair waiting serves at the next hand-outs, are not.
 func (s *store) sheddableLocked(tc *tenantClass, more int) bool {
 	if tc == nil {
 		return true
@@ -135,8 +135,12 @@ func (s *store) sheddableLocked(tc *tenantClass, more int) bool {
 	if tc.nwait+more <= 1 {
 		return false
 	}
+	demand := func(c *tenantClass, more int) uint64 {
+		return uint64(max(int(c.held.Load())+c.nwait+more, 0)) * c.stride
+	}
+	mine := demand(tc, more)
 	for _, c := range s.ten.classes {
-		if c != tc && c.nwait > tc.nwait+more {
+		if c != tc && demand(c, 0) > mine {
 			return false
 		}
 	}

@@ -27,7 +27,8 @@ import (
 //
 // Configurations are the command's -configs; the variant "tenants" (pool-4-tenants) sets
 // Config.Tenants to overloadTenants, and here a pool configuration may name several variants
-// (pool-64-tenants-control). Without it the pool serves all waiters first come, first served;
+// (pool-64-tenants-control); "capped", after "tenants", caps the loud tenant at half the pool
+// (pool-4-tenants-capped). Without it the pool serves all waiters first come, first served;
 // the requests carry the tenant key either way.
 
 // overloadTenants are the scenario's two tenants, at weight 1 each.
@@ -93,6 +94,10 @@ func tenantsTarget(name string) (func(driver.Connector) (*sql.DB, *pool.Pool, er
 	cfg := pool.Config{Name: "overload-" + name, MaxConns: n, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Trace: &pool.Trace{Closed: func(_ string, r pool.CloseReason) { closeReasons.note(string(r)) }}}
 	for _, v := range parts[2:] {
+		if v == "capped" { // both tenants, the loud one capped at half the pool (after "tenants")
+			cfg.Tenants = map[string]pool.Tenant{"quiet": {}, "loud": {Cap: max(n/2, 1)}}
+			continue
+		}
 		if err := overloadVariant(&cfg, v); err != nil {
 			return nil, fmt.Errorf("configuration %q: %w", name, err)
 		}
@@ -164,8 +169,9 @@ func runTenants(c driver.Connector, mon *sql.DB, open func(driver.Connector) (*s
 		recs []rec
 		wg   sync.WaitGroup
 	)
+	quietErr := &firstErr{}
 	ctxs := map[bool]context.Context{
-		false: pool.WithTenant(context.Background(), "quiet"),
+		false: pool.WithTenant(context.WithValue(context.Background(), tenantDebugKey{}, quietErr), "quiet"),
 		true:  pool.WithTenant(context.Background(), "loud"),
 	}
 	rate := quiet + loud
@@ -232,6 +238,9 @@ func runTenants(c driver.Connector, mon *sql.DB, open func(driver.Connector) (*s
 		}
 		res.stats = fmt.Sprintf("closed[%s] created=%d timeouts=%d shed=%d tenants[%s]",
 			closeReasons.take(), st.Created, st.Timeouts, st.Shed, strings.Join(ts, " "))
+		if quietErr.err != nil {
+			res.stats += " quiet's first error: " + quietErr.err.Error()
+		}
 	}
 	return res, nil
 }
@@ -244,6 +253,9 @@ func tenantRequest(parent context.Context, db *sql.DB, query string, arrival tim
 	defer cancel()
 	cn, err := db.Conn(ctx)
 	if err != nil {
+		if t, _ := parent.Value(tenantDebugKey{}).(*firstErr); t != nil {
+			t.once.Do(func() { t.err = err })
+		}
 		return deadline, false
 	}
 	defer cn.Close()
@@ -264,4 +276,11 @@ func tenantRequest(parent context.Context, db *sql.DB, query string, arrival tim
 		return deadline, false
 	}
 	return time.Since(arrival), true
+}
+
+type tenantDebugKey struct{}
+
+type firstErr struct {
+	once sync.Once
+	err  error
 }
