@@ -593,7 +593,7 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 			return nil, p.giveUp(ctx, w, dl, true)
 		case <-shedC:
 			if dl.tc != nil && !p.stillSheddable(dl.tc) {
-				shedC = nil // another tenant's backlog is the longest now (tenant.go)
+				shedC = nil // another tenant has the larger demand now (tenant.go)
 				continue
 			}
 			if err := p.giveUp(ctx, w, dl, false); err != errShed {

@@ -156,7 +156,7 @@ func (s *store) shedOldLocked() {
 	now := s.nanotime()
 	for w := s.head; w != nil && w.since != 0 && now-w.since > s.shedNs && w != s.tail; {
 		next := w.next
-		if s.sheddableLocked(w.tc, 0) { // with tenants, only the longest backlog's (tenant.go)
+		if s.sheddableLocked(w.tc, 0) { // with tenants, only the largest demand's (tenant.go)
 			s.unlinkLocked(w)
 			w.ch <- shedSignal
 		}
