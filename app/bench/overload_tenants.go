@@ -19,8 +19,8 @@ import (
 
 // The overload benchmark's tenants scenario (docs/design/tenants.md): two tenants of short
 // statements, a loud one offering ten times the quiet one's load, together twice the capacity
-// measured in the same round (-load). Per configuration, two phases of warm-up + duration
-// each: the quiet tenant alone at its rate, then both tenants. Reported: the quiet tenant's
+// measured right before each configuration (-load). Per configuration, two phases of warm-up +
+// duration each: the quiet tenant alone at its rate, then both tenants. Reported: the quiet tenant's
 // p50/p99 alone and together (over all its requests: one that did not finish counts as its
 // deadline), their ratio, what each tenant finished, and the total finished as a fraction of
 // the capacity.
@@ -45,12 +45,6 @@ func tenantsScenario(name string, r int, conn driver.Connector, mon *sql.DB, sho
 		fmt.Fprintln(stdout, "round\tscenario\tconfig\tcapacity/s\tquiet/s\tloud/s\tquiet p50 alone\tquiet p99 alone\tquiet p50 together\tquiet p99 together\tp99 ratio\tquiet finished/s together\tloud finished/s\ttotal/capacity\tquiet failed\tloud failed\tserver conns/s\tpool stats")
 	}
 	cl := &OverloadClass{Name: "short", Share: 1, loops: short.loops}
-	x, err := measureCapacity(conn, mon, overloadScenario{Name: "short", Classes: []*OverloadClass{cl}}, max(dur/4, time.Second))
-	if err != nil {
-		fmt.Fprintln(stderr, "overload: tenants: measuring capacity:", err)
-		return true, 1
-	}
-	quietRate := factor * x / 11
 	names := strings.Split(configs, ",")
 	k := (r - 1) % len(names)
 	for _, cn := range append(names[k:], names[:k]...) {
@@ -59,6 +53,13 @@ func tenantsScenario(name string, r int, conn driver.Connector, mon *sql.DB, sho
 			fmt.Fprintln(stderr, "overload:", err)
 			return true, 2
 		}
+		// Capacity right before each configuration: on a shared machine it moves within a round.
+		x, err := measureCapacity(conn, mon, overloadScenario{Name: "short", Classes: []*OverloadClass{cl}}, max(dur/4, time.Second))
+		if err != nil {
+			fmt.Fprintln(stderr, "overload: tenants: measuring capacity:", err)
+			return true, 1
+		}
+		quietRate := factor * x / 11
 		alone, err := runTenants(conn, mon, open, cl.query(), quietRate, 0, warm, dur, deadline)
 		if err != nil {
 			fmt.Fprintf(stderr, "overload: tenants %s alone: %v\n", cn, err)
