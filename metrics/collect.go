@@ -17,6 +17,9 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 		m.descExhausted, m.descCacheFull, m.descUp} {
 		ch <- d
 	}
+	for _, d := range m.descTenant.all() {
+		ch <- d
+	}
 }
 
 func (m *Metrics) collectors() []prometheus.Collector {
@@ -73,6 +76,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 			up = 0
 		}
 		gauge(m.descUp, up, name)
+		m.descTenant.collect(ch, name, st)
 	}
 }
 

@@ -283,6 +283,10 @@ var allNames = map[string]struct {
 	"sqlpool_retry_calls_total":                 {dto.MetricType_COUNTER, []string{"pool", "op", "result"}},
 	"sqlpool_up":                                {dto.MetricType_GAUGE, []string{"pool"}},
 	"sqlpool_connect_errors_total":              {dto.MetricType_COUNTER, []string{"pool", "phase"}},
+	"sqlpool_tenant_connections_held":           {dto.MetricType_GAUGE, []string{"pool", "tenant"}},
+	"sqlpool_tenant_pending":                    {dto.MetricType_GAUGE, []string{"pool", "tenant"}},
+	"sqlpool_tenant_acquires_total":             {dto.MetricType_COUNTER, []string{"pool", "tenant"}},
+	"sqlpool_tenant_acquires_failed_total":      {dto.MetricType_COUNTER, []string{"pool", "tenant"}},
 }
 
 // TestEveryMetricPresent exercises every event once and checks that every family in allNames
@@ -290,7 +294,7 @@ var allNames = map[string]struct {
 // docs/metrics.md documents each.
 func TestEveryMetricPresent(t *testing.T) {
 	m := newMetrics(t, metrics.Options{ConstLabels: prometheus.Labels{"service": "test"}})
-	p, _ := newFakePool(t, pool.Config{Name: "all", MaxConns: 2, Trace: m.Trace()})
+	p, _ := newFakePool(t, pool.Config{Name: "all", MaxConns: 2, Trace: m.Trace(), Tenants: map[string]pool.Tenant{"a": {Weight: 2}}})
 	m.MustRegister(p)
 	m.StatementDone(bg, "all", "SELECT 1", time.Millisecond, &mysql.MySQLError{Number: 1213})
 	m.ServerCancelled("all", pool.CancelEnded, time.Millisecond)

@@ -20,10 +20,15 @@ import (
 )
 
 // lazyFamilies are the families whose series appear with the first event of their label
-// value, not before: a pool that never had a server-side cancel or a failed statement has none.
+// value, not before: a pool that never had a server-side cancel or a failed statement has none,
+// and one without Config.Tenants no per-tenant series.
 var lazyFamilies = map[string]bool{
-	metrics.NameCancels:         true,
-	metrics.NameStatementErrors: true,
+	metrics.NameCancels:              true,
+	metrics.NameStatementErrors:      true,
+	metrics.NameTenantHeld:           true,
+	metrics.NameTenantPending:        true,
+	metrics.NameTenantAcquires:       true,
+	metrics.NameTenantAcquiresFailed: true,
 }
 
 // The documented way to instrument a pool — m.Trace() in Config.Trace, and nothing else —

@@ -55,11 +55,20 @@ func (p *Pool) acquire(ctx context.Context, lent *conn) (*entry, error) {
 	if lent != nil {
 		e, probeBy = lent.e, nil
 	}
+	if t := p.store.ten; t != nil { // fair waiting between tenants (tenant.go)
+		if dl.tc = t.of(ctx); lent != nil && !p.holdLent(lent, dl.tc) {
+			return nil, errRefused
+		}
+	}
 	for {
 		// 2. Take a connection: the one database/sql parked, else the top of the idle stack
 		//    (store.get), else wait for one, first come, first served (take).
 		if e == nil && !dl.slow && !p.suspended.Load() {
-			e = p.store.get()
+			if dl.tc == nil {
+				e = p.store.get()
+			} else {
+				e = p.store.getFor(dl.tc)
+			}
 		}
 		if e == nil {
 			var err error
@@ -94,6 +103,9 @@ func (p *Pool) acquire(ctx context.Context, lent *conn) (*entry, error) {
 		//    is queued again (wait, dropUnfit), so that the replacement its close asks the
 		//    creator for finds the acquire in its place by arrival.
 		dl.unfit, dl.unfitReason, dl.slow = e, reason, true
+		if e.tc != nil {
+			p.untenant(e)
+		}
 		e = nil
 		if p.closed.Load() {
 			p.dropUnfit(&dl)
@@ -130,7 +142,7 @@ func (p *Pool) take(ctx context.Context, dl *deadline) (*entry, error) {
 		}
 	}
 	dl.slow = true
-	e := p.store.get()
+	e := p.store.getFor(dl.tc)
 	var err error
 	if e == nil {
 		e, err = p.wait(ctx, dl)
@@ -143,13 +155,16 @@ func (p *Pool) take(ctx context.Context, dl *deadline) (*entry, error) {
 // waited, probed or met an unfit connection stops its timer and is told to Trace.AcquireEnded
 // (trace.go); one that took a fit idle connection at once pays two loads.
 func (p *Pool) acquireEnded(ctx context.Context, dl *deadline, err error) error {
-	if dl.slow || dl.start != 0 {
+	if dl.slow || dl.start != 0 || dl.tc != nil {
 		p.slowAcquireEnded(ctx, dl, err)
 	}
 	return err
 }
 
 func (p *Pool) slowAcquireEnded(ctx context.Context, dl *deadline, err error) {
+	if dl.tc != nil {
+		dl.tc.ended(err) // tenant.go
+	}
 	if ao := p.cfg.Trace; ao != nil && ao.AcquireEnded != nil { // tracing (trace.go)
 		p.noteAcquireEnded(ctx, ao, dl, err)
 	}
@@ -266,6 +281,9 @@ func (p *Pool) handedOut(e *entry, now int64, dl *deadline) {
 // (checkin: that conn). It reports whether database/sql may park the connection.
 func (p *Pool) release(e *entry, checkin *conn) (lent bool) {
 	// 1. The borrow ended.
+	if e.tc != nil {
+		p.untenant(e) // fair waiting between tenants (tenant.go)
+	}
 	if ev := p.cfg.Trace; ev != nil {
 		p.noteReleased(ev, e)
 	}
@@ -307,6 +325,9 @@ func (p *Pool) release(e *entry, checkin *conn) (lent bool) {
 // park makes e, which the caller owns and has cleaned, idle on the stack or hands it to a
 // waiter (store.put); it closes e when the pool closed.
 func (p *Pool) park(e *entry) {
+	if e.tc != nil {
+		p.untenant(e)
+	}
 	if p.overLimit() && p.store.bench(e) { // above the adaptive limit (overload.go)
 		return
 	}
@@ -338,6 +359,8 @@ type deadline struct {
 	slow bool
 	// shed bounds the wait while the pool is congested (overload.go); nil: not armed.
 	shed *time.Timer
+	// tc is the acquire's tenant class (tenant.go); nil without tenants.
+	tc *tenantClass
 }
 
 // shedTimer arms the congestion bound: after, counted from the start of the wait.
@@ -432,7 +455,7 @@ func (p *Pool) dropUnfit(dl *deadline) {
 func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 	s := &p.store
 	w := waiterPool.Get().(*waiter)
-	w.barged = false
+	w.barged, w.tc = false, dl.tc
 	// 1. Count as waiting, from before the look at the stack below until this function
 	//    returns, so that conn.IsValid routes every return meanwhile to the pool instead of
 	//    parking it in database/sql (lend.go).
@@ -441,7 +464,7 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 	w.since = dl.begin(p) // before the lock: the exact clock is a VDSO call
 	// 2. Under the lock, look at the stack once more; a closed or unavailable pool ends here.
 	s.mu.Lock()
-	if e := s.popLocked(); e != nil {
+	if e := s.popForLocked(dl.tc); e != nil {
 		s.mu.Unlock()
 		waiterPool.Put(w)
 		return e, nil
@@ -471,7 +494,9 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 			waiterPool.Put(w)
 			return nil, err
 		}
-		shedC = dl.shedTimer(p, time.Duration(s.shedNs))
+		if s.sheddableLocked(dl.tc, 1) { // with tenants, only the largest demand (tenant.go)
+			shedC = dl.shedTimer(p, time.Duration(s.shedNs))
+		}
 	}
 	if dl.ticket != 0 {
 		// Back after the connection handed to it failed validation (or expired, or was
@@ -534,7 +559,7 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 				return e, nil
 			}
 			s.mu.Lock()
-			if e := s.popLocked(); e != nil {
+			if e := s.popForLocked(dl.tc); e != nil {
 				s.mu.Unlock()
 				waiterPool.Put(w)
 				return e, nil
@@ -569,7 +594,9 @@ func (p *Pool) wait(ctx context.Context, dl *deadline) (*entry, error) {
 		case <-ctx.Done():
 			return nil, p.giveUp(ctx, w, dl, true)
 		case <-shedC:
-			if !p.shedNow() { // congestion ended, or connections stopped coming back: wait on
+			// Congestion ended, connections stopped coming back, or another tenant has the
+			// larger demand now (tenant.go): wait on.
+			if !p.shedNow() || (dl.tc != nil && !p.stillSheddable(dl.tc)) {
 				shedC = nil
 				continue
 			}
@@ -599,7 +626,9 @@ func (p *Pool) giveUp(ctx context.Context, w *waiter, dl *deadline, byCtx bool) 
 			}
 		} else {
 			s.mu.Lock()
-			if len(s.idle) > 0 {
+			if len(s.idle) > 0 && s.ten != nil {
+				s.serveIdleLocked() // tenants (tenant.go): hand over directly, to the fair choice
+			} else if len(s.idle) > 0 {
 				s.wakeLocked()
 			}
 			s.mu.Unlock()

@@ -9,10 +9,8 @@ import (
 	"github.com/sqlpool/sqlpool/internal/testhook"
 )
 
-// Defaults and floors. DefaultX is Config.X when the field is zero (DefaultMaxConns is HikariCP's
-// maximumPoolSize, DefaultAcquireTimeout its connectionTimeout); MinX is the smallest Config.X
-// accepted; TimeoutFloor is the smallest ValidationTimeout accepted and the least ConnectTimeout
-// a short AcquireTimeout gives by default (HikariCP's timeout floor).
+// Defaults and floors: DefaultX is Config.X when zero, MinX the least Config.X accepted,
+// TimeoutFloor the least ValidationTimeout.
 const (
 	DefaultMaxConns                  = 10
 	DefaultAcquireTimeout            = 30 * time.Second
@@ -123,6 +121,9 @@ type Config struct {
 	// ServerStatementDeadline sends a statement with a context deadline with a server-side
 	// time limit (MariaDB), so that the connection survives the deadline. Zero value: off.
 	ServerStatementDeadline bool
+	// Tenants, if not empty, shares connections between waiting tenants (WithTenant) by Weight,
+	// FIFO within one; key "" is all others. Zero value: one FIFO queue (docs/design/tenants.md).
+	Tenants map[string]Tenant
 
 	// Settings for the module's own tests, set through internal/testhook (or directly by this
 	// package's tests).

@@ -7,13 +7,12 @@ import (
 	"fmt"
 )
 
-// CredentialSource returns the connector for one new connection to host, with the credentials valid
-// now. It is called before every dial with the dial's ctx and must be safe for concurrent use.
+// CredentialSource returns the connector, with credentials valid now, for one dial to host
+// (with its ctx); it must be safe for concurrent use.
 type CredentialSource func(ctx context.Context, host string) (driver.Connector, error)
 
-// WithCredentials returns a driver.Connector that calls source before every dial, on the pool's
-// creator goroutine, and dials with the connector it returns; an error from source is a failed
-// dial. Give it to New, or to package cluster as one host's Connector. See docs/lifecycle.md.
+// WithCredentials returns a connector (for New or a cluster host) dialling with what source
+// returns; see docs/lifecycle.md.
 func WithCredentials(host string, source CredentialSource) driver.Connector {
 	return &credConnector{host: host, source: source}
 }

@@ -10,11 +10,9 @@ import (
 	"github.com/sqlpool/sqlpool/internal/rawconn"
 )
 
-// Dialect is one database product's knowledge the pool needs, so that the pool imports no driver:
-// what an error means, how to undo a borrower's session state, whether a connection is alive, how
-// to commit. It is called from many goroutines at once. Packages mysqldialect and pgdialect
-// register theirs when imported. To change a dialect's answers, set Config.Dialect to a type that
-// embeds it and overrides the method.
+// Dialect is what the pool knows of one database product (errors, session reset, liveness,
+// commit), so that it imports no driver; it is called from many goroutines at once. Packages
+// mysqldialect and pgdialect register theirs; to override one, embed it in Config.Dialect.
 type Dialect interface {
 	// Name is a short lower-case name for logs, such as "mysql".
 	Name() string
@@ -28,12 +26,10 @@ type Dialect interface {
 	Commit(ctx context.Context, dc driver.Conn, t driver.Tx) error
 }
 
-// CommitUnknownError is the error of a COMMIT whose outcome is unknown: the transaction may or may
-// not have been committed. Reason is empty when the COMMIT's context ended before the server
-// answered. It unwraps to the driver's error.
+// CommitUnknownError is a COMMIT that may not have committed; Err is the driver's error, Reason
+// why (empty: its context ended).
 type CommitUnknownError struct {
-	Err error
-	// Reason says why the outcome is unknown; empty for a COMMIT whose context ended.
+	Err    error
 	Reason string
 }
 
@@ -197,9 +193,8 @@ var dialectRegistry struct {
 	m  map[string]Dialect
 }
 
-// RegisterDialect makes d the dialect New chooses, when Config.Dialect is nil, for a connector
-// whose type or Driver() type is in one of pkgPaths; the empty path matches every other connector.
-// A later registration replaces an earlier one. Dialect packages call it from init.
+// RegisterDialect makes d New's dialect for connectors whose type or Driver() type is in
+// pkgPaths ("" matches any); the last call wins.
 func RegisterDialect(d Dialect, pkgPaths ...string) {
 	dialectRegistry.mu.Lock()
 	defer dialectRegistry.mu.Unlock()

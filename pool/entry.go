@@ -67,6 +67,8 @@ type entry struct {
 	// sampledAt is the exact time of a hand-out timed for the overload estimate; 0: not timed
 	// (overload.go).
 	sampledAt int64
+	// tc is the tenant class this connection is counted against while taken (tenant.go).
+	tc *tenantClass
 
 	// handouts counts the times the connection was handed to a borrower (Connect, or a
 	// checkout from a database/sql idle list); summed by Stats, folded into Pool.handouts when

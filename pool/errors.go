@@ -18,9 +18,8 @@ var (
 	ErrPoolExhausted = errors.New("sqlpool: pool exhausted: too many goroutines waiting for a connection")
 )
 
-// AcquireTimeoutError says an acquire reached its deadline. It matches ErrAcquireTimeout, and
-// context.DeadlineExceeded when the ctx deadline came first. Failing tells a failing pool from a
-// busy one.
+// AcquireTimeoutError is an acquire that reached its deadline: it matches ErrAcquireTimeout, and
+// context.DeadlineExceeded when the ctx's came first.
 type AcquireTimeoutError struct {
 	Pool        string        // the pool's Config.Name
 	Waited      time.Duration // how long the acquire waited

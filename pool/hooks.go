@@ -8,11 +8,10 @@ import (
 	"time"
 )
 
-// Hooks are code the pool runs on a connection at points of its life, each bounded by its ctx and
-// Timeout; a hook must return when its ctx ends. The session tracker sees what BeforeAcquire and
-// AfterRelease run as a borrower's statements, and resets it at release. A hook that fails, panics
-// or times out fails with a *HookError and its connection is closed. The zero value runs no hooks.
-// See docs/lifecycle.md.
+// Hooks are code the pool runs on a connection, each bounded by its ctx (it must return when
+// ctx ends) and Timeout. What BeforeAcquire and AfterRelease run is reset at release like a
+// borrower's statements. A hook that fails, panics or times out fails with a *HookError and its
+// connection is closed. See docs/lifecycle.md.
 type Hooks struct {
 	// AfterConnect runs once on each new connection, before the session baseline is recorded, so
 	// what it sets is kept for the connection's life. A failure is a failed dial, and fails New at

@@ -13,9 +13,8 @@ import (
 // pool can do for a connector that dials several hosts. With a plain driver.Connector none of it
 // runs: an entry's host is nil and the hot path pays one nil check in checkout (see goneFor).
 
-// HostConnector is a driver.Connector over several hosts, such as package cluster's Connector.
-// Given one, New tracks each connection's host, keeps "server gone" per host, and gives the
-// connector a *HostPool. One HostConnector serves one pool; see docs/cluster.md.
+// HostConnector is a driver.Connector over several hosts, one per pool (package cluster's):
+// New gives it a *HostPool. See docs/cluster.md.
 type HostConnector interface {
 	driver.Connector
 	// ConnectHost opens a connection and names the host it reached.

@@ -20,9 +20,8 @@ type loginState struct {
 	wait    time.Duration
 }
 
-// Redial makes a pool whose login the server refused (ErrorClass.Login) dial at once instead of
-// at the end of its backoff; call it once new credentials or grants are in place. Acquires then
-// wait for that dial. It does nothing to a pool in any other state.
+// Redial makes a pool whose login was refused (ErrorClass.Login) dial now, not after its
+// backoff: call it once credentials or grants are fixed.
 func (p *Pool) Redial() {
 	if p.closed.Load() || p.login.Load() == nil {
 		return

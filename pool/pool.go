@@ -127,6 +127,7 @@ type Stats struct {
 	Shed               uint64        // acquires refused with ErrOverloaded
 	LastError          error         // of the last failed open or probe; nil after a success
 	DownSince          time.Time     // attempts to open a connection fail since then; zero while they succeed
+	Tenants            []TenantStats // per Config.Tenants key, sorted, then "" (the others); nil without
 }
 
 // String formats the counts on one line, for logs.
@@ -160,6 +161,9 @@ func New(c driver.Connector, cfg Config) (*Pool, error) {
 	}
 	p.live.init(rc, cfg)
 	p.ovl.init(rc)
+	if p.store.ten, err = newTenants(rc.Tenants); err != nil {
+		return nil, err
+	}
 	p.clk.init(&p.cfg, cfg.testClock != nil)
 	p.store.nanotime = p.nanotime
 	p.refreshClock()
@@ -279,6 +283,7 @@ func (p *Pool) Stats() Stats {
 	p.reg.mu.Unlock()
 	s.Active = s.Total - s.Idle
 	p.fillOverloadStats(&s)
+	s.Tenants = p.tenantStats()
 	return s
 }
 
@@ -429,6 +434,9 @@ func (p *Pool) register(e *entry) {
 func (p *Pool) closeEntry(e *entry, reason CloseReason) {
 	if e.state.Swap(stateRemoved) == stateRemoved {
 		return
+	}
+	if e.tc != nil {
+		p.untenant(e)
 	}
 	if e.leak != nil {
 		e.leak.stop(p, e)

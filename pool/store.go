@@ -51,6 +51,9 @@ type store struct {
 	benched  []*entry
 	nbenched atomic.Int32
 
+	// ten is fair waiting between tenants (tenant.go); nil: one FIFO queue.
+	ten *tenants
+
 	// waiting counts goroutines inside wait, from before they first look at the stack until
 	// they return. conn.IsValid reads it to route returns to the pool instead of parking
 	// them in database/sql (lend.go).
@@ -72,6 +75,10 @@ type waiter struct {
 	ticket uint64
 	// since is when the acquire began to wait (the pool's exact clock): see handOffAge.
 	since int64
+	// tc is the waiter's tenant class, linked by tprev/tnext into its queue (tenant.go); nil
+	// without tenants.
+	tc           *tenantClass
+	tprev, tnext *waiter
 }
 
 var waiterPool = sync.Pool{New: func() any { return &waiter{ch: make(chan *entry, 1)} }}
@@ -109,6 +116,18 @@ func (s *store) put(e *entry) bool {
 	if s.head != nil && s.nanotime != nil {
 		s.lastPut = s.nanotime()
 	}
+	if s.ten != nil { // fair waiting between tenants (tenant.go)
+		untenant(e)
+		if s.lifo {
+			s.shedOldLocked()
+		}
+		if !s.fairPutLocked(e) {
+			e.state.Store(stateIdle)
+			s.idle = append(s.idle, e)
+		}
+		s.mu.Unlock()
+		return true
+	}
 	if s.lifo {
 		s.shedOldLocked()
 		if w := s.tail; w != nil {
@@ -140,9 +159,13 @@ func (s *store) shedOldLocked() {
 		return
 	}
 	now := s.lastPut
-	for w := s.head; w != nil && w.since != 0 && now-w.since > s.shedNs && w != s.tail; w = s.head {
-		s.unlinkLocked(w)
-		w.ch <- shedSignal
+	for w := s.head; w != nil && w.since != 0 && now-w.since > s.shedNs && w != s.tail; {
+		next := w.next
+		if s.sheddableLocked(w.tc, 0) { // with tenants, only the largest demand's (tenant.go)
+			s.unlinkLocked(w)
+			w.ch <- shedSignal
+		}
+		w = next
 	}
 }
 
@@ -208,6 +231,9 @@ func (s *store) pushBackLocked(w *waiter) {
 	}
 	s.tail = w
 	s.nwait++
+	if w.tc != nil {
+		s.linkClassLocked(w)
+	}
 }
 
 // requeueLocked puts back a waiter that already waited (ticket set) at its place by arrival
@@ -232,6 +258,9 @@ func (s *store) requeueLocked(w *waiter) {
 	}
 	w.next.prev = w
 	s.nwait++
+	if w.tc != nil {
+		s.linkClassLocked(w)
+	}
 }
 
 func (s *store) unlinkLocked(w *waiter) {
@@ -247,6 +276,9 @@ func (s *store) unlinkLocked(w *waiter) {
 	}
 	w.prev, w.next, w.queued = nil, nil, false
 	s.nwait--
+	if w.tc != nil {
+		s.unlinkClassLocked(w)
+	}
 }
 
 // takeIf takes off the stack, oldest return first, every idle entry for which pick returns

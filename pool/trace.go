@@ -6,9 +6,8 @@ import (
 	"time"
 )
 
-// Trace receives the pool's events, for packages metrics and otelpool or logs. Every field is
-// optional. The functions run on the event's goroutine, so they must be safe for concurrent use and
-// must not block; see docs/metrics.md. Their pool argument is Config.Name.
+// Trace receives the pool's events; every field is optional, runs on the event's goroutine
+// and must not block. pool is Config.Name.
 type Trace struct {
 	// Acquired: a connection was handed out after waiting wait (0 without a wait or probe).
 	Acquired func(pool string, wait time.Duration)

@@ -121,7 +121,7 @@ func RunOverload(args []string, stdout, stderr io.Writer) int {
 	deadline := fs.Duration("deadline", time.Second, "each request's deadline: borrow, statement and rows")
 	factor := fs.Float64("load", 2, "offered load, in multiples of the measured capacity")
 	rounds := fs.Int("rounds", 3, "interleaved rounds")
-	scenarios := fs.String("scenarios", "flood,mixed", "flood (short statements only), mixed (90 % short, 10 % scans by count)")
+	scenarios := fs.String("scenarios", "flood,mixed", "flood (short statements only), mixed (90 % short, 10 % scans by count), tenants (overload_tenants.go)")
 	configs := fs.String("configs", "dbsql-1,dbsql-2,dbsql-4,dbsql-8,pool-64,pool-64-control,pool-64-adaptive,pool-64-deadline,pool-2,pool-4,pool-8",
 		"configurations: dbsql-N (database/sql, N connections), pool-N (sqlpool, MaxConns N, defaults otherwise), "+
 			"pool-N-adaptive (AdaptiveLimitFloor 1), "+
@@ -176,6 +176,12 @@ func RunOverload(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, "round\tscenario\tconfig\toffered/s\tcapacity/s\tfinished/s by class\tuseful %\tp50 ms\tp99 ms\tp99.9 ms\tshed\ttimeout wait\ttimeout stmt\tother\tserver conns/s\tpool stats\tfirst error")
 	for r := 1; r <= *rounds; r++ {
 		for _, sn := range strings.Split(*scenarios, ",") {
+			if ok, code := tenantsScenario(strings.TrimSpace(sn), r, conn, mon, short, *configs, *factor, *warm, *dur, *deadline, stdout, stderr); ok {
+				if code != 0 { // the tenants scenario: overload_tenants.go
+					return code
+				}
+				continue
+			}
 			sc, ok := all[strings.TrimSpace(sn)]
 			if !ok {
 				fmt.Fprintf(stderr, "overload: unknown scenario %q (want flood or mixed)\n", sn)
@@ -570,6 +576,9 @@ func overloadVariant(cfg *pool.Config, variant string) error {
 		return nil
 	case "control": // overload control on, at its suggested target
 		cfg.OverloadTarget = 5 * time.Millisecond
+		return nil
+	case "tenants": // fair waiting between the tenants scenario's two tenants (overload_tenants.go)
+		cfg.Tenants = overloadTenants
 		return nil
 	}
 	return fmt.Errorf("unknown variant %q", variant)

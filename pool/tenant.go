@@ -1,0 +1,374 @@
+package pool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+)
+
+// Fair waiting between tenants (Config.Tenants, WithTenant; docs/design/tenants.md).
+//
+// Without Config.Tenants nothing here runs: the store's queue is one FIFO queue, and the only
+// cost is a nil check of store.ten where a waiter is queued, unlinked or chosen, and of
+// entry.tc at release.
+//
+// With it, every acquire belongs to a class: a configured key, or the "other" class (key "",
+// every key not configured and no key). Each waiter is also linked into its class's own FIFO
+// sub-queue, in arrival order. A freed connection goes to the head of the class chosen by
+// stride scheduling (Waldspurger and Weihl, 1995), a virtual-time form of weighted fair
+// queueing: each class has a pass, the class with waiters and the smallest pass is served and
+// its pass advances by its stride (1/weight); a class whose queue was empty restarts at the
+// virtual time (the pass of the class served last), so that a quiet class neither piles up
+// credit nor waits behind a loud class's backlog. A class at its Cap is skipped. Hand-outs are
+// direct: with tenants there is no barging, since a running goroutine of a loud class taking
+// the freed connection would undo the choice.
+//
+// Held counts a class's connections from the moment one is taken for it (idle stack, hand-off,
+// or database/sql's idle list) until it comes back (release, put, close), so that a Cap is
+// checked against connections still being validated too.
+
+// tenantKey is the context key of WithTenant.
+type tenantKey struct{}
+
+// WithTenant returns ctx, borrowing for tenant key (Config.Tenants).
+func WithTenant(ctx context.Context, key string) context.Context {
+	return context.WithValue(ctx, tenantKey{}, key)
+}
+
+// Tenant is a tenant's share (Config.Tenants): Weight (zero: 1), Cap on connections held
+// (zero: none).
+type Tenant struct{ Weight, Cap int }
+
+// TenantStats is one tenant's part of Stats.
+type TenantStats struct {
+	Key              string
+	Held, Waiting    int
+	Acquires, Failed uint64 // hand-outs; acquires that timed out or were shed
+}
+
+// maxTenantWeight bounds Tenant.Weight, so that a stride stays at least 1.
+const (
+	tenantStrideUnit = 1 << 24
+	maxTenantWeight  = 1 << 16
+)
+
+// tenants is a pool's fair-waiting state; nil without Config.Tenants.
+type tenants struct {
+	index   map[string]*tenantClass // configured keys; others go to other
+	classes []*tenantClass          // configured, sorted by key, then other
+	other   *tenantClass
+	vtime   uint64 // guarded by store.mu: the pass of the class served last
+}
+
+// tenantClass is one class of borrowers: a configured tenant, or every other key.
+type tenantClass struct {
+	key    string
+	stride uint64
+	cap    int32 // 0: none
+
+	held     atomic.Int32
+	acquires atomic.Uint64
+	failed   atomic.Uint64
+
+	// Guarded by store.mu: the class's waiters in arrival order, and its pass.
+	head, tail *waiter
+	nwait      int
+	pass       uint64
+}
+
+// newTenants validates cfg.Tenants and builds the classes; nil when it is empty.
+func newTenants(cfg map[string]Tenant) (*tenants, error) {
+	if len(cfg) == 0 {
+		return nil, nil
+	}
+	t := &tenants{index: make(map[string]*tenantClass, len(cfg))}
+	keys := slices.Sorted(func(yield func(string) bool) {
+		for k := range cfg {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	if _, ok := cfg[""]; !ok {
+		keys = append(keys, "")
+	} else {
+		keys = append(slices.DeleteFunc(keys, func(k string) bool { return k == "" }), "")
+	}
+	for _, k := range keys {
+		tc := cfg[k]
+		if tc.Weight < 0 || tc.Weight > maxTenantWeight || tc.Cap < 0 {
+			return nil, fmt.Errorf("sqlpool: Config.Tenants[%q] is %+v; Weight must be 0 to %d (zero means 1) and Cap at least 0 (zero means no cap)", k, tc, maxTenantWeight)
+		}
+		c := &tenantClass{key: k, stride: tenantStrideUnit / uint64(max(tc.Weight, 1)), cap: int32(min(tc.Cap, 1<<30))}
+		t.classes = append(t.classes, c)
+		if k == "" {
+			t.other = c
+		} else {
+			t.index[k] = c
+		}
+	}
+	return t, nil
+}
+
+// of returns the class of an acquire with ctx.
+func (t *tenants) of(ctx context.Context) *tenantClass {
+	if k, ok := ctx.Value(tenantKey{}).(string); ok {
+		if c := t.index[k]; c != nil {
+			return c
+		}
+	}
+	return t.other
+}
+
+// sheddableLocked reports whether a waiter of class tc may be shed while the pool is congested
+// (overload.go): without tenants always; with them only when tc has more than this one waiter
+// (more: 1 for an acquire about to queue) and the largest demand — connections held and
+// waiters, per unit of weight. As FQ-CoDel (RFC 8290) drops from the fattest flow and serves
+// sparse flows first, the loud tenant whose demand made the congestion is shed, and a quiet
+// one's waiters, which fair waiting serves at the next hand-outs, are not.
+func (s *store) sheddableLocked(tc *tenantClass, more int) bool {
+	if tc == nil {
+		return true
+	}
+	if tc.nwait+more <= 1 {
+		return false
+	}
+	demand := func(c *tenantClass, more int) uint64 {
+		return uint64(max(int(c.held.Load())+c.nwait+more, 0)) * c.stride
+	}
+	mine := demand(tc, more)
+	for _, c := range s.ten.classes {
+		if c != tc && demand(c, 0) > mine {
+			return false
+		}
+	}
+	return true
+}
+
+// stillSheddable is sheddableLocked for a waiter of class tc whose shed bound passed: it is
+// shed only if its tenant's backlog is still the longest.
+func (p *Pool) stillSheddable(tc *tenantClass) bool {
+	s := &p.store
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sheddableLocked(tc, 0)
+}
+
+// tryHold counts one more connection held by c unless c is at its cap.
+func (c *tenantClass) tryHold() bool {
+	if c.cap == 0 {
+		c.held.Add(1)
+		return true
+	}
+	for {
+		n := c.held.Load()
+		if n >= c.cap {
+			return false
+		}
+		if c.held.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// atCap reports whether c holds its cap.
+func (c *tenantClass) atCap() bool { return c.cap != 0 && c.held.Load() >= c.cap }
+
+// getFor is store.get for an acquire of class tc (nil: no tenants): the top of the idle stack,
+// counted against tc, unless tc is at its cap.
+func (s *store) getFor(tc *tenantClass) *entry {
+	if tc == nil {
+		return s.get()
+	}
+	s.mu.Lock()
+	e := s.popForLocked(tc)
+	s.mu.Unlock()
+	return e
+}
+
+// popForLocked is popLocked for class tc (nil: no tenants).
+func (s *store) popForLocked(tc *tenantClass) *entry {
+	if tc == nil {
+		return s.popLocked()
+	}
+	if len(s.idle) == 0 || !tc.tryHold() {
+		return nil
+	}
+	e := s.popLocked()
+	e.tc = tc
+	return e
+}
+
+// untenantLocked ends e's count against its class, if any (e is back in the store's hands).
+func untenant(e *entry) *tenantClass {
+	tc := e.tc
+	if tc != nil {
+		e.tc = nil
+		tc.held.Add(-1)
+	}
+	return tc
+}
+
+// untenant ends e's count against its class when e leaves its borrower other than through
+// store.put (release to database/sql's idle list, close), and serves a waiter of a capped
+// class that this makes eligible from the idle stack.
+func (p *Pool) untenant(e *entry) {
+	if tc := untenant(e); tc != nil && tc.cap != 0 {
+		s := &p.store
+		s.mu.Lock()
+		if tc.head != nil && !s.closed {
+			s.serveIdleLocked()
+		}
+		s.mu.Unlock()
+	}
+}
+
+// holdLent counts a connection from database/sql's idle list against the acquire's class, or
+// refuses it when the class is at its cap: the connection then goes back to the pool
+// (routed), and database/sql, told it is bad, calls Connect, which waits in the class's
+// queue.
+func (p *Pool) holdLent(lent *conn, tc *tenantClass) bool {
+	if !tc.tryHold() {
+		lent.routed = true
+		return false
+	}
+	lent.e.tc = tc
+	return true
+}
+
+// fairNextLocked chooses the waiter a freed connection goes to: the head (tail while LIFO) of
+// the eligible class with the smallest pass, older head first on a tie; it counts the
+// connection against the class and advances its pass. nil: no waiter may take one.
+func (s *store) fairNextLocked() *waiter {
+	t := s.ten
+	for {
+		var best *tenantClass
+		for _, c := range t.classes {
+			if c.head == nil || c.atCap() {
+				continue
+			}
+			if best == nil || c.pass < best.pass || (c.pass == best.pass && c.head.ticket < best.head.ticket) {
+				best = c
+			}
+		}
+		if best == nil {
+			return nil
+		}
+		if !best.tryHold() { // a checkout from database/sql's idle list took the last slot
+			continue
+		}
+		t.vtime = best.pass
+		best.pass += best.stride
+		if s.lifo {
+			return best.tail
+		}
+		return best.head
+	}
+}
+
+// handLocked gives e to the waiter fairNextLocked chose, or reports false.
+func (s *store) fairPutLocked(e *entry) bool {
+	w := s.fairNextLocked()
+	if w == nil {
+		return false
+	}
+	s.unlinkLocked(w)
+	e.state.Store(stateInUse)
+	e.tc = w.tc
+	w.ch <- e
+	return true
+}
+
+// serveIdleLocked hands idle connections to eligible waiters (a class's cap was freed).
+func (s *store) serveIdleLocked() {
+	for len(s.idle) > 0 {
+		w := s.fairNextLocked()
+		if w == nil {
+			return
+		}
+		e := s.popLocked()
+		s.unlinkLocked(w)
+		e.tc = w.tc
+		w.ch <- e
+	}
+}
+
+// linkClassLocked links w, queued in the store, into its class's queue by ticket.
+func (s *store) linkClassLocked(w *waiter) {
+	c := w.tc
+	if c.head == nil {
+		c.pass = max(c.pass, s.ten.vtime)
+	}
+	var after *waiter
+	for n := c.tail; n != nil; n = n.tprev {
+		if n.ticket < w.ticket {
+			after = n
+			break
+		}
+	}
+	w.tprev = after
+	if after != nil {
+		w.tnext = after.tnext
+		after.tnext = w
+	} else {
+		w.tnext = c.head
+		c.head = w
+	}
+	if w.tnext != nil {
+		w.tnext.tprev = w
+	} else {
+		c.tail = w
+	}
+	c.nwait++
+}
+
+// unlinkClassLocked takes w out of its class's queue.
+func (s *store) unlinkClassLocked(w *waiter) {
+	c := w.tc
+	if w.tprev != nil {
+		w.tprev.tnext = w.tnext
+	} else {
+		c.head = w.tnext
+	}
+	if w.tnext != nil {
+		w.tnext.tprev = w.tprev
+	} else {
+		c.tail = w.tprev
+	}
+	w.tprev, w.tnext = nil, nil
+	c.nwait--
+}
+
+// tenantStats returns the classes' numbers (nil without tenants).
+func (p *Pool) tenantStats() []TenantStats {
+	t := p.store.ten
+	if t == nil {
+		return nil
+	}
+	out := make([]TenantStats, len(t.classes))
+	p.store.mu.Lock()
+	for i, c := range t.classes {
+		out[i] = TenantStats{Key: c.key, Waiting: c.nwait}
+	}
+	p.store.mu.Unlock()
+	for i, c := range t.classes {
+		out[i].Held = int(c.held.Load())
+		out[i].Acquires = c.acquires.Load()
+		out[i].Failed = c.failed.Load()
+	}
+	return out
+}
+
+// ended counts an acquire of class c that ended with err.
+func (c *tenantClass) ended(err error) {
+	if err == nil {
+		c.acquires.Add(1)
+		return
+	}
+	var te *AcquireTimeoutError
+	if errors.Is(err, ErrOverloaded) || errors.As(err, &te) {
+		c.failed.Add(1)
+	}
+}
