@@ -168,7 +168,10 @@ func (o *openLoop) run(ctx context.Context) StepResult {
 	if maxIn == 0 {
 		maxIn = 4096
 	}
-	tr := &http.Transport{MaxIdleConns: maxIn, MaxIdleConnsPerHost: maxIn, IdleConnTimeout: time.Minute}
+	// Idle connections are closed after 20 s, before the server's idle
+	// timeout (30 s by default) closes them: a POST sent on a connection
+	// the server is closing fails in transport, and is not retried.
+	tr := &http.Transport{MaxIdleConns: maxIn, MaxIdleConnsPerHost: maxIn, IdleConnTimeout: 20 * time.Second}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: timeout}
 
