@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -64,7 +65,14 @@ type ingestLimitOptions struct {
 	paths   []string
 }
 
-var allIngestPaths = []string{"raw-insert", "raw-insert-text", "raw-loaddata", "store-zipkin", "store-indexes", "store-names", "store", "store-sql"}
+var allIngestPaths = []string{"raw-insert", "raw-insert-text", "raw-loaddata", "store-zipkin", "store-indexes", "store-names", "store", "store-sql", "http-90", "http-100"}
+
+// validIngestPath reports whether p is a path of -il-paths: one of
+// allIngestPaths, or http-PCT for any positive percentage.
+func validIngestPath(p string) bool {
+	_, isHTTP := ilHTTPFraction(p)
+	return isHTTP || slices.Contains(allIngestPaths, p)
+}
 
 // zipkinAnnotationIndexes turns CreateSchema's zipkin_annotations into
 // Zipkin's own (mysql.sql): a_key on a_key alone, trace_id_high_2 and
@@ -81,6 +89,8 @@ type ilResult struct {
 	Rate    float64            `json:"spans_per_s"`
 	PerSpan map[string]float64 `json:"per_span"` // db_cpu_us, redo_bytes, rows_inserted, ...
 	Lag     float64            `json:"additions_lag_s,omitempty"`
+	// HTTP is set on the HTTP paths (ingesthttp.go).
+	HTTP *ilHTTP `json:"http,omitempty"`
 }
 
 // statusCounters are the SHOW GLOBAL STATUS counters the benchmark reads.
@@ -141,6 +151,23 @@ func runIngestLimit(ctx context.Context, o options, il ingestLimitOptions, logf 
 	defer m.stop()
 	if _, err := m.db.ExecContext(ctx, "SET GLOBAL local_infile = 1"); err != nil {
 		return err
+	}
+	// The writers of the raw and store paths run in this process: on the
+	// load CPUs, as the HTTP paths' server and generator do, so that
+	// MariaDB's core is its own in every path.
+	if out, err := exec.CommandContext(ctx, "taskset", "-a", "-p", "-c", o.cpusLoad, strconv.Itoa(os.Getpid())).CombinedOutput(); err != nil {
+		return fmt.Errorf("taskset -a -p -c %s (pinning the benchmark's writers): %v: %s", o.cpusLoad, err, out)
+	}
+	var e *env // the HTTP paths' servers and generator
+	servers := map[string]*serverProc{}
+	if slices.ContainsFunc(il.paths, func(p string) bool { _, ok := ilHTTPFraction(p); return ok }) {
+		if !slices.Contains(il.paths, "raw-insert") {
+			return fmt.Errorf("-il-paths: the http paths offer a share of raw-insert's rate: include raw-insert")
+		}
+		if e, err = ilHTTPEnv(ctx, &o, m); err != nil {
+			return err
+		}
+		defer os.RemoveAll(e.tmp)
 	}
 	dbs := map[string]*sql.DB{}
 	stores := map[string]*mysqlstore.Store{}
@@ -210,28 +237,59 @@ func runIngestLimit(ctx context.Context, o options, il ingestLimitOptions, logf 
 			return err
 		}
 		stores[p] = st
+		if _, ok := ilHTTPFraction(p); ok {
+			s, err := e.startServerOn(ctx, p, name, "-writers", strconv.Itoa(il.writers))
+			if err != nil {
+				return err
+			}
+			servers[p] = s
+			closers = append(closers, s.stop)
+		}
 	}
 	var results []ilResult
 	seed := uint64(time.Now().UnixNano())
 	for round := 1; round <= il.rounds; round++ {
-		// Interleaved: the order rotates each round.
+		// Interleaved: the order rotates each round; with HTTP paths,
+		// raw-insert goes first (their offered load is a share of its rate
+		// in the same round).
 		order := slices.Clone(il.paths)
+		if e != nil {
+			order = slices.DeleteFunc(order, func(p string) bool { return p == "raw-insert" })
+		}
 		k := (round - 1) % len(order)
 		order = append(order[k:], order[:k]...)
+		if e != nil {
+			order = append([]string{"raw-insert"}, order...)
+		}
+		rawRate := 0.0
 		for _, p := range order {
 			seed++
-			spans, err := ilWorkload(il.spans, seed)
-			if err != nil {
-				return err
+			var spans []model.Span
+			if servers[p] == nil {
+				if spans, err = ilWorkload(il.spans, seed); err != nil {
+					return err
+				}
 			}
 			if err := ilTruncate(ctx, dbs[p]); err != nil {
 				return err
 			}
-			r, err := ilRunPath(ctx, m, p, dbs[p], stores[p], spans, il)
+			var r ilResult
+			if s := servers[p]; s != nil {
+				r, err = ilRunHTTP(ctx, e, p, s, stores[p], rawRate, seed, il)
+			} else {
+				r, err = ilRunPath(ctx, m, p, dbs[p], stores[p], spans, il)
+			}
 			if err != nil {
 				return fmt.Errorf("%s: %w", p, err)
 			}
+			if p == "raw-insert" {
+				rawRate = r.Rate
+			}
 			r.Round = round
+			if h := r.HTTP; h != nil {
+				logf("round %d %-13s offered %5.0f spans/s: %d POSTs, %.1f %% 202 (503 %d, other %d, errors %d), backlog at end %.0f spans (written in %.1f s), dependency lag %.1f s",
+					round, p, h.OfferedSpans, h.Sent, h.Pct202, h.Rejected, h.Other, h.Errors, h.BacklogAtEnd, h.DrainSeconds, r.Lag)
+			}
 			logf("round %d %-13s %7.0f spans/s  db %6.1f µs/span  redo %6.0f B/span  rows %5.1f/span  stmts %5.2f/span",
 				round, p, r.Rate, r.PerSpan["db_cpu_us"], r.PerSpan["redo_bytes"], r.PerSpan["rows_inserted"], r.PerSpan["statements"])
 			results = append(results, r)
@@ -555,6 +613,7 @@ func ilReport(dir string, il ingestLimitOptions, rs []ilResult) error {
 			tableBytes[p] = append(tableBytes[p], fmt.Sprintf("%s %.0f", strings.TrimPrefix(k, "bytes "), med(agg[k])))
 		}
 	}
+	ilReportHTTP(&b, il, rs, raw)
 	fmt.Print("\n" + b.String())
 	if dir == "" {
 		return nil

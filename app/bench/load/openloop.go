@@ -65,6 +65,11 @@ type openLoop struct {
 	Closed int
 	// Backoff is a closed-loop sender's pause after a 503. Zero: 20 ms.
 	Backoff time.Duration
+	// RandomIDs draws each trace ID's low half at random instead of
+	// counting it up, so that the trace-keyed indexes are written at
+	// random places as the ingest-limit benchmark's raw rows are (a
+	// counter writes them in order, which is cheaper for the database).
+	RandomIDs bool
 }
 
 // Latency is a latency distribution in milliseconds.
@@ -163,7 +168,10 @@ func (o *openLoop) run(ctx context.Context) StepResult {
 	if maxIn == 0 {
 		maxIn = 4096
 	}
-	tr := &http.Transport{MaxIdleConns: maxIn, MaxIdleConnsPerHost: maxIn, IdleConnTimeout: time.Minute}
+	// Idle connections are closed after 20 s, before the server's idle
+	// timeout (30 s by default) closes them: a POST sent on a connection
+	// the server is closing fails in transport, and is not retried.
+	tr := &http.Transport{MaxIdleConns: maxIn, MaxIdleConnsPerHost: maxIn, IdleConnTimeout: 20 * time.Second}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: timeout}
 
@@ -235,6 +243,9 @@ func (o *openLoop) run(ctx context.Context) StepResult {
 		seed := o.Seed + uint64(i)
 		rng := rand.New(rand.NewPCG(seed, seed*0x9e3779b97f4a7c15+1))
 		high, low := ids.next()
+		if o.RandomIDs {
+			low = rng.Uint64() | 1
+		}
 		ts := due.UnixMicro()
 		ts -= o.AgeMicros
 		if o.SpreadMicros > 0 {

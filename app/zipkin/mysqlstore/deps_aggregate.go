@@ -85,6 +85,8 @@ const (
 	stmtSelectDepPending = "select zipkin_dependency_pending"
 	stmtFoldDependencies = "fold zipkin_dependency_pending"
 	stmtPurgeDepTraces   = "delete zipkin_dependency_traces (retention)"
+	stmtPurgeDepHours    = "delete zipkin_dependency_hours (retention)"
+	stmtPurgeDepDays     = "delete zipkin_dependencies (retention)"
 )
 
 // depChunk bounds the traces one aggregation statement names.
@@ -445,28 +447,50 @@ func (s *Store) selectPending(ctx context.Context, from, to string) ([]model.Dep
 
 // purgeDependencyTraces deletes, batch rows per statement, the aggregator's
 // records of traces whose day is more than a day before the retention
-// cutoff cut (epoch microseconds): their spans are gone or going, and the
-// links they counted stay in zipkin_dependencies. Spans of such a trace
-// arriving later are counted as a new trace. Without the table it does
-// nothing.
+// cutoff cut (epoch microseconds), and the counts of those days: the rows
+// of zipkin_dependency_hours and (with aggregation on) zipkin_dependencies
+// before that day. Their spans are gone or going. The writes still queued
+// are folded first, so that no count of a purged day is added after the
+// pass. Spans of such a trace arriving later are counted as a new trace
+// (and purged by the next pass when they are expired too). Without the
+// aggregator's tables it does nothing.
 func (s *Store) purgeDependencyTraces(ctx context.Context, cut int64, batch int) error {
 	if !s.deps.traces {
 		return nil
 	}
-	day := epochDay(floorDiv(cut, 1000) - dayMillis)
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		res, err := s.db.ExecContext(stmtname.With(ctx, stmtPurgeDepTraces),
-			"DELETE FROM "+tableDepTraces+" WHERE day < ? LIMIT ?", day, batch)
-		if err != nil {
-			return fmt.Errorf("mysqlstore: retention: deleting %s rows before %s: %w", tableDepTraces, day, err)
-		}
-		if n, err := res.RowsAffected(); err != nil || n < int64(batch) {
-			return nil
+	if _, err := s.FoldDependencies(ctx); err != nil {
+		return fmt.Errorf("mysqlstore: retention: folding the queued dependency writes: %w", err)
+	}
+	dayMs := floorDiv(floorDiv(cut, 1000)-dayMillis, dayMillis) * dayMillis
+	day := epochDay(dayMs)
+	type purge struct {
+		table, stmt, q string
+		arg            any
+	}
+	purges := []purge{
+		{tableDepTraces, stmtPurgeDepTraces, "DELETE FROM " + tableDepTraces + " WHERE day < ? LIMIT ?", day},
+	}
+	if s.deps.hours {
+		purges = append(purges, purge{tableDepHours, stmtPurgeDepHours, "DELETE FROM " + tableDepHours + " WHERE hour < ? LIMIT ?", floorDiv(dayMs, 3_600_000)})
+	}
+	if s.deps.aggregate {
+		purges = append(purges, purge{tableDependencies, stmtPurgeDepDays, "DELETE FROM " + tableDependencies + " WHERE day < ? LIMIT ?", day})
+	}
+	for _, p := range purges {
+		for {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			res, err := s.db.ExecContext(stmtname.With(ctx, p.stmt), p.q, p.arg, batch)
+			if err != nil {
+				return fmt.Errorf("mysqlstore: retention: deleting %s rows before %s: %w", p.table, day, err)
+			}
+			if n, err := res.RowsAffected(); err != nil || n < int64(batch) {
+				break
+			}
 		}
 	}
+	return nil
 }
 
 // BackfillDependencies runs the aggregator over the traces already stored

@@ -379,7 +379,8 @@ func linkDiff(got, want string) string {
 }
 
 // Retention deletes the aggregator's records of traces more than a day
-// older than its cutoff, and keeps the links they counted.
+// older than its cutoff and the links counted on those days (hours and
+// days), and keeps the records and links of younger days.
 func TestRetentionPurgesDependencyTraces(t *testing.T) {
 	srv := server{"embedded", mysqltest.EmbeddedDSN(t)}
 	h := newHarness(t, srv)
@@ -394,7 +395,12 @@ func TestRetentionPurgesDependencyTraces(t *testing.T) {
 	if _, err := s.FoldDependencies(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	links := deps(t, s, genDay+86_400_000-1, 86_400_000-1)
+	youngDay := genDay + 10*86_400_000
+	youngLinks := deps(t, s, youngDay+86_400_000-1, 86_400_000-1)
+	youngHour := deps(t, s, youngDay+3_600_000-1, 3_600_000-1)
+	if len(deps(t, s, genDay+86_400_000-1, 86_400_000-1)) == 0 || len(youngLinks) == 0 {
+		t.Fatal("setup: no links on the old or the young day")
+	}
 	r, err := s.NewRetention(mysqlstore.RetentionOptions{MaxAge: time.Hour})
 	if err != nil {
 		t.Fatal(err)
@@ -409,8 +415,22 @@ func TestRetentionPurgesDependencyTraces(t *testing.T) {
 	if n := scalarInt(t, h, "SELECT COUNT(*) FROM zipkin_dependency_traces"); n != 4 {
 		t.Errorf("%d records remain, want the 4 young traces'", n)
 	}
-	if got := linkString(deps(t, s, genDay+86_400_000-1, 86_400_000-1)); got != linkString(links) {
-		t.Errorf("links of the old day after retention (%s)", linkDiff(got, linkString(links)))
+	for _, q := range []string{
+		"SELECT COUNT(*) FROM zipkin_dependencies WHERE day < '2026-11-24'",
+		fmt.Sprintf("SELECT COUNT(*) FROM zipkin_dependency_hours WHERE hour < %d", (genDay+4*86_400_000)/3_600_000),
+	} {
+		if n := scalarInt(t, h, q); n != 0 {
+			t.Errorf("%s: %d rows of the purged days remain", q, n)
+		}
+	}
+	if got := deps(t, s, genDay+86_400_000-1, 86_400_000-1); len(got) != 0 {
+		t.Errorf("links of the old day after retention: %v, want none", got)
+	}
+	if got := linkString(deps(t, s, youngDay+86_400_000-1, 86_400_000-1)); got != linkString(youngLinks) {
+		t.Errorf("links of the young day after retention (%s)", linkDiff(got, linkString(youngLinks)))
+	}
+	if got := linkString(deps(t, s, youngDay+3_600_000-1, 3_600_000-1)); got != linkString(youngHour) {
+		t.Errorf("links of the young day's first hour after retention (%s)", linkDiff(got, linkString(youngHour)))
 	}
 }
 

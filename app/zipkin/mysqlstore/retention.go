@@ -139,8 +139,10 @@ func (r *Retention) Run(ctx context.Context) error {
 type retKey struct{ high, low, id int64 }
 
 // DeleteBefore runs one pass: it deletes, batch by batch, every span whose
-// start_ts is before cutoff, and their annotations. It returns how many
-// spans it deleted.
+// start_ts is before cutoff, and their annotations. With the dependency
+// aggregator it first drains the aggregator's queue and deletes its trace
+// records and link counts (hours and days) of the days more than a day
+// before cutoff. It returns how many spans it deleted.
 //
 // A pass walks the expired range once, in (start_ts, primary key) order,
 // each batch starting after the last span the previous batch read. A span

@@ -52,6 +52,16 @@ type Options struct {
 	// the batch; writing it again stores each row once. The rows of one
 	// span may be split. Zero value: no bound (one transaction per Accept).
 	MaxTxRows int
+	// ConcurrentWrites bounds the write transactions the store runs at
+	// once. Accept calls that arrive while that many run wait, and the
+	// calls that waited together are then written in one transaction
+	// (their spans in one batch): a write costs the database about the
+	// same per transaction whatever its size, so small batches from
+	// several writers cost far less together than one transaction each.
+	// Each call still returns once its own spans are stored (or with the
+	// error of the transaction that carried them). Zero value: 2.
+	// Negative: no bound and no combining (one transaction per Accept).
+	ConcurrentWrites int
 
 	// DisableDependencyAggregation turns the dependency aggregator off: the
 	// store then neither queues what it writes for the aggregator nor
@@ -90,6 +100,7 @@ type Store struct {
 	stats     writeCounters
 	add       additions // optional tables (additions.go)
 	deps      depState  // dependency aggregation (deps_aggregate.go)
+	groups    writeGroups
 }
 
 // features is what schema detection found (Zipkin's Has* probes).

@@ -195,22 +195,55 @@ func (s *Store) Accept(ctx context.Context, spans []model.Span) error {
 	if len(spans) == 0 {
 		return nil
 	}
-	b, invalid := s.buildBatch(spans)
+	valid, invalid := validSpans(spans)
 	var werr error
-	if b.spans > 0 {
-		werr = s.write(ctx, b)
+	if len(valid) > 0 {
+		werr = s.writeGrouped(ctx, valid)
 	}
 	if werr != nil {
 		s.stats.failures.Add(1)
-	} else if b.spans > 0 {
+	} else if len(valid) > 0 {
 		s.stats.batches.Add(1)
-		s.stats.spans.Add(int64(b.spans))
+		s.stats.spans.Add(int64(len(valid)))
 	}
 	if invalid != nil {
 		s.stats.rejected.Add(int64(len(invalid.Spans)))
 		return errors.Join(werr, invalid)
 	}
 	return werr
+}
+
+// validSpans returns the spans Accept stores (spans itself when all are
+// valid) and the error naming the others by index, or nil.
+func validSpans(spans []model.Span) ([]model.Span, *InvalidSpansError) {
+	var invalid *InvalidSpansError
+	for i := range spans {
+		if reason := invalidReason(&spans[i]); reason != "" {
+			if invalid == nil {
+				invalid = &InvalidSpansError{}
+			}
+			invalid.Spans = append(invalid.Spans, SpanError{Index: i, TraceID: spans[i].TraceID, ID: spans[i].ID, Reason: reason})
+		}
+	}
+	if invalid == nil {
+		return spans, nil
+	}
+	valid := make([]model.Span, 0, len(spans)-len(invalid.Spans))
+	for i := range spans {
+		if invalidReason(&spans[i]) == "" {
+			valid = append(valid, spans[i])
+		}
+	}
+	return valid, invalid
+}
+
+// writeSpans builds the rows of valid spans and writes them.
+func (s *Store) writeSpans(ctx context.Context, spans []model.Span) error {
+	b, _ := s.buildBatch(spans)
+	if b.spans == 0 {
+		return nil
+	}
+	return s.write(ctx, b)
 }
 
 // write runs the batch's transaction (or, with Options.MaxTxRows, its
