@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -41,10 +42,11 @@ func (p *params) add(v any) string {
 // unshared fragments (of its shared ones when it has no other), and for each
 // annotation-query term a fragment of the service carrying it (a tag with
 // that value; for a bare key, a tag with that key or an annotation with that
-// value). Candidates are read newest first along the index of the most
-// selective condition (a term's GIN index reads all its spans in the
-// window), so a span whose fragments carry different timestamps is ordered
-// by those of the fragments met first. q must be normalised; an invalid
+// value). Candidates are read newest first along the index of the service
+// (else the remote service, the span name, the window), or all at once
+// through the GIN index of a rare annotation-query term, so a span whose
+// fragments carry different timestamps is ordered by those of the
+// fragments met first. q must be normalised; an invalid
 // request is a *model.QueryError. With DisableSearch it returns nothing.
 func (s *Store) GetTraces(ctx context.Context, q model.QueryRequest) ([][]model.Span, error) {
 	if err := q.Normalize(); err != nil {
@@ -97,13 +99,16 @@ func (s *Store) GetTraces(ctx context.Context, q model.QueryRequest) ([][]model.
 	}
 	sort.Strings(keys)
 	var termDrive []string
+	termParam := "" // the first term's placeholder
 	for _, k := range keys {
 		v := q.AnnotationQuery[k]
 		var cond string
 		if v == "" {
 			if t := "0" + k; len(t) <= maxTerm {
-				cond = "terms @> ARRAY[" + p.add(t) + "::text]"
+				tp := p.add(t)
+				cond = "terms @> ARRAY[" + tp + "::text]"
 				termDrive = append(termDrive, cond)
+				termParam = cmp.Or(termParam, tp)
 			} else {
 				kp := p.add(k)
 				cond = "(jsonb_exists(tags, " + kp + "::text) OR EXISTS (SELECT 1 FROM jsonb_array_elements(annotations) e WHERE e->>1 = " + kp + "::text))"
@@ -111,8 +116,10 @@ func (s *Store) GetTraces(ctx context.Context, q model.QueryRequest) ([][]model.
 		} else {
 			cond = "tags ->> " + p.add(k) + "::text = " + p.add(v) + "::text"
 			if t := valueTerm(k, v); len(t) <= maxTerm {
-				tc := "terms @> ARRAY[" + p.add(t) + "::text]"
+				tp := p.add(t)
+				tc := "terms @> ARRAY[" + tp + "::text]"
 				termDrive = append(termDrive, tc)
+				termParam = cmp.Or(termParam, tp)
 				cond = tc + " AND " + cond
 			}
 		}
@@ -124,57 +131,74 @@ func (s *Store) GetTraces(ctx context.Context, q model.QueryRequest) ([][]model.
 		having = append(having, "bool_or("+cond+")")
 	}
 	// The candidates: the spans with a fragment meeting the most selective
-	// condition at hand (an annotation-query term, then the service, the
-	// remote service, the span name), newest first in the window (the
-	// newest n such fragments), and those without a timestamp (a late
-	// fragment of a span whose timestamp came with another). A trace's
-	// order is the latest timestamp of its matching spans.
+	// condition at hand, newest first in the window, and those without a
+	// timestamp (a late fragment of a span whose timestamp came with
+	// another). A rare term (an annotation-query term below frequentTerm of
+	// the fragments, by the planner's statistics) is read through its GIN
+	// index, all its fragments in the window at once: walking an index
+	// newest first would read many fragments for each match. Otherwise the
+	// newest n fragments of the service (from an index that covers them),
+	// the remote service, the span name or the window alone are read, n
+	// growing until the limit is met; a frequent term is then checked on
+	// them with the other conditions (the GIN index would yield all its
+	// fragments of the window, tens of thousands, before the service is
+	// checked). A trace's order is the latest timestamp of its matching
+	// spans.
 	window := "start_ts BETWEEN " + b + " AND " + e
-	var d string
-	switch {
-	case len(termDrive) > 0:
-		d = termDrive[0]
-	case len(drive) > 0:
-		d = drive[0]
+	walk := window
+	if len(drive) > 0 {
+		walk = drive[0] + " AND " + window
 	}
 	high := "trace_id_high"
 	if !strict {
 		high = "0::int8"
 	}
-	limited := "SELECT trace_id, trace_id_high, id FROM " + tableSpans + " WHERE " + window
-	if d != "" {
-		limited = "SELECT trace_id, trace_id_high, id FROM " + tableSpans + " WHERE " + d + " AND " + window
+	n := p.add(int64(0)) // set per attempt
+	nIndex := len(p.args) - 1
+	var with, c0, null string
+	if len(termDrive) > 0 {
+		// f: whether the first term is frequent; each branch of c0 runs only
+		// on its side of that (a one-time filter).
+		with = "f AS (SELECT COALESCE(max(u.f), 0) >= " + p.add(frequentTerm) + " AS frequent FROM pg_stats s, " +
+			"unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) u(e, f) " +
+			"WHERE s.schemaname = current_schema() AND s.tablename = " + p.add(tableSpans) + " AND s.attname = 'terms' AND u.e = " + termParam + "::text), "
+		c0 = "(SELECT trace_id, trace_id_high, id, true AS cut FROM " + tableSpans + " WHERE " + walk + " AND (SELECT frequent FROM f) ORDER BY start_ts DESC LIMIT " + n + ")" +
+			" UNION ALL SELECT trace_id, trace_id_high, id, false FROM " + tableSpans + " WHERE " + termDrive[0] + " AND " + window + " AND NOT (SELECT frequent FROM f)"
+		null = termDrive[0]
+	} else {
+		c0 = "SELECT trace_id, trace_id_high, id, true AS cut FROM " + tableSpans + " WHERE " + walk + " ORDER BY start_ts DESC LIMIT " + n
+		if len(drive) > 0 {
+			null = drive[0]
+		}
 	}
-	// A term is read through its GIN index, all its fragments in the
-	// window at once (a bitmap scan: cheap for a rare term, where walking
-	// start_ts backwards would read the whole window); other conditions read
-	// the newest n fragments along their B-tree index.
-	bound, nIndex := "", -1
-	if len(termDrive) == 0 {
-		bound = " ORDER BY start_ts DESC LIMIT " + p.add(int64(0)) // n, set per attempt
-		nIndex = len(p.args) - 1
+	cand := "SELECT trace_id, trace_id_high, id FROM c0"
+	if null != "" {
+		cand += " UNION SELECT trace_id, trace_id_high, id FROM " + tableSpans + " WHERE " + null + " AND start_ts IS NULL"
 	}
-	cand := "SELECT * FROM c0"
-	if d != "" {
-		cand += " UNION SELECT trace_id, trace_id_high, id FROM " + tableSpans + " WHERE " + d + " AND start_ts IS NULL"
-	}
-	// One row at least: the candidates read (to tell a cut from the end),
-	// with the matching traces, newest first.
-	query := "WITH c0 AS (" + limited + bound + "), c AS (" + cand + "), " +
+	// One row at least: the walked candidates read (to tell a cut from the
+	// end), with the matching traces, newest first.
+	query := "WITH " + with + "c0 AS (" + c0 + "), c AS (" + cand + "), " +
 		"m AS (SELECT s.trace_id, s.trace_id_high, max(s.start_ts) AS ts FROM " + tableSpans + " s JOIN c USING (trace_id, trace_id_high, id) " +
 		"GROUP BY s.trace_id, s.trace_id_high, s.id HAVING " + strings.Join(having, " AND ") + "), " +
 		"r AS (SELECT trace_id, " + high + " AS hi, max(ts) AS ts FROM m GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT " + p.add(int64(q.Limit)) + ") " +
-		"SELECT r.trace_id, r.hi, k.n FROM (SELECT count(*) AS n FROM c0) k LEFT JOIN r ON true ORDER BY r.ts DESC, r.trace_id, r.hi"
-	for n := 64 * int64(q.Limit); ; n *= 8 {
-		if nIndex >= 0 {
-			p.args[nIndex] = n
-		}
+		"SELECT r.trace_id, r.hi, k.n FROM (SELECT count(*) FILTER (WHERE cut) AS n FROM c0) k LEFT JOIN r ON true ORDER BY r.ts DESC, r.trace_id, r.hi"
+	// The first attempt reads 8 × limit fragments (most spans of a service
+	// match a search by service alone); a later one as many more as the
+	// traces found so far suggest are needed, twice over (2 to 8 times).
+	for n := 8 * int64(q.Limit); ; {
+		p.args[nIndex] = n
 		ids, read, err := s.selectCandidates(ctx, query, p.args)
 		if err != nil {
 			return nil, err
 		}
-		if nIndex >= 0 && len(ids) < q.Limit && read >= n {
-			continue // the candidates were cut at n: read more
+		if len(ids) < q.Limit && read >= n {
+			// The candidates were cut at n: read more.
+			grow := int64(8)
+			if len(ids) > 0 {
+				grow = min(8, max(2, (2*int64(q.Limit)+int64(len(ids))-1)/int64(len(ids))))
+			}
+			n *= grow
+			continue
 		}
 		if len(ids) == 0 {
 			return nil, nil
@@ -182,6 +206,12 @@ func (s *Store) GetTraces(ctx context.Context, q model.QueryRequest) ([][]model.
 		return s.fetchTraces(ctx, ids, strict)
 	}
 }
+
+// frequentTerm is the share of the stored fragments (by the planner's
+// statistics: pg_stats.most_common_elem_freqs) from which GetTraces walks
+// an index newest first rather than read a term's fragments through its
+// GIN index.
+const frequentTerm = 0.05
 
 // selectCandidates runs GetTraces' query: trace IDs (NULL when none) and the
 // candidate count on every row.
