@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
 	"github.com/sqlpool/sqlpool/app/zipkin/mysqlstore"
@@ -99,16 +101,15 @@ func (s *Store) GetTraces(ctx context.Context, q model.QueryRequest) ([][]model.
 	}
 	sort.Strings(keys)
 	var termDrive []string
-	termParam := "" // the first term's placeholder
+	firstTerm := "" // the first term read through the GIN index
 	for _, k := range keys {
 		v := q.AnnotationQuery[k]
 		var cond string
 		if v == "" {
 			if t := "0" + k; len(t) <= maxTerm {
-				tp := p.add(t)
-				cond = "terms @> ARRAY[" + tp + "::text]"
+				cond = "terms @> ARRAY[" + p.add(t) + "::text]"
 				termDrive = append(termDrive, cond)
-				termParam = cmp.Or(termParam, tp)
+				firstTerm = cmp.Or(firstTerm, t)
 			} else {
 				kp := p.add(k)
 				cond = "(jsonb_exists(tags, " + kp + "::text) OR EXISTS (SELECT 1 FROM jsonb_array_elements(annotations) e WHERE e->>1 = " + kp + "::text))"
@@ -116,10 +117,9 @@ func (s *Store) GetTraces(ctx context.Context, q model.QueryRequest) ([][]model.
 		} else {
 			cond = "tags ->> " + p.add(k) + "::text = " + p.add(v) + "::text"
 			if t := valueTerm(k, v); len(t) <= maxTerm {
-				tp := p.add(t)
-				tc := "terms @> ARRAY[" + tp + "::text]"
+				tc := "terms @> ARRAY[" + p.add(t) + "::text]"
 				termDrive = append(termDrive, tc)
-				termParam = cmp.Or(termParam, tp)
+				firstTerm = cmp.Or(firstTerm, t)
 				cond = tc + " AND " + cond
 			}
 		}
@@ -133,7 +133,7 @@ func (s *Store) GetTraces(ctx context.Context, q model.QueryRequest) ([][]model.
 	// The candidates: the spans with a fragment meeting the most selective
 	// condition at hand, newest first in the window, and those without a
 	// timestamp (a late fragment of a span whose timestamp came with
-	// another). A rare term (an annotation-query term below frequentTerm of
+	// another). A rare term (an annotation-query term below frequentShare of
 	// the fragments, by the planner's statistics) is read through its GIN
 	// index, all its fragments in the window at once: walking an index
 	// newest first would read many fragments for each match. Otherwise the
@@ -153,23 +153,19 @@ func (s *Store) GetTraces(ctx context.Context, q model.QueryRequest) ([][]model.
 	if !strict {
 		high = "0::int8"
 	}
-	n := p.add(int64(0)) // set per attempt
-	nIndex := len(p.args) - 1
-	var with, c0, null string
-	if len(termDrive) > 0 {
-		// f: whether the first term is frequent; each branch of c0 runs only
-		// on its side of that (a one-time filter).
-		with = "f AS (SELECT COALESCE(max(u.f), 0) >= " + p.add(frequentTerm) + " AS frequent FROM pg_stats s, " +
-			"unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) u(e, f) " +
-			"WHERE s.schemaname = current_schema() AND s.tablename = " + p.add(tableSpans) + " AND s.attname = 'terms' AND u.e = " + termParam + "::text), "
-		c0 = "(SELECT trace_id, trace_id_high, id, true AS cut FROM " + tableSpans + " WHERE " + walk + " AND (SELECT frequent FROM f) ORDER BY start_ts DESC LIMIT " + n + ")" +
-			" UNION ALL SELECT trace_id, trace_id_high, id, false FROM " + tableSpans + " WHERE " + termDrive[0] + " AND " + window + " AND NOT (SELECT frequent FROM f)"
-		null = termDrive[0]
+	var c0, null string
+	nIndex := -1
+	if len(termDrive) > 0 && !s.frequentTerm(ctx, firstTerm) {
+		c0 = "SELECT trace_id, trace_id_high, id, false AS cut FROM " + tableSpans + " WHERE " + termDrive[0] + " AND " + window
 	} else {
-		c0 = "SELECT trace_id, trace_id_high, id, true AS cut FROM " + tableSpans + " WHERE " + walk + " ORDER BY start_ts DESC LIMIT " + n
-		if len(drive) > 0 {
-			null = drive[0]
-		}
+		c0 = "SELECT trace_id, trace_id_high, id, true AS cut FROM " + tableSpans + " WHERE " + walk + " ORDER BY start_ts DESC LIMIT " + p.add(int64(0)) // n, set per attempt
+		nIndex = len(p.args) - 1
+	}
+	switch {
+	case len(termDrive) > 0:
+		null = termDrive[0]
+	case len(drive) > 0:
+		null = drive[0]
 	}
 	cand := "SELECT trace_id, trace_id_high, id FROM c0"
 	if null != "" {
@@ -177,21 +173,29 @@ func (s *Store) GetTraces(ctx context.Context, q model.QueryRequest) ([][]model.
 	}
 	// One row at least: the walked candidates read (to tell a cut from the
 	// end), with the matching traces, newest first.
-	query := "WITH " + with + "c0 AS (" + c0 + "), c AS (" + cand + "), " +
+	query := "WITH c0 AS (" + c0 + "), c AS (" + cand + "), " +
 		"m AS (SELECT s.trace_id, s.trace_id_high, max(s.start_ts) AS ts FROM " + tableSpans + " s JOIN c USING (trace_id, trace_id_high, id) " +
 		"GROUP BY s.trace_id, s.trace_id_high, s.id HAVING " + strings.Join(having, " AND ") + "), " +
 		"r AS (SELECT trace_id, " + high + " AS hi, max(ts) AS ts FROM m GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT " + p.add(int64(q.Limit)) + ") " +
 		"SELECT r.trace_id, r.hi, k.n FROM (SELECT count(*) FILTER (WHERE cut) AS n FROM c0) k LEFT JOIN r ON true ORDER BY r.ts DESC, r.trace_id, r.hi"
-	// The first attempt reads 8 × limit fragments (most spans of a service
-	// match a search by service alone); a later one as many more as the
-	// traces found so far suggest are needed, twice over (2 to 8 times).
-	for n := 8 * int64(q.Limit); ; {
-		p.args[nIndex] = n
+	// The first attempt reads 8 × limit fragments when the walked condition
+	// is the search's only one (most spans of a service match a search by
+	// service alone), else 32 × limit; a later one as many more as the
+	// traces found so far suggest are needed, twice over (2 to 8 times). Each
+	// attempt reads its candidates anew.
+	first := int64(32)
+	if len(having) == 1+min(len(drive), 1) {
+		first = 8
+	}
+	for n := first * int64(q.Limit); ; {
+		if nIndex >= 0 {
+			p.args[nIndex] = n
+		}
 		ids, read, err := s.selectCandidates(ctx, query, p.args)
 		if err != nil {
 			return nil, err
 		}
-		if len(ids) < q.Limit && read >= n {
+		if nIndex >= 0 && len(ids) < q.Limit && read >= n {
 			// The candidates were cut at n: read more.
 			grow := int64(8)
 			if len(ids) > 0 {
@@ -207,11 +211,54 @@ func (s *Store) GetTraces(ctx context.Context, q model.QueryRequest) ([][]model.
 	}
 }
 
-// frequentTerm is the share of the stored fragments (by the planner's
-// statistics: pg_stats.most_common_elem_freqs) from which GetTraces walks
-// an index newest first rather than read a term's fragments through its
-// GIN index.
-const frequentTerm = 0.05
+// frequentShare is the share of the stored fragments carrying a term (by
+// the planner's statistics, pg_stats.most_common_elem_freqs of terms) from
+// which GetTraces walks an index newest first and checks the term on the
+// fragments it meets, rather than read the term's fragments of the window
+// through its GIN index. termStatsAge is how long the frequent terms read
+// from pg_stats are used before they are read again.
+const (
+	frequentShare = 0.05
+	termStatsAge  = time.Minute
+)
+
+// termStats caches the frequent terms of the spans table.
+type termStats struct {
+	mu       sync.Mutex
+	read     time.Time
+	frequent map[string]bool
+	all      bool // every term counts as frequent (tests of the walk)
+}
+
+// frequentTerm reports whether term is carried by frequentShare of the
+// stored fragments or more, by the statistics of the last ANALYZE (read at
+// most once every termStatsAge). Without statistics, or when they cannot be
+// read, a term counts as rare.
+func (s *Store) frequentTerm(ctx context.Context, term string) bool {
+	t := &s.terms
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.all {
+		return true
+	}
+	if t.read.IsZero() || time.Since(t.read) >= termStatsAge {
+		t.frequent, t.read = nil, time.Now()
+		rows, err := s.db.QueryContext(ctx, "SELECT u.e FROM pg_stats s, unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) u(e, f) "+
+			"WHERE s.schemaname = current_schema() AND s.tablename = $1 AND s.attname = 'terms' AND u.e IS NOT NULL AND u.f >= $2", tableSpans, frequentShare)
+		if err != nil {
+			return false
+		}
+		defer rows.Close()
+		t.frequent = map[string]bool{}
+		for rows.Next() {
+			var e string
+			if rows.Scan(&e) == nil {
+				t.frequent[e] = true
+			}
+		}
+	}
+	return t.frequent[term]
+}
 
 // selectCandidates runs GetTraces' query: trace IDs (NULL when none) and the
 // candidate count on every row.

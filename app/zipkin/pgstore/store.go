@@ -51,6 +51,7 @@ type Store struct {
 	keys  map[string]bool
 	stats counters
 	drv   atomic.Int32 // drvUnknown, drvPgx or drvOther: whether COPY is available
+	terms termStats    // GetTraces: the frequent annotation-query terms
 
 	// names are the zipkin_names rows known to be stored, so that a batch
 	// upserts only names not seen before by this process.
