@@ -130,73 +130,80 @@ func (s *Store) GetTraces(ctx context.Context, q model.QueryRequest) ([][]model.
 		}
 		having = append(having, "bool_or("+cond+")")
 	}
-	// The candidates: the spans with a fragment meeting the most selective
-	// condition at hand, newest first in the window, and those without a
-	// timestamp (a late fragment of a span whose timestamp came with
-	// another). A rare term (an annotation-query term below frequentShare of
-	// the fragments, by the planner's statistics) is read through its GIN
-	// index, all its fragments in the window at once: walking an index
-	// newest first would read many fragments for each match. Otherwise the
-	// newest n fragments of the service (from an index that covers them),
-	// the remote service, the span name or the window alone are read, n
-	// growing until the limit is met; a frequent term is then checked on
-	// them with the other conditions (the GIN index would yield all its
-	// fragments of the window, tens of thousands, before the service is
-	// checked). A trace's order is the latest timestamp of its matching
-	// spans.
+	// The candidates: the fragments meeting the most selective condition at
+	// hand, newest first in the window, and those without a timestamp (a
+	// late fragment of a span whose timestamp came with another). A rare
+	// term (an annotation-query term below frequentShare of the fragments,
+	// by the planner's statistics) is read through its GIN index, all its
+	// fragments in the window at once: walking an index newest first would
+	// read many fragments for each match. Otherwise the service's fragments
+	// are walked newest first (along an index that covers them), else the
+	// remote service's, the span name's or the window's; a frequent term is
+	// then checked on them with the other conditions (its GIN index would
+	// yield all its fragments of the window, tens of thousands, before the
+	// service is checked). Each candidate's span (all its fragments) is
+	// checked in that order, and the walk stops at the k-th match. A
+	// trace's order is the latest timestamp of its matching spans.
 	window := "start_ts BETWEEN " + b + " AND " + e
 	walk := window
 	if len(drive) > 0 {
 		walk = drive[0] + " AND " + window
 	}
-	high := "trace_id_high"
-	if !strict {
-		high = "0::int8"
+	pure := len(having) == 1+min(len(drive), 1) // the walked condition is the only one
+	rare := len(termDrive) > 0 && !s.frequentTerm(ctx, firstTerm)
+	if rare {
+		walk = termDrive[0] + " AND " + window
 	}
-	var c0, null string
-	nIndex := -1
-	if len(termDrive) > 0 && !s.frequentTerm(ctx, firstTerm) {
-		c0 = "SELECT trace_id, trace_id_high, id, false AS cut FROM " + tableSpans + " WHERE " + termDrive[0] + " AND " + window
-	} else {
-		c0 = "SELECT trace_id, trace_id_high, id, true AS cut FROM " + tableSpans + " WHERE " + walk + " ORDER BY start_ts DESC LIMIT " + p.add(int64(0)) // n, set per attempt
-		nIndex = len(p.args) - 1
-	}
+	null := ""
 	switch {
 	case len(termDrive) > 0:
 		null = termDrive[0]
 	case len(drive) > 0:
 		null = drive[0]
 	}
-	cand := "SELECT trace_id, trace_id_high, id FROM c0"
-	if null != "" {
-		cand += " UNION SELECT trace_id, trace_id_high, id FROM " + tableSpans + " WHERE " + null + " AND start_ts IS NULL"
+	high := "trace_id_high"
+	if !strict {
+		high = "0::int8"
 	}
-	// One row at least: the walked candidates read (to tell a cut from the
-	// end), with the matching traces, newest first.
-	query := "WITH c0 AS (" + c0 + "), c AS (" + cand + "), " +
-		"m AS (SELECT s.trace_id, s.trace_id_high, max(s.start_ts) AS ts FROM " + tableSpans + " s JOIN c USING (trace_id, trace_id_high, id) " +
-		"GROUP BY s.trace_id, s.trace_id_high, s.id HAVING " + strings.Join(having, " AND ") + "), " +
-		"r AS (SELECT trace_id, " + high + " AS hi, max(ts) AS ts FROM m GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT " + p.add(int64(q.Limit)) + ") " +
-		"SELECT r.trace_id, r.hi, k.n FROM (SELECT count(*) FILTER (WHERE cut) AS n FROM c0) k LEFT JOIN r ON true ORDER BY r.ts DESC, r.trace_id, r.hi"
-	// The first attempt reads 8 × limit fragments when the walked condition
-	// is the search's only one (most spans of a service match a search by
-	// service alone), else 32 × limit; a later one as many more as the
-	// traces found so far suggest are needed, twice over (2 to 8 times). Each
-	// attempt reads its candidates anew.
-	first := int64(32)
-	if len(having) == 1+min(len(drive), 1) {
-		first = 8
+	// verify keeps a candidate w when its span meets the conditions, with
+	// the latest timestamp of its fragments.
+	verify := " w CROSS JOIN LATERAL (SELECT max(s.start_ts) AS ts FROM " + tableSpans + " s " +
+		"WHERE s.trace_id = w.trace_id AND s.trace_id_high = w.trace_id_high AND s.id = w.id HAVING " + strings.Join(having, " AND ") + ") m"
+	// The rare term's fragments are all checked (with ORDER BY and LIMIT
+	// the planner would walk start_ts newest first, filtering the window).
+	bound, kIndex := "", -1
+	if !rare {
+		bound = " ORDER BY w.start_ts DESC LIMIT " + p.add(int64(0)) // k, set per attempt
+		kIndex = len(p.args) - 1
+	}
+	all := "SELECT * FROM v"
+	if null != "" {
+		all += " UNION ALL SELECT w.trace_id, w.trace_id_high, m.ts FROM " + tableSpans + verify + " WHERE " + null + " AND start_ts IS NULL"
+	}
+	// One row at least: the spans matched by the walk (to tell a stop at k
+	// from its end), with the matching traces, newest first.
+	query := "WITH v AS (SELECT w.trace_id, w.trace_id_high, m.ts FROM " + tableSpans + verify + " WHERE " + walk + bound + "), " +
+		"a AS (" + all + "), " +
+		"r AS (SELECT trace_id, " + high + " AS hi, max(ts) AS ts FROM a GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT " + p.add(int64(q.Limit)) + ") " +
+		"SELECT r.trace_id, r.hi, n.n FROM (SELECT count(*) AS n FROM v) n LEFT JOIN r ON true ORDER BY r.ts DESC, r.trace_id, r.hi"
+	// The first attempt stops at limit matching spans (4 × limit when the
+	// walked condition is the only one: its spans are matched at no extra
+	// cost), a later one at as many more as the traces found so far suggest
+	// are needed, twice over (2 to 8 times). Each attempt walks anew.
+	first := int64(1)
+	if pure {
+		first = 4
 	}
 	for n := first * int64(q.Limit); ; {
-		if nIndex >= 0 {
-			p.args[nIndex] = n
+		if kIndex >= 0 {
+			p.args[kIndex] = n
 		}
 		ids, read, err := s.selectCandidates(ctx, query, p.args)
 		if err != nil {
 			return nil, err
 		}
-		if nIndex >= 0 && len(ids) < q.Limit && read >= n {
-			// The candidates were cut at n: read more.
+		if kIndex >= 0 && len(ids) < q.Limit && read >= n {
+			// The walk stopped at n matches: walk further.
 			grow := int64(8)
 			if len(ids) > 0 {
 				grow = min(8, max(2, (2*int64(q.Limit)+int64(len(ids))-1)/int64(len(ids))))
