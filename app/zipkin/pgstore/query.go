@@ -151,11 +151,11 @@ func (s *Store) GetTraces(ctx context.Context, q model.QueryRequest) ([][]model.
 	}
 	pure := len(having) == 1+min(len(drive), 1) // the walked condition is the only one
 	rare := len(termDrive) > 0 && !s.frequentTerm(ctx, firstTerm)
-	if rare {
-		walk = termDrive[0] + " AND " + window
-	}
 	null := ""
 	switch {
+	case rare:
+		// Read whole, those without a timestamp with them.
+		walk = termDrive[0] + " AND (" + window + " OR start_ts IS NULL)"
 	case len(termDrive) > 0:
 		null = termDrive[0]
 	case len(drive) > 0:
