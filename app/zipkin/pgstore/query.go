@@ -231,40 +231,58 @@ const (
 
 // termStats caches the frequent terms of the spans table.
 type termStats struct {
-	mu       sync.Mutex
-	read     time.Time
-	frequent map[string]bool
-	all      bool // every term counts as frequent (tests of the walk)
+	mu         sync.Mutex
+	read       time.Time
+	refreshing bool // a search is reading them
+	frequent   map[string]bool
+	all        bool // every term counts as frequent (tests of the walk)
 }
 
 // frequentTerm reports whether term is carried by frequentShare of the
 // stored fragments or more, by the statistics of the last ANALYZE (read at
-// most once every termStatsAge). Without statistics, or when they cannot be
-// read, a term counts as rare.
+// most once every termStatsAge, by one search while the others use the
+// previous answer). Without statistics, or when they cannot be read, a term
+// counts as rare.
 func (s *Store) frequentTerm(ctx context.Context, term string) bool {
 	t := &s.terms
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.all {
+		t.mu.Unlock()
 		return true
 	}
-	if t.read.IsZero() || time.Since(t.read) >= termStatsAge {
-		t.frequent, t.read = nil, time.Now()
-		rows, err := s.db.QueryContext(ctx, "SELECT u.e FROM pg_stats s, unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) u(e, f) "+
-			"WHERE s.schemaname = current_schema() AND s.tablename = $1 AND s.attname = 'terms' AND u.e IS NOT NULL AND u.f >= $2", tableSpans, frequentShare)
-		if err != nil {
-			return false
-		}
-		defer rows.Close()
-		t.frequent = map[string]bool{}
-		for rows.Next() {
-			var e string
-			if rows.Scan(&e) == nil {
-				t.frequent[e] = true
-			}
+	stale := !t.refreshing && (t.read.IsZero() || time.Since(t.read) >= termStatsAge)
+	t.refreshing = t.refreshing || stale
+	frequent := t.frequent
+	t.mu.Unlock()
+	if stale {
+		frequent = s.readFrequentTerms(ctx)
+		t.mu.Lock()
+		t.frequent, t.read, t.refreshing = frequent, time.Now(), false
+		t.mu.Unlock()
+	}
+	return frequent[term]
+}
+
+// readFrequentTerms reads the terms carried by frequentShare of the
+// fragments or more from pg_stats; nil when it cannot.
+func (s *Store) readFrequentTerms(ctx context.Context) map[string]bool {
+	rows, err := s.db.QueryContext(ctx, "SELECT u.e FROM pg_stats s, unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) u(e, f) "+
+		"WHERE s.schemaname = current_schema() AND s.tablename = $1 AND s.attname = 'terms' AND u.e IS NOT NULL AND u.f >= $2", tableSpans, frequentShare)
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var e string
+		if rows.Scan(&e) == nil {
+			out[e] = true
 		}
 	}
-	return t.frequent[term]
+	if rows.Err() != nil {
+		return nil
+	}
+	return out
 }
 
 // selectCandidates runs GetTraces' query: trace IDs (NULL when none) and the
