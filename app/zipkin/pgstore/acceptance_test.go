@@ -53,3 +53,21 @@ func (h *harness) acceptance() storagetest.Harness {
 		}},
 	}
 }
+
+// TestAcceptanceWalkingTerms runs the checklist with every annotation-query
+// term taken as frequent: GetTraces walks the newest fragments of the
+// service (or of the window) and checks the terms on them, as it does on a
+// large table for a term carried by many fragments.
+func TestAcceptanceWalkingTerms(t *testing.T) {
+	forEachServer(t, func(t *testing.T, srv server) {
+		h := newHarness(t, srv)
+		a := h.acceptance()
+		open := a.Open
+		a.Open = func(t *testing.T, o storagetest.Options) storagetest.Store {
+			s := open(t, o)
+			pgstore.WalkAllTerms(s.(*pgstore.Store))
+			return s
+		}
+		storagetest.Run(t, a)
+	})
+}

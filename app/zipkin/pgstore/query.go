@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -10,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/sqlpool/sqlpool/app/zipkin/model"
 	"github.com/sqlpool/sqlpool/app/zipkin/mysqlstore"
@@ -41,10 +44,11 @@ func (p *params) add(v any) string {
 // unshared fragments (of its shared ones when it has no other), and for each
 // annotation-query term a fragment of the service carrying it (a tag with
 // that value; for a bare key, a tag with that key or an annotation with that
-// value). Candidates are read newest first along the index of the most
-// selective condition (a term's GIN index reads all its spans in the
-// window), so a span whose fragments carry different timestamps is ordered
-// by those of the fragments met first. q must be normalised; an invalid
+// value). Candidates are read newest first along the index of the service
+// (else the remote service, the span name, the window), or all at once
+// through the GIN index of a rare annotation-query term, so a span whose
+// fragments carry different timestamps is ordered by those of the
+// fragments met first. q must be normalised; an invalid
 // request is a *model.QueryError. With DisableSearch it returns nothing.
 func (s *Store) GetTraces(ctx context.Context, q model.QueryRequest) ([][]model.Span, error) {
 	if err := q.Normalize(); err != nil {
@@ -97,6 +101,7 @@ func (s *Store) GetTraces(ctx context.Context, q model.QueryRequest) ([][]model.
 	}
 	sort.Strings(keys)
 	var termDrive []string
+	firstTerm := "" // the first term read through the GIN index
 	for _, k := range keys {
 		v := q.AnnotationQuery[k]
 		var cond string
@@ -104,6 +109,7 @@ func (s *Store) GetTraces(ctx context.Context, q model.QueryRequest) ([][]model.
 			if t := "0" + k; len(t) <= maxTerm {
 				cond = "terms @> ARRAY[" + p.add(t) + "::text]"
 				termDrive = append(termDrive, cond)
+				firstTerm = cmp.Or(firstTerm, t)
 			} else {
 				kp := p.add(k)
 				cond = "(jsonb_exists(tags, " + kp + "::text) OR EXISTS (SELECT 1 FROM jsonb_array_elements(annotations) e WHERE e->>1 = " + kp + "::text))"
@@ -113,6 +119,7 @@ func (s *Store) GetTraces(ctx context.Context, q model.QueryRequest) ([][]model.
 			if t := valueTerm(k, v); len(t) <= maxTerm {
 				tc := "terms @> ARRAY[" + p.add(t) + "::text]"
 				termDrive = append(termDrive, tc)
+				firstTerm = cmp.Or(firstTerm, t)
 				cond = tc + " AND " + cond
 			}
 		}
@@ -123,64 +130,159 @@ func (s *Store) GetTraces(ctx context.Context, q model.QueryRequest) ([][]model.
 		}
 		having = append(having, "bool_or("+cond+")")
 	}
-	// The candidates: the spans with a fragment meeting the most selective
-	// condition at hand (an annotation-query term, then the service, the
-	// remote service, the span name), newest first in the window (the
-	// newest n such fragments), and those without a timestamp (a late
-	// fragment of a span whose timestamp came with another). A trace's
-	// order is the latest timestamp of its matching spans.
+	// The candidates: the fragments meeting the most selective condition at
+	// hand, newest first in the window, and those without a timestamp (a
+	// late fragment of a span whose timestamp came with another). A rare
+	// term (an annotation-query term below frequentShare of the fragments,
+	// by the planner's statistics) is read through its GIN index, all its
+	// fragments in the window at once: walking an index newest first would
+	// read many fragments for each match. Otherwise the service's fragments
+	// are walked newest first (along an index that covers them), else the
+	// remote service's, the span name's or the window's; a frequent term is
+	// then checked on them with the other conditions (its GIN index would
+	// yield all its fragments of the window, tens of thousands, before the
+	// service is checked). Each candidate's span (all its fragments) is
+	// checked in that order, and the walk stops at the k-th match. A
+	// trace's order is the latest timestamp of its matching spans.
 	window := "start_ts BETWEEN " + b + " AND " + e
-	var d string
+	walk := window
+	if len(drive) > 0 {
+		walk = drive[0] + " AND " + window
+	}
+	pure := len(having) == 1+min(len(drive), 1) // the walked condition is the only one
+	rare := len(termDrive) > 0 && !s.frequentTerm(ctx, firstTerm)
+	null := ""
 	switch {
+	case rare:
+		// Read whole, those without a timestamp with them.
+		walk = termDrive[0] + " AND (" + window + " OR start_ts IS NULL)"
 	case len(termDrive) > 0:
-		d = termDrive[0]
+		null = termDrive[0]
 	case len(drive) > 0:
-		d = drive[0]
+		null = drive[0]
 	}
 	high := "trace_id_high"
 	if !strict {
 		high = "0::int8"
 	}
-	limited := "SELECT trace_id, trace_id_high, id FROM " + tableSpans + " WHERE " + window
-	if d != "" {
-		limited = "SELECT trace_id, trace_id_high, id FROM " + tableSpans + " WHERE " + d + " AND " + window
+	// verify keeps a candidate w when its span meets the conditions, with
+	// the latest timestamp of its fragments.
+	verify := " w CROSS JOIN LATERAL (SELECT max(s.start_ts) AS ts FROM " + tableSpans + " s " +
+		"WHERE s.trace_id = w.trace_id AND s.trace_id_high = w.trace_id_high AND s.id = w.id HAVING " + strings.Join(having, " AND ") + ") m"
+	// The rare term's fragments are all checked (with ORDER BY and LIMIT
+	// the planner would walk start_ts newest first, filtering the window).
+	bound, kIndex := "", -1
+	if !rare {
+		bound = " ORDER BY w.start_ts DESC LIMIT " + p.add(int64(0)) // k, set per attempt
+		kIndex = len(p.args) - 1
 	}
-	// A term is read through its GIN index, all its fragments in the
-	// window at once (a bitmap scan: cheap for a rare term, where walking
-	// start_ts backwards would read the whole window); other conditions read
-	// the newest n fragments along their B-tree index.
-	bound, nIndex := "", -1
-	if len(termDrive) == 0 {
-		bound = " ORDER BY start_ts DESC LIMIT " + p.add(int64(0)) // n, set per attempt
-		nIndex = len(p.args) - 1
+	all := "SELECT * FROM v"
+	if null != "" {
+		all += " UNION ALL SELECT w.trace_id, w.trace_id_high, m.ts FROM " + tableSpans + verify + " WHERE " + null + " AND start_ts IS NULL"
 	}
-	cand := "SELECT * FROM c0"
-	if d != "" {
-		cand += " UNION SELECT trace_id, trace_id_high, id FROM " + tableSpans + " WHERE " + d + " AND start_ts IS NULL"
+	// One row at least: the spans matched by the walk (to tell a stop at k
+	// from its end), with the matching traces, newest first.
+	query := "WITH v AS (SELECT w.trace_id, w.trace_id_high, m.ts FROM " + tableSpans + verify + " WHERE " + walk + bound + "), " +
+		"a AS (" + all + "), " +
+		"r AS (SELECT trace_id, " + high + " AS hi, max(ts) AS ts FROM a GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT " + p.add(int64(q.Limit)) + ") " +
+		"SELECT r.trace_id, r.hi, n.n FROM (SELECT count(*) AS n FROM v) n LEFT JOIN r ON true ORDER BY r.ts DESC, r.trace_id, r.hi"
+	// The first attempt stops at limit matching spans (4 × limit when the
+	// walked condition is the only one: its spans are matched at no extra
+	// cost), a later one at as many more as the traces found so far suggest
+	// are needed, twice over (2 to 8 times). Each attempt walks anew.
+	first := int64(1)
+	if pure {
+		first = 4
 	}
-	// One row at least: the candidates read (to tell a cut from the end),
-	// with the matching traces, newest first.
-	query := "WITH c0 AS (" + limited + bound + "), c AS (" + cand + "), " +
-		"m AS (SELECT s.trace_id, s.trace_id_high, max(s.start_ts) AS ts FROM " + tableSpans + " s JOIN c USING (trace_id, trace_id_high, id) " +
-		"GROUP BY s.trace_id, s.trace_id_high, s.id HAVING " + strings.Join(having, " AND ") + "), " +
-		"r AS (SELECT trace_id, " + high + " AS hi, max(ts) AS ts FROM m GROUP BY 1, 2 ORDER BY 3 DESC, 1, 2 LIMIT " + p.add(int64(q.Limit)) + ") " +
-		"SELECT r.trace_id, r.hi, k.n FROM (SELECT count(*) AS n FROM c0) k LEFT JOIN r ON true ORDER BY r.ts DESC, r.trace_id, r.hi"
-	for n := 64 * int64(q.Limit); ; n *= 8 {
-		if nIndex >= 0 {
-			p.args[nIndex] = n
+	for n := first * int64(q.Limit); ; {
+		if kIndex >= 0 {
+			p.args[kIndex] = n
 		}
 		ids, read, err := s.selectCandidates(ctx, query, p.args)
 		if err != nil {
 			return nil, err
 		}
-		if nIndex >= 0 && len(ids) < q.Limit && read >= n {
-			continue // the candidates were cut at n: read more
+		if kIndex >= 0 && len(ids) < q.Limit && read >= n {
+			// The walk stopped at n matches: walk further.
+			grow := int64(8)
+			if len(ids) > 0 {
+				grow = min(8, max(2, (2*int64(q.Limit)+int64(len(ids))-1)/int64(len(ids))))
+			}
+			n *= grow
+			continue
 		}
 		if len(ids) == 0 {
 			return nil, nil
 		}
 		return s.fetchTraces(ctx, ids, strict)
 	}
+}
+
+// frequentShare is the share of the stored fragments carrying a term (by
+// the planner's statistics, pg_stats.most_common_elem_freqs of terms) from
+// which GetTraces walks an index newest first and checks the term on the
+// fragments it meets, rather than read the term's fragments of the window
+// through its GIN index. termStatsAge is how long the frequent terms read
+// from pg_stats are used before they are read again.
+const (
+	frequentShare = 0.05
+	termStatsAge  = time.Minute
+)
+
+// termStats caches the frequent terms of the spans table.
+type termStats struct {
+	mu         sync.Mutex
+	read       time.Time
+	refreshing bool // a search is reading them
+	frequent   map[string]bool
+	all        bool // every term counts as frequent (tests of the walk)
+}
+
+// frequentTerm reports whether term is carried by frequentShare of the
+// stored fragments or more, by the statistics of the last ANALYZE (read at
+// most once every termStatsAge, by one search while the others use the
+// previous answer). Without statistics, or when they cannot be read, a term
+// counts as rare.
+func (s *Store) frequentTerm(ctx context.Context, term string) bool {
+	t := &s.terms
+	t.mu.Lock()
+	if t.all {
+		t.mu.Unlock()
+		return true
+	}
+	stale := !t.refreshing && (t.read.IsZero() || time.Since(t.read) >= termStatsAge)
+	t.refreshing = t.refreshing || stale
+	frequent := t.frequent
+	t.mu.Unlock()
+	if stale {
+		frequent = s.readFrequentTerms(ctx)
+		t.mu.Lock()
+		t.frequent, t.read, t.refreshing = frequent, time.Now(), false
+		t.mu.Unlock()
+	}
+	return frequent[term]
+}
+
+// readFrequentTerms reads the terms carried by frequentShare of the
+// fragments or more from pg_stats; nil when it cannot.
+func (s *Store) readFrequentTerms(ctx context.Context) map[string]bool {
+	rows, err := s.db.QueryContext(ctx, "SELECT u.e FROM pg_stats s, unnest(s.most_common_elems::text::text[], s.most_common_elem_freqs) u(e, f) "+
+		"WHERE s.schemaname = current_schema() AND s.tablename = $1 AND s.attname = 'terms' AND u.e IS NOT NULL AND u.f >= $2", tableSpans, frequentShare)
+	if err != nil {
+		return nil
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var e string
+		if rows.Scan(&e) == nil {
+			out[e] = true
+		}
+	}
+	if rows.Err() != nil {
+		return nil
+	}
+	return out
 }
 
 // selectCandidates runs GetTraces' query: trace IDs (NULL when none) and the

@@ -58,6 +58,7 @@ type Store struct {
 	keys  map[string]bool
 	stats counters
 	drv   atomic.Int32 // drvUnknown, drvPgx or drvOther: whether COPY is available
+	terms termStats    // GetTraces: the frequent annotation-query terms
 
 	// lastDrain is when Accept last started a dependency drain (UnixNano).
 	lastDrain atomic.Int64
