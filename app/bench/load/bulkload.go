@@ -9,6 +9,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -181,7 +182,16 @@ type BulkResult struct {
 // built again at the end (the same definitions). progress, if not nil, is
 // called after each chunk is generated with the spans generated so far.
 func bulkLoad(ctx context.Context, db *sql.DB, g bulkGen, chunkTraces int, insert, deferIndexes bool, progress func(int64)) (BulkResult, error) {
-	st, err := mysqlstore.Open(ctx, db, mysqlstore.Options{})
+	// The autocomplete keys the benchmark's server is started with
+	// (AUTOCOMPLETE_KEYS), so that zipkin_tags holds their values as ingest
+	// would have written them.
+	var keys []string
+	for k := range strings.SplitSeq(os.Getenv("AUTOCOMPLETE_KEYS"), ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			keys = append(keys, k)
+		}
+	}
+	st, err := mysqlstore.Open(ctx, db, mysqlstore.Options{AutocompleteKeys: keys})
 	if err != nil {
 		return BulkResult{}, err
 	}
