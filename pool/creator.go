@@ -54,6 +54,7 @@ func (p *Pool) creator() {
 			case <-p.redialCh: // this dial answers a Redial made before it
 			default:
 			}
+			redials := p.redials.Load()
 			dialStart := p.nanotime()
 			p.outage.dialStart.Store(max(dialStart, 1))
 			e, err := p.dial()
@@ -63,6 +64,15 @@ func (p *Pool) creator() {
 					return
 				}
 				p.setLastError(err)
+				if p.loginRefused(err) && p.redials.Load() != redials {
+					// Redial was called while this dial, with the credentials of before, was
+					// under way: dial again at once, and let acquires wait for that dial.
+					select {
+					case <-p.redialCh:
+					default:
+					}
+					continue
+				}
 				if p.loginRefused(err) {
 					loginWait = p.nextLoginWait(loginWait)
 					p.loginFailed(err, loginWait)

@@ -26,6 +26,7 @@ func (p *Pool) Redial() {
 	if p.closed.Load() || p.login.Load() == nil {
 		return
 	}
+	p.redials.Add(1)
 	p.login.Store(nil)
 	select {
 	case p.redialCh <- struct{}{}:

@@ -217,3 +217,29 @@ func TestLoginRefusedOnlyForLoginErrors(t *testing.T) {
 		})
 	}
 }
+
+// A dial that began with the old credentials and is refused after Redial answers no Redial: the
+// creator dials again at once, and a borrower waits for that dial instead of failing with the
+// stale refusal.
+func TestRedialDuringRefusedDial(t *testing.T) {
+	timers := newLoginTimers()
+	fc := fakedb.New()
+	fc.SetDialError(accessDenied)
+	p, _ := newPoolOver(t, fc, Config{MaxConns: 1, InitializationFailTimeout: -1, AcquireTimeout: 5 * time.Second,
+		LoginBackoffMax: 20 * time.Second, testAfter: timers.after})
+	w := timers.next(t) // the first dial was refused; the creator waits
+	fc.SetDialDelay(300 * time.Millisecond)
+	before := fc.Dials.Load()
+	w.fire <- time.Time{} // the next dial begins, with the wrong password
+	eventually(t, "the next dial began", func() bool { return fc.Dials.Load() > before })
+	fc.SetDialError(nil) // the credentials are fixed while that dial is under way
+	fc.SetDialDelay(0)
+	p.Redial()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := p.Connect(ctx)
+	if err != nil {
+		t.Fatalf("Connect after Redial, with a dial of the old credentials under way: %v; want the connection of the dial after it", err)
+	}
+	_ = c.Close()
+}

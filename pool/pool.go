@@ -79,6 +79,7 @@ type Pool struct {
 	// login is set while the server refuses the pool's login (login.go), or nil.
 	login    atomic.Pointer[loginState]
 	redialCh chan struct{} // Redial: ends the creator's wait after a refused login
+	redials  atomic.Uint64 // Redial calls: a dial refused after one began answers no Redial
 	// cancel is the server-side cancel state (cancel.go); nil when ServerCancelTimeout is off.
 	cancel *canceller
 	// outage is what the pool logs and reports while it cannot open connections (outage.go).
