@@ -44,10 +44,11 @@ import (
 //     (docs/design/overload.md): connections above the limit are set aside
 //     (benched) open and idle, so that fewer statements share the database and each finishes
 //     sooner. It follows the gradient algorithm (Netflix's concurrency-limits): every
-//     the congestion interval (100 ms), from the sampled borrow times of the window, newLimit = limit ×
-//     max(0.5, min(1, 2 × baseline/latency)) + √limit (gradient 0.5 when statements ran into
-//     their deadlines; no growth without waiters), smoothed by half; the baseline is the
-//     lowest window latency since the limit engaged. It starts at 4 (or the floor), so that
+//     congestion interval (100 ms), from the sampled borrow times of the window, newLimit =
+//     limit + √limit while latency is within 10 % of the baseline, else limit ×
+//     max(0.5, baseline/latency) + √limit − 1 (gradient 0.5 when statements ran into their
+//     deadlines; no growth without waiters), smoothed by half (adjustLimit); the baseline is
+//     the lowest window latency since the limit engaged. It starts at the floor, so that
 //     the baseline is measured at low concurrency, grows back once congestion ended, and
 //     disengages when back at MaxConns, or at a stall (no connection came back to a waiter
 //     for five intervals: the connections it set aside come back). Besides congestion, the
@@ -145,11 +146,11 @@ type overload struct {
 	skip      bool
 }
 
-// startLimit is where the adaptive limit starts when it engages: low, so that the baseline is
-// measured at low concurrency (a baseline measured in the flood would hide the queue); it
-// grows back within a few intervals when the database has room.
+// startLimit is where the adaptive limit starts when it engages: the floor, so that the
+// baseline is measured at the lowest concurrency (a baseline measured in the flood would hide
+// the queue); it grows back by √limit an interval while latency stays flat.
 func (o *overload) startLimit(p *Pool) int {
-	return max(o.floor, min(4, p.maxConns()))
+	return max(o.floor, 1)
 }
 
 func (o *overload) init(c Config) {
@@ -443,25 +444,43 @@ func (p *Pool) sampledRelease(e *entry) {
 	}
 }
 
+// flatLatency: a window whose mean borrow time is within this factor of the baseline shows no
+// queue on the database (below its knee): the limit grows by √limit, as the gradient algorithm
+// does at gradient 1.
+const flatLatency = 1.1
+
 // adjustLimit is the gradient step, under o.mu.
+//
+// Below the database's knee (latency flat: within flatLatency of the baseline) the limit grows
+// by √limit. Above it, latency grows with every statement added (on a saturated database each
+// one adds its whole service time to everyone's), and the limit follows the gradient
+// baseline/latency with a queue allowance of √limit − 1: zero at one connection, one at four,
+// three at sixteen, so that on a database with few cores the standing queue stays near one
+// statement (on one core the limit settles at 2–3, the concurrency at which database/sql is
+// fastest there) while a many-core database keeps its knee plus a few.
 func (p *Pool) adjustLimit(mean int64, losses int32) {
 	o := &p.ovl
 	if o.limitF == 0 {
 		o.limitF = float64(o.limit.Load()) // engaged since the last step
 	}
 	limit := o.limitF
-	grad := min(1, 2*float64(o.baseline)/float64(mean))
-	grad = max(grad, 0.5)
-	if losses > 0 {
-		grad = 0.5
-	} else if p.store.waiting.Load() == 0 && !o.congested.Load() {
-		grad = 1 // nobody waits, not congested: the limit does not bind; it grows back and lets go
+	b, m := float64(o.baseline), float64(mean)
+	waiting, congested := p.store.waiting.Load() != 0, o.congested.Load()
+	var next float64
+	switch {
+	case losses > 0:
+		next = limit*0.5 + math.Sqrt(limit) - 1
+	case !waiting && !congested: // the limit does not bind: it grows back and lets go
+		next = limit + math.Sqrt(limit)
+	case m <= flatLatency*b:
+		next = limit + math.Sqrt(limit)
+		if !waiting { // no demand beyond the limit: no reason to grow (once congestion ended it grows back to MaxConns and lets go)
+			next = limit
+		}
+	default:
+		next = limit*max(0.5, b/m) + math.Sqrt(limit) - 1
 	}
 	ceiling := float64(p.maxConns())
-	next := limit*grad + math.Sqrt(limit)
-	if losses == 0 && grad == 1 && p.store.waiting.Load() == 0 && o.congested.Load() {
-		next = limit // no demand beyond the limit: no reason to grow (once congestion ended it grows back to MaxConns and lets go)
-	}
 	next = 0.5*limit + 0.5*next
 	next = min(max(next, float64(o.floor)), ceiling)
 	o.limitF = next

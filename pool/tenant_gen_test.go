@@ -33,7 +33,7 @@ func TestTenantsGenerated(t *testing.T) {
 				}
 				tenants[k] = tn
 			}
-			p, _ := newPool(t, Config{MaxConns: maxConns, AcquireTimeout: 20 * time.Second, Tenants: tenants})
+			p, _ := newPool(t, Config{MaxConns: maxConns, AcquireTimeout: time.Minute, Tenants: tenants})
 			callers := 4 + r.IntN(12)
 			perCaller := 20 + r.IntN(30)
 			var held sync.Map // key → *atomic.Int64 (this test's own count, inside the pool's)
@@ -58,9 +58,14 @@ func TestTenantsGenerated(t *testing.T) {
 					v, _ := held.LoadOrStore(key, new(atomic.Int64))
 					n := v.(*atomic.Int64)
 					for range perCaller {
-						c, err := p.Connect(ctx)
+						// A deadline per borrow, far above any wait the configuration allows
+						// (callers × perCaller × hold < 1 s): a starved tenant is named, with
+						// the pool's view, instead of hanging the test.
+						bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+						c, err := p.Connect(bctx)
+						cancel()
 						if err != nil {
-							errs <- fmt.Errorf("caller %d (tenant %q): %w", i, key, err)
+							errs <- fmt.Errorf("caller %d (tenant %q) starved: %w; Stats.Tenants %+v", i, key, err, p.Stats().Tenants)
 							return
 						}
 						handed.Add(1)
@@ -96,6 +101,80 @@ func TestTenantsGenerated(t *testing.T) {
 			}
 			if acquires != uint64(handed.Load()) {
 				t.Errorf("Stats.Tenants counts %d hand-outs; %d borrows were served", acquires, handed.Load())
+			}
+		})
+	}
+}
+
+// TestTenantsOrderGenerated queues random sequences of waiters of random tenants (weights 1–4,
+// no caps) behind one held connection, releases it, and checks the order in which the pool
+// serves them against the rules fair waiting promises: first come, first served within a tenant,
+// and, over every prefix of the hand-outs during which every tenant still had waiters, each
+// tenant's count within 1.5 of its weighted share. TENANT_GEN_SEEDS (default 20) sets the
+// number of sequences.
+func TestTenantsOrderGenerated(t *testing.T) {
+	for seed := range envInt("TENANT_GEN_SEEDS", 20) {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(uint64(seed), 11))
+			keys := []string{"a", "b", "c", "d"}[:2+r.IntN(3)]
+			tenants := map[string]Tenant{}
+			weights, sumW := map[string]float64{}, 0.0
+			for _, k := range keys {
+				w := 1 + r.IntN(4)
+				tenants[k] = Tenant{Weight: w}
+				weights[k] = float64(w)
+				sumW += float64(w)
+			}
+			p, _ := newPool(t, Config{MaxConns: 1, Tenants: tenants})
+			held := mustConnect(t, p)
+			n := 8 + r.IntN(17)
+			got, errs := make(chan string, n), make(chan error, n)
+			queued := map[string]int{}
+			var seq []string
+			for i := range n {
+				k := keys[r.IntN(len(keys))]
+				if i < len(keys) {
+					k = keys[i] // every tenant waits
+				}
+				queued[k]++
+				seq = append(seq, k)
+				queueWaiter(t, p, WithTenant(context.Background(), k), fmt.Sprintf("%s%02d", k, i), got, errs)
+			}
+			_ = held.Close()
+			var order []string
+			for range n {
+				select {
+				case name := <-got:
+					order = append(order, name)
+				case err := <-errs:
+					t.Fatal(err)
+				case <-time.After(10 * time.Second):
+					t.Fatalf("served %v of %d waiters, then nothing for 10 s", order, n)
+				}
+			}
+			last, count := map[string]string{}, map[string]int{}
+			allWait := true
+			for i, name := range order {
+				k := name[:1]
+				if prev, ok := last[k]; ok && prev > name {
+					t.Fatalf("tenant %s: %s served after %s (queued %v, served %v); want first come, first served within a tenant", k, name, prev, seq, order)
+				}
+				last[k] = name
+				count[k]++
+				if !allWait {
+					continue
+				}
+				for _, k2 := range keys {
+					share := float64(i+1) * weights[k2] / sumW
+					if d := float64(count[k2]) - share; d > 1.5 || d < -1.5 {
+						t.Fatalf("after %d hand-outs tenant %s (weight %v of %v) had %d, its share %.1f (queued %v, served %v)", i+1, k2, weights[k2], sumW, count[k2], share, seq, order)
+					}
+				}
+				for _, k2 := range keys {
+					if count[k2] == queued[k2] {
+						allWait = false // a tenant ran out of waiters: shares no longer apply
+					}
+				}
 			}
 		})
 	}
