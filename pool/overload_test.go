@@ -522,6 +522,41 @@ func TestStallReleasesBenched(t *testing.T) {
 	}
 }
 
+// Connections above the limit coming back to the bench while someone waits are no stall: a limit
+// engaged while many statements run (the database's own overload) keeps while the excess
+// drains for longer than five intervals, instead of being let go and engaged again.
+func TestDrainingExcessIsNoStall(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 8, overloadInterval: 20 * time.Millisecond})
+	eventually(t, "eight idle connections", func() bool { return p.Stats().Idle == 8 })
+	var held []*conn
+	for range 8 {
+		held = append(held, mustConnect(t, p))
+	}
+	p.ovl.limit.Store(2) // engaged at 2 with eight running
+	got, errs := make(chan string, 2), make(chan error, 2)
+	queueWaiter(t, p, context.Background(), "first", got, errs)
+	for _, c := range held[2:] { // the excess comes back over 240 ms, more than five intervals
+		time.Sleep(40 * time.Millisecond)
+		_ = c.Close()
+	}
+	if s := p.overloadStats(); s.Benched != 6 || s.Limit != 2 {
+		t.Fatalf("after the excess came back: %+v; want 6 benched, Limit 2", s)
+	}
+	queueWaiter(t, p, context.Background(), "second", got, errs) // looks at congestion and stalls
+	if s := p.overloadStats(); s.Limit != 2 {
+		t.Errorf("after the excess drained for 240 ms with waiters: %+v; want the limit kept at 2 (no stall)", s)
+	}
+	_ = held[0].Close()
+	_ = held[1].Close()
+	for range 2 {
+		select {
+		case <-got:
+		case err := <-errs:
+			t.Fatal(err)
+		}
+	}
+}
+
 // Statements running into their deadlines engage the adaptive limit when they are many and a
 // large share of the borrows (the database is overloaded: it queues the statements itself),
 // not when they are a few among many quick borrows (a stalled host's connections).

@@ -177,6 +177,13 @@ func (s *store) bench(e *entry) bool {
 	if s.closed {
 		return false
 	}
+	if s.head != nil && s.nanotime != nil {
+		// A connection came back while someone waits: set aside by the limit, it is still no
+		// stall (overload.go's returnMemory). Without this stamp, a limit engaged while many
+		// connections run (the database's own overload) saw only benches for as long as the
+		// excess took to come back, took that for a stall and let go, again and again.
+		s.lastPut = s.nanotime()
+	}
 	e.state.Store(stateIdle)
 	s.benched = append(s.benched, e)
 	s.nbenched.Add(1)
