@@ -46,7 +46,10 @@ type BulkBenchResults struct {
 	Reused time.Time `json:"reused_load_of,omitzero"`
 	// Reps and Warmup are the timed requests per GET endpoint and the
 	// untimed ones before them.
-	Reps              int           `json:"reps"`
+	Reps int `json:"reps"`
+	// WarmupTimings are the warm-up requests' latencies (the first, cold
+	// ones of a server just started on a kept directory among them).
+	WarmupTimings     []QueryTiming `json:"warmup_timings"`
 	Warmup            int           `json:"warmup"`
 	Timings           []QueryTiming `json:"timings"`
 	Load1             []float64     `json:"load1_samples"`
@@ -120,11 +123,11 @@ func bulkQueries(g bulkGen, now int64) []queryKind {
 // untimed requests of it (the first ones of the rotation: the timed ones
 // repeat them and go on); note says how the answers are made
 // (QueryTiming.Note).
-func timeKindsWarm(ctx context.Context, base string, kinds []queryKind, reps, warm int, additions bool, note string) []QueryTiming {
+func timeKindsWarm(ctx context.Context, base string, kinds []queryKind, reps, warm int, additions bool, note string) (timed, warmup []QueryTiming) {
 	if warm > 0 {
-		timeKinds(ctx, base, kinds, warm, warm, time.Hour, additions, "warm-up")
+		warmup = timeKinds(ctx, base, kinds, warm, warm, time.Hour, additions, "warm-up")
 	}
-	return timeKinds(ctx, base, kinds, reps, reps, time.Hour, additions, note)
+	return timeKinds(ctx, base, kinds, reps, reps, time.Hour, additions, note), warmup
 }
 
 // timeKinds times each kind up to reps times, one request at a time,
@@ -257,7 +260,8 @@ func runBulkQueryBench(ctx context.Context, o *options) error {
 		return err
 	}
 	sample()
-	res.Timings = append(res.Timings, timeKindsWarm(ctx, s.base, plain, reps, warm, true, "")...)
+	timed, warmup := timeKindsWarm(ctx, s.base, plain, reps, warm, true, "")
+	res.Timings, res.WarmupTimings = append(res.Timings, timed...), append(res.WarmupTimings, warmup...)
 	if depRows == 0 {
 		res.Timings = append(res.Timings, timeKinds(ctx, s.base, deps, 5, 3, 60*time.Second, true, "linked on demand")...)
 		save()
@@ -267,7 +271,8 @@ func runBulkQueryBench(ctx context.Context, o *options) error {
 		}
 	}
 	sample()
-	res.Timings = append(res.Timings, timeKindsWarm(ctx, s.base, deps, reps, warm, true, "from zipkin_dependencies")...)
+	timed, warmup = timeKindsWarm(ctx, s.base, deps, reps, warm, true, "from zipkin_dependencies")
+	res.Timings, res.WarmupTimings = append(res.Timings, timed...), append(res.WarmupTimings, warmup...)
 	s.stop()
 	e.server = nil
 	save()
@@ -425,8 +430,8 @@ func bulkBenchMarkdown(r *BulkBenchResults) string {
 	if !r.Reused.IsZero() {
 		fmt.Fprintf(&b, "The data of the load made %s, kept with -querybench-dir (the window ends at that load's time).\n\n", r.Reused.Format(time.RFC3339))
 	}
-	fmt.Fprintf(&b, "Each GET with the additions: %d sequential requests timed after a warm-up pass of %d (p99 is the %d-th slowest); Zipkin's queries alone: up to 20 within 40 s.\n\n",
-		r.Reps, r.Warmup, r.Reps-int(math.Ceil(0.99*float64(r.Reps)-1e-9))+1)
+	fmt.Fprintf(&b, "Each GET with the additions: %d sequential requests timed after an untimed warm-up pass of %d (p99 is the nearest rank: %d of the timed requests were slower); Zipkin's queries alone: up to 20 within 40 s.\n\n",
+		r.Reps, r.Warmup, r.Reps-int(math.Ceil(0.99*float64(r.Reps)-1e-9)))
 	b.WriteString("| GET (HTTP API, sequential) | schema additions | n | p50 ms | p99 ms | max ms | errors (11 s timeouts) | items in answer |\n|---|---|---|---|---|---|---|---|\n")
 	for _, t := range r.Timings {
 		add := map[bool]string{true: "yes", false: "no (Zipkin's queries)"}[t.Additions]
@@ -434,6 +439,16 @@ func bulkBenchMarkdown(r *BulkBenchResults) string {
 			add += ", " + t.Note
 		}
 		fmt.Fprintf(&b, "| %s | %s | %d | %.1f | %.1f | %.1f | %d (%d) | %d |\n", t.Query, add, t.N, t.P50, t.P99, t.Max, t.Errors, t.Timeouts, t.Results)
+	}
+	if len(r.WarmupTimings) > 0 {
+		b.WriteString("\nThe warm-up pass (cold caches first), slowest request of each GET:")
+		for i, t := range r.WarmupTimings {
+			if i > 0 {
+				b.WriteString(";")
+			}
+			fmt.Fprintf(&b, " %s %.1f ms", t.Query, t.Max)
+		}
+		b.WriteString(".\n")
 	}
 	b.WriteString("\nA timed-out request counts with the time it took (a lower bound of the query's). Example requests are in querybench.json.\n")
 	return b.String()
