@@ -12,6 +12,7 @@
 //	go run ./app/bench/load -quick          # < 5 min
 //	go run ./app/bench/load -querybench     # 1,000,000 spans, name and trace lookups
 //	go run ./app/bench/load -querybench-spans 10000000  # bulk-loaded, every GET endpoint
+//	go run ./app/bench/load -querybench-spans 10000000 -querybench-dir /tmp/q10m  # keep the load; the next run reuses it
 //
 // Output: tables on stdout and in -out (results.md, results.json).
 // docs/design/load.md explains the figures.
