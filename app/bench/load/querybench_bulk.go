@@ -426,7 +426,11 @@ func bulkBenchMarkdown(r *BulkBenchResults) string {
 		fmt.Fprintf(&b, "Write cost (HTTP ingest of %d spans into a fresh database, two interleaved rounds, median): %.0f spans/s with all additions, %.0f without zipkin_tags, %.0f without any (samples %v).\n\n",
 			r.WriteCostSpans, r.WriteAll, r.WriteNoTags, r.WriteNone, r.WriteSamples)
 	}
-	fmt.Fprintf(&b, "zipkin_dependencies filled per UTC day from the generated traces (Zipkin's linker rules) in %.1f s.\n\n", r.DepsFill)
+	if r.DepsFill > 0 {
+		fmt.Fprintf(&b, "zipkin_dependencies (per UTC day) and zipkin_dependency_hours filled from the generated traces (Zipkin's linker rules) in %.1f s.\n\n", r.DepsFill)
+	} else {
+		b.WriteString("zipkin_dependencies and zipkin_dependency_hours as the kept data holds them (filled by the run that loaded it).\n\n")
+	}
 	if !r.Reused.IsZero() {
 		fmt.Fprintf(&b, "The data of the load made %s, kept with -querybench-dir (the window ends at that load's time).\n\n", r.Reused.Format(time.RFC3339))
 	}
