@@ -52,7 +52,9 @@ type MariaDBOptions struct {
 	// tmpdir, unix socket, pid file and logs. Its path must be short (a unix
 	// socket path is limited to about 107 bytes). When Dir is empty,
 	// StartMariaDBServer creates a directory under os.TempDir, and Close
-	// removes it; a Dir given here is left in place.
+	// removes it; a Dir given here is left in place. A Dir that already
+	// holds a data dir of an earlier server (data/mysql) is started as it
+	// is, without initialising it again (its databases and users kept).
 	Dir string
 	// Name, when set, is part of the temporary directory's name, to tell
 	// servers apart; it is ignored when Dir is set. Empty means none.
@@ -149,9 +151,17 @@ func StartMariaDBServer(opts MariaDBOptions) (*MariaDB, error) {
 	if n := len(m.Socket()); n > 100 {
 		return nil, fmt.Errorf("mysqltest: socket path %s is %d bytes, too long for a unix socket; use a shorter Dir", m.Socket(), n)
 	}
-	if err := m.install(); err != nil {
-		_ = m.removeDir()
-		return nil, err
+	reuse := false
+	if opts.Dir != "" {
+		if fi, err := os.Stat(filepath.Join(m.DataDir(), "mysql")); err == nil && fi.IsDir() {
+			reuse = true
+		}
+	}
+	if !reuse {
+		if err := m.install(); err != nil {
+			_ = m.removeDir()
+			return nil, err
+		}
 	}
 	// The port is chosen free but may be taken before mariadbd binds it.
 	var err error
@@ -159,7 +169,11 @@ func StartMariaDBServer(opts MariaDBOptions) (*MariaDB, error) {
 		if m.port, err = freePort(); err != nil {
 			break
 		}
-		if err = m.start("--init-file=" + filepath.Join(m.dir, "init.sql")); err == nil {
+		var extra []string
+		if !reuse {
+			extra = append(extra, "--init-file="+filepath.Join(m.dir, "init.sql"))
+		}
+		if err = m.start(extra...); err == nil {
 			return m, nil
 		}
 		if !strings.Contains(m.errorLog(), "Address already in use") {

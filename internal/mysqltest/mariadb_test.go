@@ -184,3 +184,42 @@ func runFake(fn func()) {
 	}()
 	fn()
 }
+
+// TestStartMariaDBServerReusesDir starts a server in a given directory,
+// stops it, and starts another on the same directory: it keeps the data
+// and the users, and Close leaves the directory in place.
+func TestStartMariaDBServerReusesDir(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts a private mariadbd twice")
+	}
+	if why := MariaDBMissing(); why != "" {
+		skipOrFail(t, "%s", why)
+		return
+	}
+	dir, err := os.MkdirTemp("", "sqlpool-reuse-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ctx := ctxT(t, 60*time.Second)
+	for i, want := range []int{0, 1} {
+		m, err := StartMariaDBServer(MariaDBOptions{Dir: dir})
+		if err != nil {
+			t.Fatalf("start %d: %v", i, err)
+		}
+		db := openDB(t, m.DSN())
+		mustExec(t, db, "CREATE TABLE IF NOT EXISTS kept (id INT PRIMARY KEY)")
+		var n int
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM kept").Scan(&n); err != nil || n != want {
+			t.Fatalf("start %d: rows = %d, %v; want %d", i, n, err, want)
+		}
+		mustExec(t, db, "INSERT INTO kept VALUES (1 + (SELECT COUNT(*) FROM kept k))")
+		db.Close()
+		if err := m.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(m.DataDir()); err != nil {
+			t.Fatalf("after Close: %v", err)
+		}
+	}
+}

@@ -144,7 +144,7 @@ func ilWorkload(n int, seed uint64) ([]model.Span, error) {
 }
 
 func runIngestLimit(ctx context.Context, o options, il ingestLimitOptions, logf func(string, ...any)) error {
-	m, err := startMariaDB(ctx, o.cpusDB, o.bufferPool, logf)
+	m, err := startMariaDB(ctx, o.cpusDB, o.bufferPool, "", logf)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@
 //	go run ./app/bench/load -quick          # < 5 min
 //	go run ./app/bench/load -querybench     # 1,000,000 spans, name and trace lookups
 //	go run ./app/bench/load -querybench-spans 10000000  # bulk-loaded, every GET endpoint
+//	go run ./app/bench/load -querybench-spans 10000000 -querybench-dir /tmp/q10m  # keep the load; the next run reuses it
 //
 // Output: tables on stdout and in -out (results.md, results.json).
 // docs/design/load.md explains the figures.
@@ -63,6 +64,9 @@ type options struct {
 	cpusBulk      string // CPUs of mariadbd during the bulk load
 	writeCost     bool   // the bulk query benchmark measures the additions' write cost first
 	ingestLimit   bool   // -ingest-limit: the ingest-limit benchmark (ingestlimit.go)
+	benchDir      string // -querybench-dir: MariaDB's directory, kept and reused across runs
+	benchReps     int    // -querybench-reps: timed requests per GET endpoint
+	benchOnly     string // -querybench-only: time only the GET endpoints whose names contain one of these
 }
 
 func main() {
@@ -105,6 +109,9 @@ func main() {
 	flag.IntVar(&o.bulkSpans, "querybench-spans", 0, "run the query benchmark on `N` spans bulk-loaded straight into the schema (LOAD DATA LOCAL INFILE), timing every GET endpoint with and without the schema additions (0: -querybench's HTTP load of -spans)")
 	flag.BoolVar(&o.bulkInsert, "bulk-insert", false, "-querybench-spans: load with multi-row INSERTs instead of LOAD DATA LOCAL INFILE")
 	flag.StringVar(&o.cpusBulk, "cpus-bulk", "0,1", "-querybench-spans: CPUs of mariadbd during the bulk load (then -cpus-db again)")
+	flag.StringVar(&o.benchDir, "querybench-dir", "", "-querybench-spans: keep the private MariaDB's files in `DIR` (short path; created if missing) and reuse them: when DIR holds an earlier run's load of the same -querybench-spans, the load (and the write cost and Zipkin's-schema phases, which would change the data) is skipped and the requests are timed on it, the window ending at that load's time")
+	flag.IntVar(&o.benchReps, "querybench-reps", 200, "-querybench-spans: timed requests per GET endpoint, after a warm-up pass of a tenth as many")
+	flag.StringVar(&o.benchOnly, "querybench-only", "", "-querybench-spans: time only the GET endpoints whose names contain one of these comma-separated `substrings` (e.g. \"minDuration,error\")")
 	flag.BoolVar(&o.writeCost, "write-cost", true, "-querybench-spans: first measure the additions' write cost (HTTP ingest with all, without zipkin_tags, without any)")
 	flag.StringVar(&configs, "configs", "pool,database-sql,none", "configurations to run: pool, database-sql, spool (the pool with -spool-dir in the output directory), none; pool-otlp, database-sql-otlp and none-otlp are the same servers sent the traces as OTLP/HTTP protobuf (POST /v1/traces), each on its own database, compared with their JSON v2 twin step by step")
 	flag.Float64Var(&o.saturation, "saturation", 0, "saturation rate in requests/s (default: measured with wrk on the pool)")
@@ -264,7 +271,11 @@ func setup(ctx context.Context, o *options) (*env, error) {
 	if e.self, err = os.Executable(); err != nil {
 		return nil, err
 	}
-	e.mdb, err = startMariaDB(ctx, o.cpusDB, o.bufferPool, logf)
+	dir := ""
+	if o.bulkSpans > 0 {
+		dir = o.benchDir
+	}
+	e.mdb, err = startMariaDB(ctx, o.cpusDB, o.bufferPool, dir, logf)
 	if err != nil {
 		return nil, err
 	}

@@ -22,8 +22,17 @@ type mariaDB struct {
 	db  *sql.DB // the privileged user over TCP
 }
 
-func startMariaDB(ctx context.Context, cpus, bufferPool string, logf func(string, ...any)) (*mariaDB, error) {
+// startMariaDB starts the server; dir, when not empty, is its directory
+// (created if missing, kept after stop, and started as it is when it holds
+// an earlier server's data dir).
+func startMariaDB(ctx context.Context, cpus, bufferPool, dir string, logf func(string, ...any)) (*mariaDB, error) {
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, err
+		}
+	}
 	srv, err := mysqltest.StartMariaDBServer(mysqltest.MariaDBOptions{
+		Dir:  dir,
 		Name: "load",
 		CPUs: cpus,
 		Args: []string{"--innodb-buffer-pool-size=" + bufferPool, "--max-connections=500"},

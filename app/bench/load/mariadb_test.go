@@ -24,7 +24,7 @@ func TestStartMariaDB(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	m, err := startMariaDB(ctx, "0", "64M", t.Logf)
+	m, err := startMariaDB(ctx, "0", "64M", "", t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -317,14 +317,13 @@ func (s *Store) fastNames(ctx context.Context, stmt string, kind int, service st
 // (joined with zipkin_spans when the request filters on span name, remote
 // service or duration, all on the same span as in Zipkin's query) and keeps
 // the first Limit distinct traces: the newest by their newest matching
-// span, which is Zipkin's ORDER BY MAX(start_ts) DESC LIMIT. It reads
-// 8 × Limit rows first and four times more each time that was not enough.
+// span, which is Zipkin's ORDER BY MAX(start_ts) DESC LIMIT (newestTraces).
 func (s *Store) fastTraceIDs(ctx context.Context, q *model.QueryRequest) (keys []traceKey, ok bool, err error) {
 	if !s.add.serviceSpans || q.ServiceName == "" || len(q.AnnotationQuery) > 0 {
 		return nil, false, nil
 	}
 	var b strings.Builder
-	b.WriteString("SELECT x.trace_id_high, x.trace_id FROM " + tableServiceSpans + " x")
+	b.WriteString("SELECT x.trace_id_high, x.trace_id, x.start_ts FROM " + tableServiceSpans + " x")
 	var args []any
 	join := q.SpanName != "" || q.RemoteServiceName != "" || q.MinDuration != 0
 	if join {
@@ -336,56 +335,17 @@ func (s *Store) fastTraceIDs(ctx context.Context, q *model.QueryRequest) (keys [
 	b.WriteString(" WHERE x.service_name = ? AND x.start_ts BETWEEN ? AND ?")
 	begin, end := q.WindowMicros()
 	args = append(args, q.ServiceName, begin, end)
-	if q.RemoteServiceName != "" {
-		b.WriteString(" AND s.remote_service_name = ?")
-		args = append(args, q.RemoteServiceName)
-	}
-	if q.SpanName != "" {
-		b.WriteString(" AND s.name = ?")
-		args = append(args, q.SpanName)
-	}
-	switch {
-	case q.MinDuration != 0 && q.MaxDuration != 0:
-		b.WriteString(" AND s.duration BETWEEN ? AND ?")
-		args = append(args, q.MinDuration, q.MaxDuration)
-	case q.MinDuration != 0:
-		b.WriteString(" AND s.duration >= ?")
-		args = append(args, q.MinDuration)
-	}
+	args = appendSpanFilters(&b, args, q)
 	b.WriteString(" ORDER BY x.start_ts DESC LIMIT ?")
-	query := b.String()
-	ctx = stmtname.With(ctx, stmtSelectFastTraceIDs)
-	for n := 8 * q.Limit; ; n *= 4 {
-		keys = keys[:0]
-		seen := make(map[traceKey]struct{}, q.Limit)
-		rows, err := s.db.QueryContext(ctx, query, append(args, n)...)
-		if err != nil {
-			return nil, true, fmt.Errorf("mysqlstore: select trace ids: %w", err)
-		}
-		read := 0
-		for rows.Next() {
-			read++
-			var hi, lo int64
-			if err := rows.Scan(&hi, &lo); err != nil {
-				rows.Close()
-				return nil, true, fmt.Errorf("mysqlstore: select trace ids: %w", err)
-			}
-			k := traceKey{uint64(hi), uint64(lo)}
-			if _, dup := seen[k]; !dup && len(keys) < q.Limit {
-				seen[k] = struct{}{}
-				keys = append(keys, k)
-			}
-		}
-		if err := rows.Close(); err != nil {
-			return nil, true, fmt.Errorf("mysqlstore: select trace ids: %w", err)
-		}
-		if err := rows.Err(); err != nil {
-			return nil, true, fmt.Errorf("mysqlstore: select trace ids: %w", err)
-		}
-		if len(keys) >= q.Limit || read < n {
-			return keys, true, nil
-		}
+	// A trace has several spans of a service: without a filter read 8 ×
+	// Limit spans first; with one, the rows read are those that match,
+	// fewer per trace, each checked on its zipkin_spans row.
+	first := 8 * q.Limit
+	if join {
+		first = 2 * q.Limit
 	}
+	keys, err = newestTraces(stmtname.With(ctx, stmtSelectFastTraceIDs), s.db, b.String(), args, 2, first, q.Limit)
+	return keys, true, err
 }
 
 // createAdditions creates the additions that do not exist yet and fills a

@@ -229,3 +229,66 @@ func TestAdditionsSharedSpan(t *testing.T) {
 		}
 	})
 }
+
+// The newest-first searches read on past the first rows when few of them
+// match (a filter on the span row or on another term) and past a run of
+// rows sharing one timestamp longer than a read, and still answer as
+// Zipkin's queries: the limit newest traces by their newest matching span.
+func TestAdditionsReadOnPastSparseMatches(t *testing.T) {
+	forEachServer(t, func(t *testing.T, srv server) {
+		ctx := ctxT(t)
+		base := time.Now().Truncate(time.Second)
+		top := base.Add(-time.Minute).UnixMicro()
+		var spans []model.Span
+		id := uint64(1)
+		add := func(trace uint64, ts, dur int64, tags map[string]string) {
+			id++
+			sp := model.Span{TraceID: model.TraceID{High: 7, Low: trace}, ID: model.ID(id), Name: "op", Kind: model.KindServer,
+				Timestamp: ts, Duration: dur, LocalEndpoint: ep("busy", "10.0.0.1", 80), Tags: tags}
+			sp.Normalize()
+			spans = append(spans, sp)
+		}
+		// Newest: 40 spans of one trace at one timestamp, all matching.
+		for i := 0; i < 40; i++ {
+			add(1, top, 9000, map[string]string{"error": "x", "k": "v"})
+		}
+		// Then 300 spans of 100 traces that match nothing, with every 23rd
+		// one matching (its own timestamp), down the window.
+		for i := 0; i < 300; i++ {
+			ts := top - int64(i+1)*1_000_000
+			if i%23 == 0 {
+				add(1000+uint64(i), ts, 9000, map[string]string{"error": "y", "k": "v"})
+				continue
+			}
+			add(100+uint64(i%100), ts, 10, map[string]string{"k": "w"})
+		}
+		_, withDB := newStore(t, srv)
+		with := openStore(t, withDB)
+		plain := openStore(t, zipkinOnly(t, srv))
+		for _, s := range []*mysqlstore.Store{with, plain} {
+			for i := 0; i < len(spans); i += 100 {
+				if err := s.Accept(ctx, spans[i:min(i+100, len(spans))]); err != nil {
+					t.Fatalf("Accept: %v", err)
+				}
+			}
+		}
+		for _, limit := range []int{1, 2, 3, 5, 12, 100} {
+			for _, q := range []model.QueryRequest{
+				{ServiceName: "busy", MinDuration: 5000},
+				{ServiceName: "busy", AnnotationQuery: map[string]string{"error": ""}},
+				{AnnotationQuery: map[string]string{"error": ""}},
+				{AnnotationQuery: map[string]string{"k": "v"}},
+				{ServiceName: "busy", AnnotationQuery: map[string]string{"k": "v", "error": ""}},
+			} {
+				q.EndTs, q.Lookback, q.Limit = base.UnixMilli(), 3_600_000, limit
+				got, want := tracesString(getTraces(t, with, q)), tracesString(getTraces(t, plain, q))
+				if len(want) != min(limit, 15) {
+					t.Fatalf("%+v: Zipkin's query found %d traces, want %d: workload wrong", q, len(want), min(limit, 15))
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Errorf("%+v:\n with additions %q\n Zipkin's query %q", q, got, want)
+				}
+			}
+		}
+	})
+}

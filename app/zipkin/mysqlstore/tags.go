@@ -274,7 +274,7 @@ func (s *Store) fastTagTraceIDs(ctx context.Context, q *model.QueryRequest) (key
 	high := s.feat.traceIDHigh
 	var b strings.Builder
 	var args []any
-	b.WriteString("SELECT x.trace_id_high, x.trace_id FROM " + tableTags + " x")
+	b.WriteString("SELECT x.trace_id_high, x.trace_id, x.start_ts FROM " + tableTags + " x")
 	onSpan := func(alias, spanCol string) {
 		b.WriteString(" ON " + alias + ".trace_id = x.trace_id AND " + alias + "." + spanCol + " = x.span_id")
 		if high {
@@ -310,6 +310,7 @@ func (s *Store) fastTagTraceIDs(ctx context.Context, q *model.QueryRequest) (key
 	}
 	begin, end := q.WindowMicros()
 	b.WriteString(" WHERE x.kind = ? AND x.a_key = ? AND x.a_value = ? AND x.start_ts BETWEEN ? AND ?")
+	endArg := len(args) + 4
 	args = append(args, kind, key, []byte(value), begin, end)
 	if q.ServiceName != "" {
 		b.WriteString(" AND x.service_name = ?")
@@ -317,31 +318,42 @@ func (s *Store) fastTagTraceIDs(ctx context.Context, q *model.QueryRequest) (key
 	}
 	args = appendSpanFilters(&b, args, q)
 	b.WriteString(" ORDER BY x.start_ts DESC LIMIT ?")
-	keys, err = s.newestTraces(stmtname.With(ctx, stmtSelectTagTraceIDs), b.String(), args, q.Limit)
+	keys, err = newestTraces(stmtname.With(ctx, stmtSelectTagTraceIDs), s.read, b.String(), args, endArg, 2*q.Limit, q.Limit)
 	return keys, true, err
 }
 
-// newestTraces runs query (which selects trace_id_high, trace_id newest
-// first and ends in LIMIT ?) and keeps the first limit distinct traces. It
-// reads 8 × limit rows first and four times more each time that was not
-// enough.
-func (s *Store) newestTraces(ctx context.Context, query string, args []any, limit int) ([]traceKey, error) {
-	var keys []traceKey
-	for n := 8 * limit; ; n *= 4 {
-		keys = keys[:0]
-		seen := make(map[traceKey]struct{}, limit)
-		rows, err := s.read.QueryContext(ctx, query, append(args, n)...)
+// newestTraces runs query, which selects trace_id_high, trace_id and the
+// column it orders by (newest first: ORDER BY col DESC LIMIT ?) and bounds
+// that column above by args[endArg], and keeps the first limit distinct
+// traces: those with the newest matching rows. It reads first rows at
+// first (at least limit), then goes on below the last value read, reading
+// four times more each time, so that no row is read twice except the few
+// that share the last value read (they are read again and deduplicated).
+// Reading only as many matching rows as the answer needs matters when a
+// filter is checked on another table's row (a join per row): at 10M spans
+// those rows are mostly random page reads.
+func newestTraces(ctx context.Context, db *sql.DB, query string, args []any, endArg, first, limit int) ([]traceKey, error) {
+	args = append(slices.Clip(args), nil) // the LIMIT
+	keys := make([]traceKey, 0, limit)
+	seen := make(map[traceKey]struct{}, limit)
+	n := max(first, limit)
+	for {
+		args[len(args)-1] = n
+		rows, err := db.QueryContext(ctx, query, args...)
 		if err != nil {
 			return nil, fmt.Errorf("mysqlstore: select trace ids: %w", err)
 		}
 		read := 0
+		var last int64
 		for rows.Next() {
 			read++
 			var hi, lo int64
-			if err := rows.Scan(&hi, &lo); err != nil {
+			var at sql.NullInt64
+			if err := rows.Scan(&hi, &lo, &at); err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("mysqlstore: select trace ids: %w", err)
 			}
+			last = at.Int64
 			k := traceKey{uint64(hi), uint64(lo)}
 			if _, dup := seen[k]; !dup && len(keys) < limit {
 				seen[k] = struct{}{}
@@ -357,6 +369,13 @@ func (s *Store) newestTraces(ctx context.Context, query string, args []any, limi
 		if len(keys) >= limit || read < n {
 			return keys, nil
 		}
+		// Go on from the last value read (inclusive: rows sharing it may
+		// not all have been read). When every row read had the bound's
+		// value, only a larger read makes progress.
+		if end, ok := args[endArg].(int64); !ok || last < end {
+			args[endArg] = last
+		}
+		n *= 4
 	}
 }
 
@@ -459,7 +478,7 @@ func (s *Store) annIndexTraceIDs(ctx context.Context, q *model.QueryRequest) ([]
 	if !high {
 		hi = "0"
 	}
-	b.WriteString("SELECT " + hi + ", x.trace_id FROM " + tableAnnotations + " x FORCE INDEX (" + index + ") JOIN " + tableSpans + " s")
+	b.WriteString("SELECT " + hi + ", x.trace_id, x.a_timestamp FROM " + tableAnnotations + " x FORCE INDEX (" + index + ") JOIN " + tableSpans + " s")
 	onSpan("s", "id")
 	for i, k := range terms {
 		if i == drive {
@@ -487,6 +506,7 @@ func (s *Store) annIndexTraceIDs(ctx context.Context, q *model.QueryRequest) ([]
 		args = append(args, []byte(value))
 	}
 	b.WriteString(" AND x.a_timestamp BETWEEN ? AND ? AND s.start_ts BETWEEN ? AND ?")
+	endArg := len(args) + 1
 	args = append(args, max(begin, 1), end, begin, end)
 	if q.ServiceName != "" {
 		b.WriteString(" AND x.endpoint_service_name = ?")
@@ -494,6 +514,6 @@ func (s *Store) annIndexTraceIDs(ctx context.Context, q *model.QueryRequest) ([]
 	}
 	args = appendSpanFilters(&b, args, q)
 	b.WriteString(" ORDER BY x.a_timestamp DESC LIMIT ?")
-	keys, err := s.newestTraces(stmtname.With(ctx, stmtSelectTagTraceIDs), b.String(), args, q.Limit)
+	keys, err := newestTraces(stmtname.With(ctx, stmtSelectTagTraceIDs), s.read, b.String(), args, endArg, 2*q.Limit, q.Limit)
 	return keys, true, err
 }
