@@ -17,7 +17,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 		m.descExhausted, m.descCacheFull, m.descUp} {
 		ch <- d
 	}
-	for _, d := range m.descTenant.all() {
+	for _, d := range append(m.descTenant.all(), m.descOverload.all()...) {
 		ch <- d
 	}
 }
@@ -77,6 +77,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(m.descUp, up, name)
 		m.descTenant.collect(ch, name, st)
+		m.descOverload.collect(ch, name, st)
 	}
 }
 

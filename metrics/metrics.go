@@ -119,7 +119,8 @@ type Metrics struct {
 	descAcquireMax, descUsageMax, descCreationMax, descStmtMax     *prometheus.Desc
 	descBypassed, descExhausted, descCacheFull                     *prometheus.Desc
 	descUp                                                         *prometheus.Desc
-	descTenant                                                     tenantDescs // tenants.go
+	descTenant                                                     tenantDescs   // tenants.go
+	descOverload                                                   overloadDescs // overload.go
 	connectErrors                                                  *prometheus.CounterVec
 
 	constLabels prometheus.Labels // Options.ConstLabels, for the per-host collector (hosts.go)
@@ -275,6 +276,7 @@ func New(opts Options) (*Metrics, error) {
 	m.descCacheFull = desc(NameStatementCacheFull, "Times a connection's statement cache was emptied after ER_MAX_PREPARED_STMT_COUNT_REACHED (1461).", "pool")
 	m.descUp = desc(NameUp, "1 while the pool can open connections, 0 from a failed attempt until a connection opens again (Stats.DownSince).", "pool")
 	m.descTenant = newTenantDescs(desc)
+	m.descOverload = newOverloadDescs(desc)
 	m.connectErrors = counter(NameConnectErrors, "Failed attempts to open a connection, by the phase that failed: dial, tls, handshake, authentication, init, timeout, probe.", "pool", "phase")
 
 	empty := map[string]*poolMetrics{}

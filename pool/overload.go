@@ -559,6 +559,6 @@ func (p *Pool) overloadStats() overloadStats {
 // fillOverloadStats adds the overload control's figures to Stats.
 func (p *Pool) fillOverloadStats(s *Stats) {
 	o := p.overloadStats()
-	s.Congested, s.Limit, s.LimitBaseline = o.Congested, o.Limit, o.Baseline
+	s.Congested, s.Limit, s.LimitBaseline, s.LimitChanges = o.Congested, o.Limit, o.Baseline, o.LimitChanges
 	s.Shed = o.Shed + o.CannotFinish
 }

@@ -125,6 +125,7 @@ type Stats struct {
 	Congested          bool          // overload control (docs/operations.md): congested now
 	Limit              int           // connections allowed in circulation (the adaptive limit)
 	LimitBaseline      time.Duration // the adaptive limit's minimum latency
+	LimitChanges       uint64        // times the adaptive limit moved, engaged or let go
 	Shed               uint64        // acquires refused with ErrOverloaded
 	LastError          error         // of the last failed open or probe; nil after a success
 	DownSince          time.Time     // attempts to open a connection fail since then; zero while they succeed
