@@ -13,7 +13,9 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -62,8 +64,11 @@ func TestMeasureIngest(t *testing.T) {
 	}
 	t.Logf("server: %v; %d writers, batches of %d spans, %d batches per method per round, %d rounds", settings, writers, batch, batches, rounds)
 	methods := []string{"accept", "copy", "insert", "http"}
+	if m := os.Getenv("PGSTORE_MEASURE_METHODS"); m != "" {
+		methods = strings.Split(m, ",")
+	}
 	dsnOf := map[string]string{}
-	for _, m := range methods {
+	for _, m := range []string{"accept", "copy", "insert", "http"} {
 		schema := "measure_" + m
 		for _, q := range []string{"DROP SCHEMA IF EXISTS " + schema + " CASCADE", "CREATE SCHEMA " + schema} {
 			if _, err := admin.Exec(ctx, q); err != nil {
@@ -122,7 +127,7 @@ func TestMeasureIngest(t *testing.T) {
 	hs := httptest.NewServer(srv.Handler())
 	defer func() { hs.Close(); _ = srv.Close(ctx) }()
 	raw := map[string][]*pgx.Conn{}
-	for _, m := range methods[1:3] {
+	for _, m := range []string{"copy", "insert"} {
 		for range writers {
 			c, err := pgx.ConnectConfig(ctx, connCfg(m))
 			if err != nil {
@@ -140,7 +145,7 @@ func TestMeasureIngest(t *testing.T) {
 		}
 		return out
 	}
-	spansPerSec, serverMicros := map[string][]float64{}, map[string][]float64{}
+	spansPerSec, serverMicros, clientMicros := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
 	for r := range rounds {
 		order := append([]string(nil), methods...)
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
@@ -176,6 +181,7 @@ func TestMeasureIngest(t *testing.T) {
 			errs := make(chan error, writers)
 			stored0 := hstore.Stats().Spans
 			cpu0 := serverCPU(t)
+			self0 := selfCPU()
 			t0 := time.Now()
 			for w := range writers {
 				wg.Add(1)
@@ -217,6 +223,7 @@ func TestMeasureIngest(t *testing.T) {
 				drain = time.Since(t1)
 			}
 			el := time.Since(t0)
+			self := selfCPU() - self0
 			cpu := serverCPU(t) - cpu0
 			close(errs)
 			for err := range errs {
@@ -226,29 +233,35 @@ func TestMeasureIngest(t *testing.T) {
 			spansPerSec[m] = append(spansPerSec[m], rate)
 			cpuPerSpan := float64(cpu.Microseconds()) / float64(batches*batch)
 			serverMicros[m] = append(serverMicros[m], cpuPerSpan)
-			t.Logf("round %d %-6s %8.0f spans/s (%v, of which draining the dependency queue %v), server CPU %.1f µs/span",
-				r+1, m, rate, el.Round(time.Millisecond), drain.Round(time.Millisecond), cpuPerSpan)
+			selfPerSpan := float64(self.Microseconds()) / float64(batches*batch)
+			clientMicros[m] = append(clientMicros[m], selfPerSpan)
+			t.Logf("round %d %-6s %8.0f spans/s (%v, of which draining the dependency queue %v), PostgreSQL CPU %.1f µs/span, this process %.1f µs/span",
+				r+1, m, rate, el.Round(time.Millisecond), drain.Round(time.Millisecond), cpuPerSpan, selfPerSpan)
 		}
 	}
 	med := func(v []float64) float64 { s := append([]float64(nil), v...); sort.Float64s(s); return s[len(s)/2] }
-	a, c, i := med(spansPerSec["accept"]), med(spansPerSec["copy"]), med(spansPerSec["insert"])
-	h := med(spansPerSec["http"])
-	t.Logf("server CPU per span, median of rounds: http %.1f µs, accept %.1f µs, raw COPY %.1f µs, raw INSERT %.1f µs",
-		med(serverMicros["http"]), med(serverMicros["accept"]), med(serverMicros["copy"]), med(serverMicros["insert"]))
-	// Ratios paired within a round (the same load on the machine).
-	var ra, ri, rh []float64
-	for r := range rounds {
-		ra = append(ra, spansPerSec["accept"][r]/spansPerSec["copy"][r])
-		ri = append(ri, spansPerSec["insert"][r]/spansPerSec["copy"][r])
-		rh = append(rh, spansPerSec["http"][r]/spansPerSec["copy"][r])
+	for _, m := range methods {
+		line := fmt.Sprintf("%-6s median %8.0f spans/s, PostgreSQL CPU %.1f µs/span, this process's CPU %.1f µs/span",
+			m, med(spansPerSec[m]), med(serverMicros[m]), med(clientMicros[m]))
+		// Ratios paired within a round (the same load on the machine).
+		if c := spansPerSec["copy"]; m != "copy" && len(c) == rounds {
+			var rs []float64
+			for r := range rounds {
+				rs = append(rs, spansPerSec[m][r]/c[r])
+			}
+			sort.Float64s(rs)
+			line += fmt.Sprintf("; ÷ raw COPY per round: min %.2f, median %.2f, max %.2f", rs[0], med(rs), rs[len(rs)-1])
+		}
+		t.Log(line)
 	}
-	sort.Float64s(ra)
-	sort.Float64s(ri)
-	sort.Float64s(rh)
-	q := func(v []float64, f float64) float64 { return v[int(f*float64(len(v)-1))] }
-	t.Logf("medians: http %.0f, accept %.0f, raw COPY %.0f, raw INSERT %.0f spans/s; per-round ratios: http/COPY median %.2f (quartiles %.2f–%.2f), accept/COPY median %.2f (%.2f–%.2f), INSERT/COPY median %.2f (%.2f–%.2f); pool release plans %d (http %d); store %+v",
-		h, a, c, i, q(rh, 0.5), q(rh, 0.25), q(rh, 0.75), q(ra, 0.5), q(ra, 0.25), q(ra, 0.75), q(ri, 0.5), q(ri, 0.25), q(ri, 0.75),
-		p.Stats().ReleasePlans, hp.Stats().ReleasePlans, store.Stats())
+	t.Logf("pool release plans %d (http %d); store %+v; http store %+v", p.Stats().ReleasePlans, hp.Stats().ReleasePlans, store.Stats(), hstore.Stats())
+}
+
+// selfCPU is this process's CPU time (user and system, every thread).
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // post sends one JSON v2 body to the span server, again after a 503 (its

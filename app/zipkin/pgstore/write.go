@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -409,9 +410,12 @@ func pgxConn(dc any, queries ...string) *pgx.Conn {
 	return pgdialect.UnwrapFor(dc, queries...).(*stdlib.Conn).Conn()
 }
 
-// sqlCopySpans is the COPY statement pgx's CopyFrom sends, as the pool's
-// session tracker is told it.
-var sqlCopySpans = "COPY " + tableSpans + " (" + strings.Join(spanColumns, ", ") + ") FROM STDIN BINARY"
+// sqlCopySpans is the COPY statement of a write, as sent and as the pool's
+// session tracker is told it; sqlCopyStage the staging path's.
+var (
+	sqlCopySpans = "COPY " + tableSpans + " (" + strings.Join(spanColumns, ", ") + ") FROM STDIN BINARY"
+	sqlCopyStage = "COPY " + tableStage + " (" + strings.Join(spanColumns, ", ") + ") FROM STDIN BINARY"
+)
 
 // copySpans writes rows with one COPY on a connection of the pool, and on a
 // unique violation again through a staging table.
@@ -421,10 +425,7 @@ func (s *Store) copySpans(ctx context.Context, rows []spanRow) error {
 		return fmt.Errorf("pgstore: writing spans: %w", err)
 	}
 	defer conn.Close()
-	src := make([][]any, len(rows))
-	for i := range rows {
-		src[i] = rows[i].copyValues()
-	}
+	src := appendCopyRows(make([]byte, 0, 256*len(rows)), rows)
 	queue := newQueueRow(rows)
 	return conn.Raw(func(dc any) error {
 		pc := pgxConn(dc, "BEGIN", sqlQueue, sqlCopySpans, "COMMIT")
@@ -456,7 +457,7 @@ func (s *Store) copySpans(ctx context.Context, rows []spanRow) error {
 // transaction: BEGIN and the queue row in one round trip (a pipeline), the
 // COPY, then COMMIT. On an error it rolls back (the connection is then
 // outside a transaction, or broken).
-func copyInTx(ctx context.Context, pc *pgx.Conn, queue queueRow, src [][]any) error {
+func copyInTx(ctx context.Context, pc *pgx.Conn, queue queueRow, src []byte) error {
 	pg := pc.PgConn()
 	b := &pgconn.Batch{}
 	b.ExecParams("BEGIN", nil, nil, nil, nil)
@@ -466,7 +467,7 @@ func copyInTx(ctx context.Context, pc *pgx.Conn, queue queueRow, src [][]any) er
 		rollback(pg)
 		return err
 	}
-	if _, err := pc.CopyFrom(ctx, pgx.Identifier{tableSpans}, spanColumns, pgx.CopyFromRows(src)); err != nil {
+	if _, err := pg.CopyFrom(ctx, bytes.NewReader(src), sqlCopySpans); err != nil {
 		rollback(pg)
 		return err
 	}
@@ -496,7 +497,7 @@ const (
 
 // stageSpans copies src into a temporary table dropped at commit and moves
 // the rows not yet stored into zipkin_spans, in one transaction.
-func stageSpans(ctx context.Context, pc *pgx.Conn, queue queueRow, src [][]any) error {
+func stageSpans(ctx context.Context, pc *pgx.Conn, queue queueRow, src []byte) error {
 	tx, err := pc.Begin(ctx)
 	if err != nil {
 		return err
@@ -508,7 +509,7 @@ func stageSpans(ctx context.Context, pc *pgx.Conn, queue queueRow, src [][]any) 
 	if _, err := tx.Exec(ctx, sqlQueue, queue.args()...); err != nil {
 		return err
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{tableStage}, spanColumns, pgx.CopyFromRows(src)); err != nil {
+	if _, err := pc.PgConn().CopyFrom(ctx, bytes.NewReader(src), sqlCopyStage); err != nil {
 		return err
 	}
 	if _, err := tx.Exec(ctx, sqlUnstage); err != nil {
