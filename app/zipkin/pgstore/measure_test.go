@@ -11,10 +11,12 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -48,6 +50,14 @@ func TestMeasureIngest(t *testing.T) {
 	dsn := os.Getenv("PG_TEST_DSN")
 	writers, batch, batches, rounds := envN("PGSTORE_MEASURE_WRITERS", 4), envN("PGSTORE_MEASURE_BATCH", 1000),
 		envN("PGSTORE_MEASURE_BATCHES", 10), envN("PGSTORE_MEASURE_ROUNDS", 15)
+	drainEvery := 100 * time.Millisecond
+	if v := os.Getenv("PGSTORE_MEASURE_DRAIN_EVERY"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		drainEvery = d // 0: only at the end of the round
+	}
 	ctx := context.Background()
 	admin, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -62,7 +72,7 @@ func TestMeasureIngest(t *testing.T) {
 		}
 		settings = append(settings, s+"="+v)
 	}
-	t.Logf("server: %v; %d writers, batches of %d spans, %d batches per method per round, %d rounds", settings, writers, batch, batches, rounds)
+	t.Logf("server: %v; %d writers, batches of %d spans, %d batches per method per round, %d rounds, store rounds drain every %v", settings, writers, batch, batches, rounds, drainEvery)
 	methods := []string{"accept", "copy", "insert", "http"}
 	if m := os.Getenv("PGSTORE_MEASURE_METHODS"); m != "" {
 		methods = strings.Split(m, ",")
@@ -119,8 +129,13 @@ func TestMeasureIngest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Config{Storage: hstore, Writers: writers, BatchSpans: batch, MaxQueueSpans: 4 * writers * batch,
-		Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	reg := prometheus.NewRegistry()
+	// The queue holds a whole round, so that no POST is refused: a POST
+	// refused for want of room has cost the server its decoding, and the
+	// client sends it again.
+	srv, err := server.New(server.Config{Storage: hstore, Writers: writers, BatchSpans: batch,
+		MaxQueueSpans: max(4*writers*batch, batches*batch), MaxQueueBytes: 1 << 30,
+		Registerer: reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,26 +166,31 @@ func TestMeasureIngest(t *testing.T) {
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		for _, m := range order {
 			work := gen()
-			// Raw methods get their rows prebuilt, outside the timing.
-			var copyRows [][][]any
+			// Raw methods get their rows prebuilt, outside the timing: raw
+			// COPY the binary COPY stream the store sends, so that it
+			// costs its client no more than sending it.
+			var copyData [][]byte
 			var insertArgs [][]any
 			var bodies [][]byte
-			if m == "http" {
-				for _, b := range work {
+			for _, b := range work {
+				switch m {
+				case "http":
 					bodies = append(bodies, codec.AppendJSONV2Spans(nil, b))
-				}
-			} else if m != "accept" {
-				for _, b := range work {
-					var rows [][]any
+				case "copy", "insert":
+					var rows []spanRow
 					var args []any
 					for i := range b {
 						row, _ := buildRow(&b[i])
-						rows = append(rows, row.copyValues())
-						args = row.textValues(args)
+						rows = append(rows, row)
+						if m == "insert" {
+							args = row.textValues(args)
+						}
 					}
-					copyRows, insertArgs = append(copyRows, rows), append(insertArgs, args)
+					copyData, insertArgs = append(copyData, appendCopyRows(nil, rows)), append(insertArgs, args)
 				}
 			}
+			runtime.GC() // the garbage of building them is not collected in the timing
+			st := map[string]*Store{"accept": store, "http": hstore}[m]
 			sqlText := insertSQL(batch)
 			next := make(chan int, len(work))
 			for i := range work {
@@ -182,7 +202,35 @@ func TestMeasureIngest(t *testing.T) {
 			stored0 := hstore.Stats().Spans
 			cpu0 := serverCPU(t)
 			self0 := selfCPU()
+			busy0, writes0 := writeSeconds(t, reg)
+			retries0 := retries503.Load()
 			t0 := time.Now()
+			// The store's rounds drain the dependency queue while they
+			// write, every drainEvery (what the server's
+			// RunDependencyAggregation does off the write path, every
+			// 3 s), and once more at the end, timed in the round: the
+			// aggregation is paid in the round that caused it.
+			stopDrain, drained := make(chan struct{}), make(chan error, 1)
+			go func() {
+				if st == nil || drainEvery <= 0 {
+					drained <- nil
+					return
+				}
+				tick := time.NewTicker(drainEvery)
+				defer tick.Stop()
+				for {
+					select {
+					case <-stopDrain:
+						drained <- nil
+						return
+					case <-tick.C:
+					}
+					if _, err := st.DrainDependencies(ctx); err != nil {
+						drained <- err
+						return
+					}
+				}
+			}()
 			for w := range writers {
 				wg.Add(1)
 				go func() {
@@ -193,7 +241,7 @@ func TestMeasureIngest(t *testing.T) {
 						case "accept":
 							err = store.Accept(ctx, work[i])
 						case "copy":
-							_, err = raw[m][w].CopyFrom(ctx, pgx.Identifier{tableSpans}, spanColumns, pgx.CopyFromRows(copyRows[i]))
+							_, err = raw[m][w].PgConn().CopyFrom(ctx, bytes.NewReader(copyData[i]), sqlCopySpans)
 						case "insert":
 							_, err = raw[m][w].Exec(ctx, sqlText, insertArgs[i]...)
 						case "http":
@@ -212,15 +260,17 @@ func TestMeasureIngest(t *testing.T) {
 					time.Sleep(time.Millisecond) // a measurement by hand: the store has no event to wait on
 				}
 			}
-			// The store's rounds include draining the dependency queue
-			// (what the server's timer does off the write path).
-			var drain time.Duration
-			if st := map[string]*Store{"accept": store, "http": hstore}[m]; st != nil {
-				t1 := time.Now()
+			close(stopDrain)
+			if err := <-drained; err != nil {
+				t.Fatal(err)
+			}
+			var drain, drainCPU time.Duration
+			if st != nil {
+				t1, c1 := time.Now(), serverCPU(t)
 				if _, err := st.DrainDependencies(ctx); err != nil {
 					t.Fatal(err)
 				}
-				drain = time.Since(t1)
+				drain, drainCPU = time.Since(t1), serverCPU(t)-c1
 			}
 			el := time.Since(t0)
 			self := selfCPU() - self0
@@ -235,8 +285,13 @@ func TestMeasureIngest(t *testing.T) {
 			serverMicros[m] = append(serverMicros[m], cpuPerSpan)
 			selfPerSpan := float64(self.Microseconds()) / float64(batches*batch)
 			clientMicros[m] = append(clientMicros[m], selfPerSpan)
-			t.Logf("round %d %-6s %8.0f spans/s (%v, of which draining the dependency queue %v), PostgreSQL CPU %.1f µs/span, this process %.1f µs/span",
-				r+1, m, rate, el.Round(time.Millisecond), drain.Round(time.Millisecond), cpuPerSpan, selfPerSpan)
+			if m == "http" {
+				busy, writes := writeSeconds(t, reg)
+				t.Logf("http: %d writes, server writers busy %.0f%% of the round (mean write %.1f ms), %d POSTs answered 503",
+					writes-writes0, 100*(busy-busy0)/el.Seconds()/float64(writers), 1000*(busy-busy0)/float64(max(writes-writes0, 1)), retries503.Load()-retries0)
+			}
+			t.Logf("round %d %-6s %8.0f spans/s (%v, of which the final drain of the dependency queue %v, PostgreSQL CPU %.1f µs/span), PostgreSQL CPU %.1f µs/span, this process %.1f µs/span",
+				r+1, m, rate, el.Round(time.Millisecond), drain.Round(time.Millisecond), float64(drainCPU.Microseconds())/float64(batches*batch), cpuPerSpan, selfPerSpan)
 		}
 	}
 	med := func(v []float64) float64 { s := append([]float64(nil), v...); sort.Float64s(s); return s[len(s)/2] }
@@ -255,6 +310,24 @@ func TestMeasureIngest(t *testing.T) {
 		t.Log(line)
 	}
 	t.Logf("pool release plans %d (http %d); store %+v; http store %+v", p.Stats().ReleasePlans, hp.Stats().ReleasePlans, store.Stats(), hstore.Stats())
+}
+
+var retries503 atomic.Int64
+
+// writeSeconds returns the sum and count of the span server's
+// zipkin_collector_write_seconds.
+func writeSeconds(t *testing.T, reg *prometheus.Registry) (float64, uint64) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == server.NameWriteSeconds {
+			h := mf.GetMetric()[0].GetHistogram()
+			return h.GetSampleSum(), h.GetSampleCount()
+		}
+	}
+	return 0, 0
 }
 
 // selfCPU is this process's CPU time (user and system, every thread).
@@ -278,6 +351,7 @@ func post(url string, body []byte) error {
 		case http.StatusAccepted:
 			return nil
 		case http.StatusServiceUnavailable:
+			retries503.Add(1)
 			time.Sleep(5 * time.Millisecond)
 		default:
 			return fmt.Errorf("POST: HTTP %d", resp.StatusCode)

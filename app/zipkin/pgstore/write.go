@@ -58,6 +58,23 @@ type nameRow struct {
 // buildRow converts a normalised span to its row; ok is false for a span
 // Zipkin rejects (zero trace or span ID, unknown kind).
 func buildRow(sp *model.Span) (r spanRow, ok bool) {
+	var b rowBuilder
+	return b.build(sp)
+}
+
+// rowBuilder builds the rows of a batch, reusing its scratch space between
+// rows: the rows' JSON and terms are slices of chunks shared by the batch's
+// rows (one allocation per chunk, not several per row).
+type rowBuilder struct {
+	keys  []string
+	json  []byte
+	tb    termBuilder
+	bytes []byte   // chunk of the rows' JSON
+	strs  []string // chunk of the rows' terms
+}
+
+// build is buildRow with b's scratch space.
+func (b *rowBuilder) build(sp *model.Span) (r spanRow, ok bool) {
 	if sp.TraceID.IsZero() || sp.ID == 0 || !sp.Kind.Valid() {
 		return r, false
 	}
@@ -69,44 +86,87 @@ func buildRow(sp *model.Span) (r spanRow, ok bool) {
 	if e := sp.RemoteEndpoint; e != nil {
 		r.rsvc, r.r4, r.r6, r.rport = e.ServiceName, e.IPv4, e.IPv6, int32(e.Port)
 	}
-	var tb termBuilder
+	tb := &b.tb
+	tb.buf, tb.ends = tb.buf[:0], tb.ends[:0]
 	if len(sp.Annotations) > 0 {
-		b := make([]byte, 0, 32*len(sp.Annotations))
-		b = append(b, '[')
+		j := append(b.json[:0], '[')
 		for i, x := range sp.Annotations {
 			if i > 0 {
-				b = append(b, ',')
+				j = append(j, ',')
 			}
-			b = append(b, '[')
-			b = strconv.AppendInt(b, x.Timestamp, 10)
-			b = append(b, ',')
-			b = appendJSONString(b, x.Value)
-			b = append(b, ']')
+			j = append(j, '[')
+			j = strconv.AppendInt(j, x.Timestamp, 10)
+			j = append(j, ',')
+			j = appendJSONString(j, x.Value)
+			j = append(j, ']')
 			tb.add('0', x.Value, "", false)
 		}
-		r.ann = append(b, ']')
+		b.json = append(j, ']')
+		r.ann = b.keep(b.json)
 	}
 	_, r.isErr = sp.Tags["error"]
 	if len(sp.Tags) > 0 {
-		keys := sp.SortedTagKeys()
-		b := make([]byte, 0, 48*len(keys))
-		b = append(b, '{')
+		keys := b.keys[:0]
+		for k := range sp.Tags {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		b.keys = keys
+		j := append(b.json[:0], '{')
 		for i, k := range keys {
 			v := sp.Tags[k]
 			if i > 0 {
-				b = append(b, ',')
+				j = append(j, ',')
 			}
-			b = appendJSONString(b, k)
-			b = append(b, ':')
-			b = appendJSONString(b, v)
+			j = appendJSONString(j, k)
+			j = append(j, ':')
+			j = appendJSONString(j, v)
 			tb.add('0', k, "", false)
 			tb.add('1', k, v, true)
 		}
-		r.tags = append(b, '}')
+		b.json = append(j, '}')
+		r.tags = b.keep(b.json)
+		clear(keys) // drop the references to the span's strings
 	}
-	r.terms = tb.terms()
+	r.terms = b.terms()
 	r.frag = r.hash()
 	return r, true
+}
+
+// rowChunk is the size of the chunks rows' JSON and terms are kept in.
+const rowChunk = 32 << 10
+
+// keep returns a copy of j in b's current chunk (capacity-limited).
+func (b *rowBuilder) keep(j []byte) []byte {
+	if cap(b.bytes)-len(b.bytes) < len(j) {
+		b.bytes = make([]byte, 0, max(rowChunk, len(j)))
+	}
+	start := len(b.bytes)
+	b.bytes = append(b.bytes, j...)
+	return b.bytes[start:len(b.bytes):len(b.bytes)]
+}
+
+// terms returns the terms of the row being built (sorted, without repeats,
+// never nil) in one string, as a slice of b's current chunk.
+func (b *rowBuilder) terms() []string {
+	n := len(b.tb.ends)
+	if n == 0 {
+		return []string{}
+	}
+	if cap(b.strs)-len(b.strs) < n {
+		b.strs = make([]string, 0, max(rowChunk/16, n))
+	}
+	start := len(b.strs)
+	all := string(b.tb.buf)
+	from := 0
+	for _, end := range b.tb.ends {
+		b.strs = append(b.strs, all[from:end])
+		from = end
+	}
+	out := b.strs[start:len(b.strs):len(b.strs)]
+	slices.Sort(out)
+	out = slices.Compact(out)
+	return out[:len(out):len(out)]
 }
 
 func valueTerm(k, v string) string { return "1" + k + "\x1f" + v }
@@ -137,19 +197,6 @@ func (b *termBuilder) add(kind byte, key, value string, withValue bool) {
 	b.ends = append(b.ends, len(b.buf))
 }
 
-// terms returns the terms sorted, without repeats, never nil.
-func (b *termBuilder) terms() []string {
-	out := make([]string, len(b.ends))
-	all := string(b.buf)
-	start := 0
-	for i, end := range b.ends {
-		out[i] = all[start:end]
-		start = end
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
 // hash is the fragment's content hash (FNV-1a 64 over every column), the
 // last part of its key: the same fragment sent again has the same key.
 func (r *spanRow) hash() int64 {
@@ -164,6 +211,12 @@ func (r *spanRow) hash() int64 {
 		num(int64(len(s)))
 		for i := 0; i < len(s); i++ {
 			h = (h ^ uint64(s[i])) * prime
+		}
+	}
+	byts := func(s []byte) {
+		num(int64(len(s)))
+		for _, c := range s {
+			h = (h ^ uint64(c)) * prime
 		}
 	}
 	addr := func(a netip.Addr) {
@@ -198,8 +251,8 @@ func (r *spanRow) hash() int64 {
 	addr(r.r4)
 	addr(r.r6)
 	num(int64(r.rport))
-	str(string(r.ann))
-	str(string(r.tags))
+	byts(r.ann)
+	byts(r.tags)
 	return int64(h)
 }
 
@@ -347,9 +400,10 @@ func (s *Store) Accept(ctx context.Context, spans []model.Span) error {
 	rows := make([]spanRow, 0, len(spans))
 	seen := make(map[rowKey]struct{}, len(spans))
 	names := make(map[nameRow]struct{})
+	var rb rowBuilder
 	for i := range spans {
 		sp := &spans[i]
-		r, ok := buildRow(sp)
+		r, ok := rb.build(sp)
 		if !ok {
 			s.stats.rejected.Add(1)
 			continue
@@ -425,7 +479,7 @@ func (s *Store) copySpans(ctx context.Context, rows []spanRow) error {
 		return fmt.Errorf("pgstore: writing spans: %w", err)
 	}
 	defer conn.Close()
-	src := appendCopyRows(make([]byte, 0, 256*len(rows)), rows)
+	src := appendCopyRows(make([]byte, 0, 512*len(rows)), rows)
 	queue := newQueueRow(rows)
 	return conn.Raw(func(dc any) error {
 		pc := pgxConn(dc, "BEGIN", sqlQueue, sqlCopySpans, "COMMIT")
