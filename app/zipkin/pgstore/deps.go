@@ -164,9 +164,42 @@ func appendView(b []byte, r *spanRow) []byte {
 
 var errView = errors.New("pgstore: " + tableDepQueue + " holds a row this version cannot read")
 
+// viewDecoder decodes queue rows' views: the strings it reads (kinds and
+// service names, which repeat) are made once each, and endpoints are kept
+// in slabs.
+type viewDecoder struct {
+	strs map[string]string
+	eps  []model.Endpoint
+}
+
+func (d *viewDecoder) str(b []byte) string {
+	if s, ok := d.strs[string(b)]; ok {
+		return s
+	}
+	if d.strs == nil {
+		d.strs = map[string]string{}
+	}
+	s := string(b)
+	d.strs[s] = s
+	return s
+}
+
+// endpoint is linkerEndpoint, from d's slab.
+func (d *viewDecoder) endpoint(svc string, v4, v6 netip.Addr, port int64) *model.Endpoint {
+	e := model.Endpoint{ServiceName: svc, IPv4: v4, IPv6: v6, Port: int(port)}
+	if e.IsZero() {
+		return nil
+	}
+	if len(d.eps) == cap(d.eps) {
+		d.eps = make([]model.Endpoint, 0, 256)
+	}
+	d.eps = append(d.eps, e)
+	return &d.eps[len(d.eps)-1]
+}
+
 // decodeViews adds the spans of views to byTrace, by the low 64 bits of
 // their trace IDs.
-func decodeViews(b []byte, byTrace map[int64][]model.Span) error {
+func (d *viewDecoder) decodeViews(b []byte, byTrace map[int64][]model.Span) error {
 	varint := func() int64 {
 		v, n := binary.Varint(b)
 		if n <= 0 {
@@ -182,7 +215,7 @@ func decodeViews(b []byte, byTrace map[int64][]model.Span) error {
 			b = nil
 			return ""
 		}
-		v := string(b[n : n+int(l)])
+		v := d.str(b[n : n+int(l)])
 		b = b[n+int(l):]
 		return v
 	}
@@ -207,8 +240,8 @@ func decodeViews(b []byte, byTrace map[int64][]model.Span) error {
 		}
 		sp := model.Span{TraceID: model.TraceID{High: uint64(high), Low: uint64(low)}, ID: model.ID(uint64(id)),
 			ParentID: model.ID(uint64(parent)), Kind: model.Kind(kind), Shared: flags&1 != 0, Timestamp: ts,
-			RemoteEndpoint: linkerEndpoint(rsvc, netip.Addr{}, netip.Addr{}, 0)}
-		sp.LocalEndpoint = linkerEndpoint(lsvc, l4, l6, port)
+			RemoteEndpoint: d.endpoint(rsvc, netip.Addr{}, netip.Addr{}, 0)}
+		sp.LocalEndpoint = d.endpoint(lsvc, l4, l6, port)
 		if flags&2 != 0 {
 			sp.Tags = map[string]string{"error": ""}
 		}
@@ -552,6 +585,7 @@ func (s *Store) drainOnce(ctx context.Context, wait bool) (int, error) {
 	}
 	n := 0
 	views := map[int64][]model.Span{}
+	var vd viewDecoder
 	for rows.Next() {
 		var b []byte
 		if err := rows.Scan(&b); err != nil {
@@ -559,7 +593,7 @@ func (s *Store) drainOnce(ctx context.Context, wait bool) (int, error) {
 			return 0, fmt.Errorf("pgstore: dependency drain: taking queued writes: %w", err)
 		}
 		n++
-		if err := decodeViews(b, views); err != nil {
+		if err := vd.decodeViews(b, views); err != nil {
 			rows.Close()
 			return 0, fmt.Errorf("pgstore: dependency drain: %w", err)
 		}
@@ -743,12 +777,13 @@ func pendingViews(ctx context.Context, q querier) (map[int64][]model.Span, error
 	}
 	defer rows.Close()
 	views := map[int64][]model.Span{}
+	var vd viewDecoder
 	for rows.Next() {
 		var b []byte
 		if err := rows.Scan(&b); err != nil {
 			return nil, fmt.Errorf("pgstore: reading the dependency queue: %w", err)
 		}
-		if err := decodeViews(b, views); err != nil {
+		if err := vd.decodeViews(b, views); err != nil {
 			return nil, err
 		}
 	}

@@ -34,15 +34,22 @@ import (
 
 // TestMeasureIngest compares, on PG_TEST_DSN's server, four ways of writing
 // the same spans, in interleaved rounds: the span server over HTTP (JSON v2
-// bodies, on a Store of its own), Accept on the sqlpool pool (rows
-// built from model.Span, COPY through sql.Conn.Raw, names), a raw pgx COPY of
-// the prebuilt rows, and a raw multi-row INSERT … ON CONFLICT DO NOTHING of
-// them, each into its own schema with the same tables and indexes, from
-// PGSTORE_MEASURE_WRITERS goroutines (default 4) in batches of
-// PGSTORE_MEASURE_BATCH spans (default 1000), PGSTORE_MEASURE_BATCHES
-// batches per method per round (default 10), PGSTORE_MEASURE_ROUNDS rounds
-// (default 15), each in a shuffled order. It runs only with
-// PGSTORE_MEASURE=1 (docs/design/pgstore.md has the commands).
+// bodies, on a Store of its own, its queue sized to hold a round), Accept on
+// the sqlpool pool (rows built from model.Span, COPY through sql.Conn.Raw,
+// names), a raw COPY of the prebuilt rows (the binary COPY stream the store
+// sends, built outside the timing), and a raw multi-row INSERT … ON
+// CONFLICT DO NOTHING of them, each into its own schema with the same
+// tables and indexes, from PGSTORE_MEASURE_WRITERS goroutines (default 4)
+// in batches of PGSTORE_MEASURE_BATCH spans (default 1000),
+// PGSTORE_MEASURE_BATCHES batches per method per round (default 10),
+// PGSTORE_MEASURE_ROUNDS rounds (default 15), each in a shuffled order
+// (PGSTORE_MEASURE_METHODS, comma-separated, picks the methods). The two
+// store paths drain the dependency queue while they write, every
+// PGSTORE_MEASURE_DRAIN_EVERY (default 100ms; 0: only at the end), and
+// once more at the end of the round, in the timing. Per round it logs the
+// CPU time of PostgreSQL's processes and of this process per span. It
+// runs only with PGSTORE_MEASURE=1 (docs/design/pgstore.md has the
+// commands).
 func TestMeasureIngest(t *testing.T) {
 	if os.Getenv("PGSTORE_MEASURE") != "1" || os.Getenv("PG_TEST_DSN") == "" {
 		t.Skip("set PGSTORE_MEASURE=1 and PG_TEST_DSN (a server with the settings to measure)")
