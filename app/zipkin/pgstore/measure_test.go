@@ -186,8 +186,9 @@ func TestMeasureIngest(t *testing.T) {
 				case "copy", "insert":
 					var rows []spanRow
 					var args []any
+					var rb rowBuilder
 					for i := range b {
-						row, _ := buildRow(&b[i])
+						row, _ := rb.build(&b[i])
 						rows = append(rows, row)
 						if m == "insert" {
 							args = row.textValues(args)

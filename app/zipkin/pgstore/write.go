@@ -133,13 +133,14 @@ func (b *rowBuilder) build(sp *model.Span) (r spanRow, ok bool) {
 	return r, true
 }
 
-// rowChunk is the size of the chunks rows' JSON and terms are kept in.
+// rowChunk bounds the size of the chunks rows' JSON and terms are kept in
+// (they start small and double).
 const rowChunk = 32 << 10
 
 // keep returns a copy of j in b's current chunk (capacity-limited).
 func (b *rowBuilder) keep(j []byte) []byte {
 	if cap(b.bytes)-len(b.bytes) < len(j) {
-		b.bytes = make([]byte, 0, max(rowChunk, len(j)))
+		b.bytes = make([]byte, 0, max(min(rowChunk, 2*cap(b.bytes)), len(j), 256))
 	}
 	start := len(b.bytes)
 	b.bytes = append(b.bytes, j...)
@@ -154,7 +155,7 @@ func (b *rowBuilder) terms() []string {
 		return []string{}
 	}
 	if cap(b.strs)-len(b.strs) < n {
-		b.strs = make([]string, 0, max(rowChunk/16, n))
+		b.strs = make([]string, 0, max(min(rowChunk/16, 2*cap(b.strs)), n, 16))
 	}
 	start := len(b.strs)
 	all := string(b.tb.buf)
@@ -401,6 +402,9 @@ func (s *Store) Accept(ctx context.Context, spans []model.Span) error {
 	seen := make(map[rowKey]struct{}, len(spans))
 	names := make(map[nameRow]struct{})
 	var rb rowBuilder
+	// Names already stored are left out of the batch's set as it is
+	// built (most are, after the first batches).
+	s.namesMu.RLock()
 	for i := range spans {
 		sp := &spans[i]
 		r, ok := rb.build(sp)
@@ -416,6 +420,7 @@ func (s *Store) Accept(ctx context.Context, spans []model.Span) error {
 		rows = append(rows, r)
 		s.collectNames(names, sp)
 	}
+	s.namesMu.RUnlock()
 	if len(rows) == 0 {
 		return nil
 	}
@@ -606,21 +611,27 @@ func (s *Store) insertSpans(ctx context.Context, rows []spanRow) error {
 	return nil
 }
 
-// collectNames adds sp's zipkin_names rows to set.
+// collectNames adds sp's zipkin_names rows not known to be stored to set;
+// the caller holds s.namesMu for reading.
 func (s *Store) collectNames(set map[nameRow]struct{}, sp *model.Span) {
+	add := func(n nameRow) {
+		if _, ok := s.names[n]; !ok {
+			set[n] = struct{}{}
+		}
+	}
 	if svc := sp.LocalServiceName(); svc != "" {
-		set[nameRow{nameService, svc, ""}] = struct{}{}
+		add(nameRow{nameService, svc, ""})
 		if sp.Name != "" {
-			set[nameRow{nameSpan, svc, sp.Name}] = struct{}{}
+			add(nameRow{nameSpan, svc, sp.Name})
 		}
 		if r := sp.RemoteServiceName(); r != "" {
-			set[nameRow{nameRemote, svc, r}] = struct{}{}
+			add(nameRow{nameRemote, svc, r})
 		}
 	}
 	if len(s.keys) > 0 {
 		for k, v := range sp.Tags {
 			if s.keys[k] && v != "" {
-				set[nameRow{nameValue, k, v}] = struct{}{}
+				add(nameRow{nameValue, k, v})
 			}
 		}
 	}
@@ -628,8 +639,8 @@ func (s *Store) collectNames(set map[nameRow]struct{}, sp *model.Span) {
 
 // newNames returns the rows of set not yet known to be stored.
 func (s *Store) newNames(set map[nameRow]struct{}) []nameRow {
-	s.namesMu.Lock()
-	defer s.namesMu.Unlock()
+	s.namesMu.RLock()
+	defer s.namesMu.RUnlock()
 	var out []nameRow
 	for n := range set {
 		if _, ok := s.names[n]; !ok {
