@@ -45,7 +45,7 @@ import (
 // PGSTORE_MEASURE_ROUNDS rounds (default 15), each in a shuffled order
 // (PGSTORE_MEASURE_METHODS, comma-separated, picks the methods). The two
 // store paths drain the dependency queue while they write, every
-// PGSTORE_MEASURE_DRAIN_EVERY (default 100ms; 0: only at the end), and
+// PGSTORE_MEASURE_DRAIN_EVERY (default 500ms; 0: only at the end), and
 // once more at the end of the round, in the timing. Per round it logs the
 // CPU time of PostgreSQL's processes and of this process per span. It
 // runs only with PGSTORE_MEASURE=1 (docs/design/pgstore.md has the
@@ -57,7 +57,8 @@ func TestMeasureIngest(t *testing.T) {
 	dsn := os.Getenv("PG_TEST_DSN")
 	writers, batch, batches, rounds := envN("PGSTORE_MEASURE_WRITERS", 4), envN("PGSTORE_MEASURE_BATCH", 1000),
 		envN("PGSTORE_MEASURE_BATCHES", 10), envN("PGSTORE_MEASURE_ROUNDS", 15)
-	drainEvery := 100 * time.Millisecond
+	serverWriters := envN("PGSTORE_MEASURE_SERVER_WRITERS", writers)
+	drainEvery := 500 * time.Millisecond
 	if v := os.Getenv("PGSTORE_MEASURE_DRAIN_EVERY"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -79,7 +80,8 @@ func TestMeasureIngest(t *testing.T) {
 		}
 		settings = append(settings, s+"="+v)
 	}
-	t.Logf("server: %v; %d writers, batches of %d spans, %d batches per method per round, %d rounds, store rounds drain every %v", settings, writers, batch, batches, rounds, drainEvery)
+	t.Logf("server: %v; %d writers (the span server's: %d), batches of %d spans, %d batches per method per round, %d rounds, store rounds drain every %v",
+		settings, writers, serverWriters, batch, batches, rounds, drainEvery)
 	methods := []string{"accept", "copy", "insert", "http"}
 	if m := os.Getenv("PGSTORE_MEASURE_METHODS"); m != "" {
 		methods = strings.Split(m, ",")
@@ -126,7 +128,7 @@ func TestMeasureIngest(t *testing.T) {
 	// schema): JSON v2 bodies POSTed by the writers, decoded, queued and
 	// written by the server's writers; a round ends when every span is
 	// stored.
-	hp, err := pool.New(stdlib.GetConnector(*connCfg("http")), pool.Config{MaxConns: writers, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	hp, err := pool.New(stdlib.GetConnector(*connCfg("http")), pool.Config{MaxConns: serverWriters + 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +142,7 @@ func TestMeasureIngest(t *testing.T) {
 	// The queue holds a whole round, so that no POST is refused: a POST
 	// refused for want of room has cost the server its decoding, and the
 	// client sends it again.
-	srv, err := server.New(server.Config{Storage: hstore, Writers: writers, BatchSpans: batch,
+	srv, err := server.New(server.Config{Storage: hstore, Writers: serverWriters, BatchSpans: batch,
 		MaxQueueSpans: max(4*writers*batch, batches*batch), MaxQueueBytes: 1 << 30,
 		Registerer: reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -296,7 +298,7 @@ func TestMeasureIngest(t *testing.T) {
 			if m == "http" {
 				busy, writes := writeSeconds(t, reg)
 				t.Logf("http: %d writes, server writers busy %.0f%% of the round (mean write %.1f ms), %d POSTs answered 503",
-					writes-writes0, 100*(busy-busy0)/el.Seconds()/float64(writers), 1000*(busy-busy0)/float64(max(writes-writes0, 1)), retries503.Load()-retries0)
+					writes-writes0, 100*(busy-busy0)/el.Seconds()/float64(serverWriters), 1000*(busy-busy0)/float64(max(writes-writes0, 1)), retries503.Load()-retries0)
 			}
 			t.Logf("round %d %-6s %8.0f spans/s (%v, of which the final drain of the dependency queue %v, PostgreSQL CPU %.1f µs/span), PostgreSQL CPU %.1f µs/span, this process %.1f µs/span",
 				r+1, m, rate, el.Round(time.Millisecond), drain.Round(time.Millisecond), float64(drainCPU.Microseconds())/float64(batches*batch), cpuPerSpan, selfPerSpan)
