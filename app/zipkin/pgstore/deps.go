@@ -104,6 +104,7 @@ const (
 	sqlRecords    = "SELECT r.* FROM unnest($1::int8[]) AS q(t), LATERAL (SELECT trace_id, hour, links FROM " + tableDepTraces + " WHERE trace_id = q.t OFFSET 0) r"
 	sqlAddHours   = "INSERT INTO " + tableDepHours + " AS h (hour, parent, child, call_count, error_count) SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::int8[], $5::int8[]) ON CONFLICT (hour, parent, child) DO UPDATE SET call_count = h.call_count + EXCLUDED.call_count, error_count = h.error_count + EXCLUDED.error_count"
 	sqlZeroHours  = "DELETE FROM " + tableDepHours + " WHERE hour = ANY($1::int8[]) AND call_count <= 0"
+	sqlNewRecords = "INSERT INTO " + tableDepTraces + " (trace_id, hour, links) SELECT * FROM unnest($1::int8[], $2::int8[], $3::text[])"
 	sqlPutRecords = "INSERT INTO " + tableDepTraces + " AS r (trace_id, hour, links) SELECT * FROM unnest($1::int8[], $2::int8[], $3::text[]) ON CONFLICT (trace_id) DO UPDATE SET hour = EXCLUDED.hour, links = EXCLUDED.links"
 	sqlDelRecords = "DELETE FROM " + tableDepTraces + " WHERE trace_id = ANY($1::int8[])"
 	sqlHourLinks  = "SELECT parent, child, sum(call_count)::int8, sum(error_count)::int8 FROM " + tableDepHours + " WHERE hour BETWEEN $1 AND $2 GROUP BY 1, 2"
@@ -656,30 +657,46 @@ func (r *relinked) write(ctx context.Context, tx *sql.Tx) error {
 	// Every trace relinked keeps a record (hour NULL: it counts nowhere), so
 	// that a trace without one was never drained; one whose fragments are
 	// all gone (retention) loses it.
-	var putLows, delLows []int64
-	var putLinks []string
-	hours := []byte{'{'}
+	// Records of traces that had none are inserted (drains run one at a
+	// time under the lock, and only they add records, so none can have
+	// appeared since relink read them): an upsert's arbiter check costs
+	// more, and most traces are new.
+	type records struct {
+		lows  []int64
+		links []string
+		hours []byte
+	}
+	var put [2]records // [0] new, [1] had a record
+	var delLows []int64
 	for low, now := range r.now {
 		_, had := r.old[low]
 		switch {
 		case now.stored:
-			if len(putLows) > 0 {
-				hours = append(hours, ',')
+			p := &put[0]
+			if had {
+				p = &put[1]
+			}
+			if len(p.lows) == 0 {
+				p.hours = append(p.hours, '{')
+			} else {
+				p.hours = append(p.hours, ',')
 			}
 			if now.hasHour {
-				hours = strconv.AppendInt(hours, now.hour, 10)
+				p.hours = strconv.AppendInt(p.hours, now.hour, 10)
 			} else {
-				hours = append(hours, "NULL"...)
+				p.hours = append(p.hours, "NULL"...)
 			}
-			putLows = append(putLows, low)
-			putLinks = append(putLinks, encodeLinks(now.links))
+			p.lows = append(p.lows, low)
+			p.links = append(p.links, encodeLinks(now.links))
 		case had:
 			delLows = append(delLows, low)
 		}
 	}
-	if len(putLows) > 0 {
-		if _, err := tx.ExecContext(ctx, sqlPutRecords, int8Array(putLows), string(append(hours, '}')), arrayLiteral(putLinks)); err != nil {
-			return fmt.Errorf("writing %s: %w", tableDepTraces, err)
+	for i, q := range [2]string{sqlNewRecords, sqlPutRecords} {
+		if p := &put[i]; len(p.lows) > 0 {
+			if _, err := tx.ExecContext(ctx, q, int8Array(p.lows), string(append(p.hours, '}')), arrayLiteral(p.links)); err != nil {
+				return fmt.Errorf("writing %s: %w", tableDepTraces, err)
+			}
 		}
 	}
 	if len(delLows) > 0 {
