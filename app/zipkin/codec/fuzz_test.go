@@ -3,6 +3,7 @@ package codec
 import (
 	"bytes"
 	"reflect"
+	"strconv"
 	"testing"
 )
 
@@ -52,6 +53,23 @@ func FuzzDecodeProto3(f *testing.F) {
 		}
 		if !reflect.DeepEqual(spans, again) && !(len(spans) == 0 && len(again) == 0) {
 			t.Fatalf("not stable:\n%+v\n%+v", spans, again)
+		}
+	})
+}
+
+// FuzzSmallInt checks readLong's fast path against strconv.ParseInt.
+func FuzzSmallInt(f *testing.F) {
+	for _, s := range []string{"0", "-0", "007", "-", "", "+1", "123456789012345678", "-999999999999999999", "1234567890123456789", "1e3", " 1", "9223372036854775807"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, ok := smallInt(s)
+		if !ok {
+			return
+		}
+		want, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || v != want {
+			t.Fatalf("smallInt(%q) = %d; strconv: %d, %v", s, v, want, err)
 		}
 	})
 }

@@ -375,7 +375,11 @@ func (r *jsonReader) readLong(want string, min, max int64) (int64, error) {
 	if r.err != nil {
 		return 0, nil
 	}
-	v, err := strconv.ParseInt(lit, 10, 64)
+	v, ok := smallInt(lit)
+	var err error
+	if !ok {
+		v, err = strconv.ParseInt(lit, 10, 64)
+	}
 	if err != nil {
 		f, ferr := strconv.ParseFloat(lit, 64)
 		if ferr != nil || f != math.Trunc(f) || f < -(1<<63) || f >= 1<<63 {
@@ -387,6 +391,30 @@ func (r *jsonReader) readLong(want string, min, max int64) (int64, error) {
 		return 0, errString("Expected " + want + " but was " + lit)
 	}
 	return v, nil
+}
+
+// smallInt is the value of lit when it is an optional '-' and 1 to 18
+// decimal digits (what strconv.ParseInt returns for it, without its
+// generality); ok is false for anything else.
+func smallInt(lit string) (v int64, ok bool) {
+	digits := lit
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 {
+		return 0, false
+	}
+	for i := 0; i < len(digits); i++ {
+		c := digits[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	if len(digits) != len(lit) {
+		v = -v
+	}
+	return v, true
 }
 
 // readBool reads true or false.

@@ -3,7 +3,6 @@ package model
 import (
 	"errors"
 	"fmt"
-	"strconv"
 )
 
 // TraceID is a 64- or 128-bit trace ID. High is 0 for a 64-bit ID.
@@ -86,10 +85,10 @@ func ParseTraceID(s string) (TraceID, error) {
 	var t TraceID
 	lo := s
 	if len(s) > 16 {
-		t.High, _ = strconv.ParseUint(s[:len(s)-16], 16, 64)
+		t.High = hexValue(s[:len(s)-16])
 		lo = s[len(s)-16:]
 	}
-	t.Low, _ = strconv.ParseUint(lo, 16, 64)
+	t.Low = hexValue(lo)
 	if t.IsZero() {
 		return TraceID{}, &IDError{"traceId", s, "traceId is all zeros"}
 	}
@@ -110,11 +109,27 @@ func ParseID(field, s string) (ID, error) {
 	if !isLowerHex(s) {
 		return 0, &IDError{field, s, s + " should be lower-hex encoded with no prefix"}
 	}
-	v, _ := strconv.ParseUint(s, 16, 64)
+	v := hexValue(s)
 	if v == 0 {
 		return 0, fmt.Errorf("%s %w", field, ErrZeroID)
 	}
 	return ID(v), nil
+}
+
+// hexValue is the value of at most 16 lower-hex digits (checked by
+// isLowerHex).
+func hexValue(s string) uint64 {
+	var v uint64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= '9' {
+			c -= '0'
+		} else {
+			c -= 'a' - 10
+		}
+		v = v<<4 | uint64(c)
+	}
+	return v
 }
 
 func isLowerHex(s string) bool {

@@ -8,15 +8,18 @@ import (
 )
 
 // BenchmarkBuildRows is the client-side cost of a batch of 1,000 spans
-// before COPY: rows, terms, JSON and fragment hashes.
+// before COPY: rows, terms, JSON and fragment hashes, and the COPY stream.
 func BenchmarkBuildRows(b *testing.B) {
 	spans := makeSpans(rand.New(rand.NewPCG(1, 2)), 1000)
 	b.ReportAllocs()
 	for b.Loop() {
+		var rb rowBuilder
+		rows := make([]spanRow, 0, len(spans))
 		for i := range spans {
-			r, _ := buildRow(&spans[i])
-			_ = r.copyValues()
+			r, _ := rb.build(&spans[i])
+			rows = append(rows, r)
 		}
+		_ = appendCopyRows(make([]byte, 0, 512*len(rows)), rows)
 	}
 }
 

@@ -104,6 +104,7 @@ const (
 	sqlRecords    = "SELECT r.* FROM unnest($1::int8[]) AS q(t), LATERAL (SELECT trace_id, hour, links FROM " + tableDepTraces + " WHERE trace_id = q.t OFFSET 0) r"
 	sqlAddHours   = "INSERT INTO " + tableDepHours + " AS h (hour, parent, child, call_count, error_count) SELECT * FROM unnest($1::int8[], $2::text[], $3::text[], $4::int8[], $5::int8[]) ON CONFLICT (hour, parent, child) DO UPDATE SET call_count = h.call_count + EXCLUDED.call_count, error_count = h.error_count + EXCLUDED.error_count"
 	sqlZeroHours  = "DELETE FROM " + tableDepHours + " WHERE hour = ANY($1::int8[]) AND call_count <= 0"
+	sqlNewRecords = "INSERT INTO " + tableDepTraces + " (trace_id, hour, links) SELECT * FROM unnest($1::int8[], $2::int8[], $3::text[])"
 	sqlPutRecords = "INSERT INTO " + tableDepTraces + " AS r (trace_id, hour, links) SELECT * FROM unnest($1::int8[], $2::int8[], $3::text[]) ON CONFLICT (trace_id) DO UPDATE SET hour = EXCLUDED.hour, links = EXCLUDED.links"
 	sqlDelRecords = "DELETE FROM " + tableDepTraces + " WHERE trace_id = ANY($1::int8[])"
 	sqlHourLinks  = "SELECT parent, child, sum(call_count)::int8, sum(error_count)::int8 FROM " + tableDepHours + " WHERE hour BETWEEN $1 AND $2 GROUP BY 1, 2"
@@ -164,9 +165,42 @@ func appendView(b []byte, r *spanRow) []byte {
 
 var errView = errors.New("pgstore: " + tableDepQueue + " holds a row this version cannot read")
 
+// viewDecoder decodes queue rows' views: the strings it reads (kinds and
+// service names, which repeat) are made once each, and endpoints are kept
+// in slabs.
+type viewDecoder struct {
+	strs map[string]string
+	eps  []model.Endpoint
+}
+
+func (d *viewDecoder) str(b []byte) string {
+	if s, ok := d.strs[string(b)]; ok {
+		return s
+	}
+	if d.strs == nil {
+		d.strs = map[string]string{}
+	}
+	s := string(b)
+	d.strs[s] = s
+	return s
+}
+
+// endpoint is linkerEndpoint, from d's slab.
+func (d *viewDecoder) endpoint(svc string, v4, v6 netip.Addr, port int64) *model.Endpoint {
+	e := model.Endpoint{ServiceName: svc, IPv4: v4, IPv6: v6, Port: int(port)}
+	if e.IsZero() {
+		return nil
+	}
+	if len(d.eps) == cap(d.eps) {
+		d.eps = make([]model.Endpoint, 0, 256)
+	}
+	d.eps = append(d.eps, e)
+	return &d.eps[len(d.eps)-1]
+}
+
 // decodeViews adds the spans of views to byTrace, by the low 64 bits of
 // their trace IDs.
-func decodeViews(b []byte, byTrace map[int64][]model.Span) error {
+func (d *viewDecoder) decodeViews(b []byte, byTrace map[int64][]model.Span) error {
 	varint := func() int64 {
 		v, n := binary.Varint(b)
 		if n <= 0 {
@@ -182,7 +216,7 @@ func decodeViews(b []byte, byTrace map[int64][]model.Span) error {
 			b = nil
 			return ""
 		}
-		v := string(b[n : n+int(l)])
+		v := d.str(b[n : n+int(l)])
 		b = b[n+int(l):]
 		return v
 	}
@@ -207,8 +241,8 @@ func decodeViews(b []byte, byTrace map[int64][]model.Span) error {
 		}
 		sp := model.Span{TraceID: model.TraceID{High: uint64(high), Low: uint64(low)}, ID: model.ID(uint64(id)),
 			ParentID: model.ID(uint64(parent)), Kind: model.Kind(kind), Shared: flags&1 != 0, Timestamp: ts,
-			RemoteEndpoint: linkerEndpoint(rsvc, netip.Addr{}, netip.Addr{}, 0)}
-		sp.LocalEndpoint = linkerEndpoint(lsvc, l4, l6, port)
+			RemoteEndpoint: d.endpoint(rsvc, netip.Addr{}, netip.Addr{}, 0)}
+		sp.LocalEndpoint = d.endpoint(lsvc, l4, l6, port)
 		if flags&2 != 0 {
 			sp.Tags = map[string]string{"error": ""}
 		}
@@ -552,6 +586,7 @@ func (s *Store) drainOnce(ctx context.Context, wait bool) (int, error) {
 	}
 	n := 0
 	views := map[int64][]model.Span{}
+	var vd viewDecoder
 	for rows.Next() {
 		var b []byte
 		if err := rows.Scan(&b); err != nil {
@@ -559,7 +594,7 @@ func (s *Store) drainOnce(ctx context.Context, wait bool) (int, error) {
 			return 0, fmt.Errorf("pgstore: dependency drain: taking queued writes: %w", err)
 		}
 		n++
-		if err := decodeViews(b, views); err != nil {
+		if err := vd.decodeViews(b, views); err != nil {
 			rows.Close()
 			return 0, fmt.Errorf("pgstore: dependency drain: %w", err)
 		}
@@ -622,30 +657,46 @@ func (r *relinked) write(ctx context.Context, tx *sql.Tx) error {
 	// Every trace relinked keeps a record (hour NULL: it counts nowhere), so
 	// that a trace without one was never drained; one whose fragments are
 	// all gone (retention) loses it.
-	var putLows, delLows []int64
-	var putLinks []string
-	hours := []byte{'{'}
+	// Records of traces that had none are inserted (drains run one at a
+	// time under the lock, and only they add records, so none can have
+	// appeared since relink read them): an upsert's arbiter check costs
+	// more, and most traces are new.
+	type records struct {
+		lows  []int64
+		links []string
+		hours []byte
+	}
+	var put [2]records // [0] new, [1] had a record
+	var delLows []int64
 	for low, now := range r.now {
 		_, had := r.old[low]
 		switch {
 		case now.stored:
-			if len(putLows) > 0 {
-				hours = append(hours, ',')
+			p := &put[0]
+			if had {
+				p = &put[1]
+			}
+			if len(p.lows) == 0 {
+				p.hours = append(p.hours, '{')
+			} else {
+				p.hours = append(p.hours, ',')
 			}
 			if now.hasHour {
-				hours = strconv.AppendInt(hours, now.hour, 10)
+				p.hours = strconv.AppendInt(p.hours, now.hour, 10)
 			} else {
-				hours = append(hours, "NULL"...)
+				p.hours = append(p.hours, "NULL"...)
 			}
-			putLows = append(putLows, low)
-			putLinks = append(putLinks, encodeLinks(now.links))
+			p.lows = append(p.lows, low)
+			p.links = append(p.links, encodeLinks(now.links))
 		case had:
 			delLows = append(delLows, low)
 		}
 	}
-	if len(putLows) > 0 {
-		if _, err := tx.ExecContext(ctx, sqlPutRecords, int8Array(putLows), string(append(hours, '}')), arrayLiteral(putLinks)); err != nil {
-			return fmt.Errorf("writing %s: %w", tableDepTraces, err)
+	for i, q := range [2]string{sqlNewRecords, sqlPutRecords} {
+		if p := &put[i]; len(p.lows) > 0 {
+			if _, err := tx.ExecContext(ctx, q, int8Array(p.lows), string(append(p.hours, '}')), arrayLiteral(p.links)); err != nil {
+				return fmt.Errorf("writing %s: %w", tableDepTraces, err)
+			}
 		}
 	}
 	if len(delLows) > 0 {
@@ -743,12 +794,13 @@ func pendingViews(ctx context.Context, q querier) (map[int64][]model.Span, error
 	}
 	defer rows.Close()
 	views := map[int64][]model.Span{}
+	var vd viewDecoder
 	for rows.Next() {
 		var b []byte
 		if err := rows.Scan(&b); err != nil {
 			return nil, fmt.Errorf("pgstore: reading the dependency queue: %w", err)
 		}
-		if err := decodeViews(b, views); err != nil {
+		if err := vd.decodeViews(b, views); err != nil {
 			return nil, err
 		}
 	}

@@ -11,9 +11,13 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,15 +34,22 @@ import (
 
 // TestMeasureIngest compares, on PG_TEST_DSN's server, four ways of writing
 // the same spans, in interleaved rounds: the span server over HTTP (JSON v2
-// bodies, on a Store of its own), Accept on the sqlpool pool (rows
-// built from model.Span, COPY through sql.Conn.Raw, names), a raw pgx COPY of
-// the prebuilt rows, and a raw multi-row INSERT … ON CONFLICT DO NOTHING of
-// them, each into its own schema with the same tables and indexes, from
-// PGSTORE_MEASURE_WRITERS goroutines (default 4) in batches of
-// PGSTORE_MEASURE_BATCH spans (default 1000), PGSTORE_MEASURE_BATCHES
-// batches per method per round (default 10), PGSTORE_MEASURE_ROUNDS rounds
-// (default 15), each in a shuffled order. It runs only with
-// PGSTORE_MEASURE=1 (docs/design/pgstore.md has the commands).
+// bodies, on a Store of its own, its queue sized to hold a round), Accept on
+// the sqlpool pool (rows built from model.Span, COPY through sql.Conn.Raw,
+// names), a raw COPY of the prebuilt rows (the binary COPY stream the store
+// sends, built outside the timing), and a raw multi-row INSERT … ON
+// CONFLICT DO NOTHING of them, each into its own schema with the same
+// tables and indexes, from PGSTORE_MEASURE_WRITERS goroutines (default 4)
+// in batches of PGSTORE_MEASURE_BATCH spans (default 1000),
+// PGSTORE_MEASURE_BATCHES batches per method per round (default 10),
+// PGSTORE_MEASURE_ROUNDS rounds (default 15), each in a shuffled order
+// (PGSTORE_MEASURE_METHODS, comma-separated, picks the methods). The two
+// store paths drain the dependency queue while they write, every
+// PGSTORE_MEASURE_DRAIN_EVERY (default 500ms; 0: only at the end), and
+// once more at the end of the round, in the timing. Per round it logs the
+// CPU time of PostgreSQL's processes and of this process per span. It
+// runs only with PGSTORE_MEASURE=1 (docs/design/pgstore.md has the
+// commands).
 func TestMeasureIngest(t *testing.T) {
 	if os.Getenv("PGSTORE_MEASURE") != "1" || os.Getenv("PG_TEST_DSN") == "" {
 		t.Skip("set PGSTORE_MEASURE=1 and PG_TEST_DSN (a server with the settings to measure)")
@@ -46,6 +57,15 @@ func TestMeasureIngest(t *testing.T) {
 	dsn := os.Getenv("PG_TEST_DSN")
 	writers, batch, batches, rounds := envN("PGSTORE_MEASURE_WRITERS", 4), envN("PGSTORE_MEASURE_BATCH", 1000),
 		envN("PGSTORE_MEASURE_BATCHES", 10), envN("PGSTORE_MEASURE_ROUNDS", 15)
+	serverWriters := envN("PGSTORE_MEASURE_SERVER_WRITERS", writers)
+	drainEvery := 500 * time.Millisecond
+	if v := os.Getenv("PGSTORE_MEASURE_DRAIN_EVERY"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		drainEvery = d // 0: only at the end of the round
+	}
 	ctx := context.Background()
 	admin, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -60,10 +80,14 @@ func TestMeasureIngest(t *testing.T) {
 		}
 		settings = append(settings, s+"="+v)
 	}
-	t.Logf("server: %v; %d writers, batches of %d spans, %d batches per method per round, %d rounds", settings, writers, batch, batches, rounds)
+	t.Logf("server: %v; %d writers (the span server's: %d), batches of %d spans, %d batches per method per round, %d rounds, store rounds drain every %v",
+		settings, writers, serverWriters, batch, batches, rounds, drainEvery)
 	methods := []string{"accept", "copy", "insert", "http"}
+	if m := os.Getenv("PGSTORE_MEASURE_METHODS"); m != "" {
+		methods = strings.Split(m, ",")
+	}
 	dsnOf := map[string]string{}
-	for _, m := range methods {
+	for _, m := range []string{"accept", "copy", "insert", "http"} {
 		schema := "measure_" + m
 		for _, q := range []string{"DROP SCHEMA IF EXISTS " + schema + " CASCADE", "CREATE SCHEMA " + schema} {
 			if _, err := admin.Exec(ctx, q); err != nil {
@@ -104,7 +128,7 @@ func TestMeasureIngest(t *testing.T) {
 	// schema): JSON v2 bodies POSTed by the writers, decoded, queued and
 	// written by the server's writers; a round ends when every span is
 	// stored.
-	hp, err := pool.New(stdlib.GetConnector(*connCfg("http")), pool.Config{MaxConns: writers, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	hp, err := pool.New(stdlib.GetConnector(*connCfg("http")), pool.Config{MaxConns: serverWriters + 1, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,15 +138,20 @@ func TestMeasureIngest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Config{Storage: hstore, Writers: writers, BatchSpans: batch, MaxQueueSpans: 4 * writers * batch,
-		Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	reg := prometheus.NewRegistry()
+	// The queue holds a whole round, so that no POST is refused: a POST
+	// refused for want of room has cost the server its decoding, and the
+	// client sends it again.
+	srv, err := server.New(server.Config{Storage: hstore, Writers: serverWriters, BatchSpans: batch,
+		MaxQueueSpans: max(4*writers*batch, batches*batch), MaxQueueBytes: 1 << 30,
+		Registerer: reg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	hs := httptest.NewServer(srv.Handler())
 	defer func() { hs.Close(); _ = srv.Close(ctx) }()
 	raw := map[string][]*pgx.Conn{}
-	for _, m := range methods[1:3] {
+	for _, m := range []string{"copy", "insert"} {
 		for range writers {
 			c, err := pgx.ConnectConfig(ctx, connCfg(m))
 			if err != nil {
@@ -140,32 +169,38 @@ func TestMeasureIngest(t *testing.T) {
 		}
 		return out
 	}
-	spansPerSec, serverMicros := map[string][]float64{}, map[string][]float64{}
+	spansPerSec, serverMicros, clientMicros := map[string][]float64{}, map[string][]float64{}, map[string][]float64{}
 	for r := range rounds {
 		order := append([]string(nil), methods...)
 		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 		for _, m := range order {
 			work := gen()
-			// Raw methods get their rows prebuilt, outside the timing.
-			var copyRows [][][]any
+			// Raw methods get their rows prebuilt, outside the timing: raw
+			// COPY the binary COPY stream the store sends, so that it
+			// costs its client no more than sending it.
+			var copyData [][]byte
 			var insertArgs [][]any
 			var bodies [][]byte
-			if m == "http" {
-				for _, b := range work {
+			for _, b := range work {
+				switch m {
+				case "http":
 					bodies = append(bodies, codec.AppendJSONV2Spans(nil, b))
-				}
-			} else if m != "accept" {
-				for _, b := range work {
-					var rows [][]any
+				case "copy", "insert":
+					var rows []spanRow
 					var args []any
+					var rb rowBuilder
 					for i := range b {
-						row, _ := buildRow(&b[i])
-						rows = append(rows, row.copyValues())
-						args = row.textValues(args)
+						row, _ := rb.build(&b[i])
+						rows = append(rows, row)
+						if m == "insert" {
+							args = row.textValues(args)
+						}
 					}
-					copyRows, insertArgs = append(copyRows, rows), append(insertArgs, args)
+					copyData, insertArgs = append(copyData, appendCopyRows(nil, rows)), append(insertArgs, args)
 				}
 			}
+			runtime.GC() // the garbage of building them is not collected in the timing
+			st := map[string]*Store{"accept": store, "http": hstore}[m]
 			sqlText := insertSQL(batch)
 			next := make(chan int, len(work))
 			for i := range work {
@@ -176,7 +211,36 @@ func TestMeasureIngest(t *testing.T) {
 			errs := make(chan error, writers)
 			stored0 := hstore.Stats().Spans
 			cpu0 := serverCPU(t)
+			self0 := selfCPU()
+			busy0, writes0 := writeSeconds(t, reg)
+			retries0 := retries503.Load()
 			t0 := time.Now()
+			// The store's rounds drain the dependency queue while they
+			// write, every drainEvery (what the server's
+			// RunDependencyAggregation does off the write path, every
+			// 3 s), and once more at the end, timed in the round: the
+			// aggregation is paid in the round that caused it.
+			stopDrain, drained := make(chan struct{}), make(chan error, 1)
+			go func() {
+				if st == nil || drainEvery <= 0 {
+					drained <- nil
+					return
+				}
+				tick := time.NewTicker(drainEvery)
+				defer tick.Stop()
+				for {
+					select {
+					case <-stopDrain:
+						drained <- nil
+						return
+					case <-tick.C:
+					}
+					if _, err := st.DrainDependencies(ctx); err != nil {
+						drained <- err
+						return
+					}
+				}
+			}()
 			for w := range writers {
 				wg.Add(1)
 				go func() {
@@ -187,7 +251,7 @@ func TestMeasureIngest(t *testing.T) {
 						case "accept":
 							err = store.Accept(ctx, work[i])
 						case "copy":
-							_, err = raw[m][w].CopyFrom(ctx, pgx.Identifier{tableSpans}, spanColumns, pgx.CopyFromRows(copyRows[i]))
+							_, err = raw[m][w].PgConn().CopyFrom(ctx, bytes.NewReader(copyData[i]), sqlCopySpans)
 						case "insert":
 							_, err = raw[m][w].Exec(ctx, sqlText, insertArgs[i]...)
 						case "http":
@@ -206,17 +270,20 @@ func TestMeasureIngest(t *testing.T) {
 					time.Sleep(time.Millisecond) // a measurement by hand: the store has no event to wait on
 				}
 			}
-			// The store's rounds include draining the dependency queue
-			// (what the server's timer does off the write path).
-			var drain time.Duration
-			if st := map[string]*Store{"accept": store, "http": hstore}[m]; st != nil {
-				t1 := time.Now()
+			close(stopDrain)
+			if err := <-drained; err != nil {
+				t.Fatal(err)
+			}
+			var drain, drainCPU time.Duration
+			if st != nil {
+				t1, c1 := time.Now(), serverCPU(t)
 				if _, err := st.DrainDependencies(ctx); err != nil {
 					t.Fatal(err)
 				}
-				drain = time.Since(t1)
+				drain, drainCPU = time.Since(t1), serverCPU(t)-c1
 			}
 			el := time.Since(t0)
+			self := selfCPU() - self0
 			cpu := serverCPU(t) - cpu0
 			close(errs)
 			for err := range errs {
@@ -226,29 +293,58 @@ func TestMeasureIngest(t *testing.T) {
 			spansPerSec[m] = append(spansPerSec[m], rate)
 			cpuPerSpan := float64(cpu.Microseconds()) / float64(batches*batch)
 			serverMicros[m] = append(serverMicros[m], cpuPerSpan)
-			t.Logf("round %d %-6s %8.0f spans/s (%v, of which draining the dependency queue %v), server CPU %.1f µs/span",
-				r+1, m, rate, el.Round(time.Millisecond), drain.Round(time.Millisecond), cpuPerSpan)
+			selfPerSpan := float64(self.Microseconds()) / float64(batches*batch)
+			clientMicros[m] = append(clientMicros[m], selfPerSpan)
+			if m == "http" {
+				busy, writes := writeSeconds(t, reg)
+				t.Logf("http: %d writes, server writers busy %.0f%% of the round (mean write %.1f ms), %d POSTs answered 503",
+					writes-writes0, 100*(busy-busy0)/el.Seconds()/float64(serverWriters), 1000*(busy-busy0)/float64(max(writes-writes0, 1)), retries503.Load()-retries0)
+			}
+			t.Logf("round %d %-6s %8.0f spans/s (%v, of which the final drain of the dependency queue %v, PostgreSQL CPU %.1f µs/span), PostgreSQL CPU %.1f µs/span, this process %.1f µs/span",
+				r+1, m, rate, el.Round(time.Millisecond), drain.Round(time.Millisecond), float64(drainCPU.Microseconds())/float64(batches*batch), cpuPerSpan, selfPerSpan)
 		}
 	}
 	med := func(v []float64) float64 { s := append([]float64(nil), v...); sort.Float64s(s); return s[len(s)/2] }
-	a, c, i := med(spansPerSec["accept"]), med(spansPerSec["copy"]), med(spansPerSec["insert"])
-	h := med(spansPerSec["http"])
-	t.Logf("server CPU per span, median of rounds: http %.1f µs, accept %.1f µs, raw COPY %.1f µs, raw INSERT %.1f µs",
-		med(serverMicros["http"]), med(serverMicros["accept"]), med(serverMicros["copy"]), med(serverMicros["insert"]))
-	// Ratios paired within a round (the same load on the machine).
-	var ra, ri, rh []float64
-	for r := range rounds {
-		ra = append(ra, spansPerSec["accept"][r]/spansPerSec["copy"][r])
-		ri = append(ri, spansPerSec["insert"][r]/spansPerSec["copy"][r])
-		rh = append(rh, spansPerSec["http"][r]/spansPerSec["copy"][r])
+	for _, m := range methods {
+		line := fmt.Sprintf("%-6s median %8.0f spans/s, PostgreSQL CPU %.1f µs/span, this process's CPU %.1f µs/span",
+			m, med(spansPerSec[m]), med(serverMicros[m]), med(clientMicros[m]))
+		// Ratios paired within a round (the same load on the machine).
+		if c := spansPerSec["copy"]; m != "copy" && len(c) == rounds {
+			var rs []float64
+			for r := range rounds {
+				rs = append(rs, spansPerSec[m][r]/c[r])
+			}
+			sort.Float64s(rs)
+			line += fmt.Sprintf("; ÷ raw COPY per round: min %.2f, median %.2f, max %.2f", rs[0], med(rs), rs[len(rs)-1])
+		}
+		t.Log(line)
 	}
-	sort.Float64s(ra)
-	sort.Float64s(ri)
-	sort.Float64s(rh)
-	q := func(v []float64, f float64) float64 { return v[int(f*float64(len(v)-1))] }
-	t.Logf("medians: http %.0f, accept %.0f, raw COPY %.0f, raw INSERT %.0f spans/s; per-round ratios: http/COPY median %.2f (quartiles %.2f–%.2f), accept/COPY median %.2f (%.2f–%.2f), INSERT/COPY median %.2f (%.2f–%.2f); pool release plans %d (http %d); store %+v",
-		h, a, c, i, q(rh, 0.5), q(rh, 0.25), q(rh, 0.75), q(ra, 0.5), q(ra, 0.25), q(ra, 0.75), q(ri, 0.5), q(ri, 0.25), q(ri, 0.75),
-		p.Stats().ReleasePlans, hp.Stats().ReleasePlans, store.Stats())
+	t.Logf("pool release plans %d (http %d); store %+v; http store %+v", p.Stats().ReleasePlans, hp.Stats().ReleasePlans, store.Stats(), hstore.Stats())
+}
+
+var retries503 atomic.Int64
+
+// writeSeconds returns the sum and count of the span server's
+// zipkin_collector_write_seconds.
+func writeSeconds(t *testing.T, reg *prometheus.Registry) (float64, uint64) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == server.NameWriteSeconds {
+			h := mf.GetMetric()[0].GetHistogram()
+			return h.GetSampleSum(), h.GetSampleCount()
+		}
+	}
+	return 0, 0
+}
+
+// selfCPU is this process's CPU time (user and system, every thread).
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // post sends one JSON v2 body to the span server, again after a 503 (its
@@ -265,6 +361,7 @@ func post(url string, body []byte) error {
 		case http.StatusAccepted:
 			return nil
 		case http.StatusServiceUnavailable:
+			retries503.Add(1)
 			time.Sleep(5 * time.Millisecond)
 		default:
 			return fmt.Errorf("POST: HTTP %d", resp.StatusCode)

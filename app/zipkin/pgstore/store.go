@@ -65,7 +65,7 @@ type Store struct {
 
 	// names are the zipkin_names rows known to be stored, so that a batch
 	// upserts only names not seen before by this process.
-	namesMu sync.Mutex
+	namesMu sync.RWMutex
 	names   map[nameRow]struct{}
 }
 

@@ -1,6 +1,7 @@
 package pgstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -57,6 +58,23 @@ type nameRow struct {
 // buildRow converts a normalised span to its row; ok is false for a span
 // Zipkin rejects (zero trace or span ID, unknown kind).
 func buildRow(sp *model.Span) (r spanRow, ok bool) {
+	var b rowBuilder
+	return b.build(sp)
+}
+
+// rowBuilder builds the rows of a batch, reusing its scratch space between
+// rows: the rows' JSON and terms are slices of chunks shared by the batch's
+// rows (one allocation per chunk, not several per row).
+type rowBuilder struct {
+	keys  []string
+	json  []byte
+	tb    termBuilder
+	bytes []byte   // chunk of the rows' JSON
+	strs  []string // chunk of the rows' terms
+}
+
+// build is buildRow with b's scratch space.
+func (b *rowBuilder) build(sp *model.Span) (r spanRow, ok bool) {
 	if sp.TraceID.IsZero() || sp.ID == 0 || !sp.Kind.Valid() {
 		return r, false
 	}
@@ -68,44 +86,88 @@ func buildRow(sp *model.Span) (r spanRow, ok bool) {
 	if e := sp.RemoteEndpoint; e != nil {
 		r.rsvc, r.r4, r.r6, r.rport = e.ServiceName, e.IPv4, e.IPv6, int32(e.Port)
 	}
-	var tb termBuilder
+	tb := &b.tb
+	tb.buf, tb.ends = tb.buf[:0], tb.ends[:0]
 	if len(sp.Annotations) > 0 {
-		b := make([]byte, 0, 32*len(sp.Annotations))
-		b = append(b, '[')
+		j := append(b.json[:0], '[')
 		for i, x := range sp.Annotations {
 			if i > 0 {
-				b = append(b, ',')
+				j = append(j, ',')
 			}
-			b = append(b, '[')
-			b = strconv.AppendInt(b, x.Timestamp, 10)
-			b = append(b, ',')
-			b = appendJSONString(b, x.Value)
-			b = append(b, ']')
+			j = append(j, '[')
+			j = strconv.AppendInt(j, x.Timestamp, 10)
+			j = append(j, ',')
+			j = appendJSONString(j, x.Value)
+			j = append(j, ']')
 			tb.add('0', x.Value, "", false)
 		}
-		r.ann = append(b, ']')
+		b.json = append(j, ']')
+		r.ann = b.keep(b.json)
 	}
 	_, r.isErr = sp.Tags["error"]
 	if len(sp.Tags) > 0 {
-		keys := sp.SortedTagKeys()
-		b := make([]byte, 0, 48*len(keys))
-		b = append(b, '{')
+		keys := b.keys[:0]
+		for k := range sp.Tags {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		b.keys = keys
+		j := append(b.json[:0], '{')
 		for i, k := range keys {
 			v := sp.Tags[k]
 			if i > 0 {
-				b = append(b, ',')
+				j = append(j, ',')
 			}
-			b = appendJSONString(b, k)
-			b = append(b, ':')
-			b = appendJSONString(b, v)
+			j = appendJSONString(j, k)
+			j = append(j, ':')
+			j = appendJSONString(j, v)
 			tb.add('0', k, "", false)
 			tb.add('1', k, v, true)
 		}
-		r.tags = append(b, '}')
+		b.json = append(j, '}')
+		r.tags = b.keep(b.json)
+		clear(keys) // drop the references to the span's strings
 	}
-	r.terms = tb.terms()
+	r.terms = b.terms()
 	r.frag = r.hash()
 	return r, true
+}
+
+// rowChunk bounds the size of the chunks rows' JSON and terms are kept in
+// (they start small and double).
+const rowChunk = 32 << 10
+
+// keep returns a copy of j in b's current chunk (capacity-limited).
+func (b *rowBuilder) keep(j []byte) []byte {
+	if cap(b.bytes)-len(b.bytes) < len(j) {
+		b.bytes = make([]byte, 0, max(min(rowChunk, 2*cap(b.bytes)), len(j), 256))
+	}
+	start := len(b.bytes)
+	b.bytes = append(b.bytes, j...)
+	return b.bytes[start:len(b.bytes):len(b.bytes)]
+}
+
+// terms returns the terms of the row being built (sorted, without repeats,
+// never nil) in one string, as a slice of b's current chunk.
+func (b *rowBuilder) terms() []string {
+	n := len(b.tb.ends)
+	if n == 0 {
+		return []string{}
+	}
+	if cap(b.strs)-len(b.strs) < n {
+		b.strs = make([]string, 0, max(min(rowChunk/16, 2*cap(b.strs)), n, 16))
+	}
+	start := len(b.strs)
+	all := string(b.tb.buf)
+	from := 0
+	for _, end := range b.tb.ends {
+		b.strs = append(b.strs, all[from:end])
+		from = end
+	}
+	out := b.strs[start:len(b.strs):len(b.strs)]
+	slices.Sort(out)
+	out = slices.Compact(out)
+	return out[:len(out):len(out)]
 }
 
 func valueTerm(k, v string) string { return "1" + k + "\x1f" + v }
@@ -136,19 +198,6 @@ func (b *termBuilder) add(kind byte, key, value string, withValue bool) {
 	b.ends = append(b.ends, len(b.buf))
 }
 
-// terms returns the terms sorted, without repeats, never nil.
-func (b *termBuilder) terms() []string {
-	out := make([]string, len(b.ends))
-	all := string(b.buf)
-	start := 0
-	for i, end := range b.ends {
-		out[i] = all[start:end]
-		start = end
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
 // hash is the fragment's content hash (FNV-1a 64 over every column), the
 // last part of its key: the same fragment sent again has the same key.
 func (r *spanRow) hash() int64 {
@@ -163,6 +212,12 @@ func (r *spanRow) hash() int64 {
 		num(int64(len(s)))
 		for i := 0; i < len(s); i++ {
 			h = (h ^ uint64(s[i])) * prime
+		}
+	}
+	byts := func(s []byte) {
+		num(int64(len(s)))
+		for _, c := range s {
+			h = (h ^ uint64(c)) * prime
 		}
 	}
 	addr := func(a netip.Addr) {
@@ -197,8 +252,8 @@ func (r *spanRow) hash() int64 {
 	addr(r.r4)
 	addr(r.r6)
 	num(int64(r.rport))
-	str(string(r.ann))
-	str(string(r.tags))
+	byts(r.ann)
+	byts(r.tags)
 	return int64(h)
 }
 
@@ -346,9 +401,13 @@ func (s *Store) Accept(ctx context.Context, spans []model.Span) error {
 	rows := make([]spanRow, 0, len(spans))
 	seen := make(map[rowKey]struct{}, len(spans))
 	names := make(map[nameRow]struct{})
+	var rb rowBuilder
+	// Names already stored are left out of the batch's set as it is
+	// built (most are, after the first batches).
+	s.namesMu.RLock()
 	for i := range spans {
 		sp := &spans[i]
-		r, ok := buildRow(sp)
+		r, ok := rb.build(sp)
 		if !ok {
 			s.stats.rejected.Add(1)
 			continue
@@ -361,6 +420,7 @@ func (s *Store) Accept(ctx context.Context, spans []model.Span) error {
 		rows = append(rows, r)
 		s.collectNames(names, sp)
 	}
+	s.namesMu.RUnlock()
 	if len(rows) == 0 {
 		return nil
 	}
@@ -409,9 +469,12 @@ func pgxConn(dc any, queries ...string) *pgx.Conn {
 	return pgdialect.UnwrapFor(dc, queries...).(*stdlib.Conn).Conn()
 }
 
-// sqlCopySpans is the COPY statement pgx's CopyFrom sends, as the pool's
-// session tracker is told it.
-var sqlCopySpans = "COPY " + tableSpans + " (" + strings.Join(spanColumns, ", ") + ") FROM STDIN BINARY"
+// sqlCopySpans is the COPY statement of a write, as sent and as the pool's
+// session tracker is told it; sqlCopyStage the staging path's.
+var (
+	sqlCopySpans = "COPY " + tableSpans + " (" + strings.Join(spanColumns, ", ") + ") FROM STDIN BINARY"
+	sqlCopyStage = "COPY " + tableStage + " (" + strings.Join(spanColumns, ", ") + ") FROM STDIN BINARY"
+)
 
 // copySpans writes rows with one COPY on a connection of the pool, and on a
 // unique violation again through a staging table.
@@ -421,10 +484,7 @@ func (s *Store) copySpans(ctx context.Context, rows []spanRow) error {
 		return fmt.Errorf("pgstore: writing spans: %w", err)
 	}
 	defer conn.Close()
-	src := make([][]any, len(rows))
-	for i := range rows {
-		src[i] = rows[i].copyValues()
-	}
+	src := appendCopyRows(make([]byte, 0, 512*len(rows)), rows)
 	queue := newQueueRow(rows)
 	return conn.Raw(func(dc any) error {
 		pc := pgxConn(dc, "BEGIN", sqlQueue, sqlCopySpans, "COMMIT")
@@ -456,7 +516,7 @@ func (s *Store) copySpans(ctx context.Context, rows []spanRow) error {
 // transaction: BEGIN and the queue row in one round trip (a pipeline), the
 // COPY, then COMMIT. On an error it rolls back (the connection is then
 // outside a transaction, or broken).
-func copyInTx(ctx context.Context, pc *pgx.Conn, queue queueRow, src [][]any) error {
+func copyInTx(ctx context.Context, pc *pgx.Conn, queue queueRow, src []byte) error {
 	pg := pc.PgConn()
 	b := &pgconn.Batch{}
 	b.ExecParams("BEGIN", nil, nil, nil, nil)
@@ -466,7 +526,7 @@ func copyInTx(ctx context.Context, pc *pgx.Conn, queue queueRow, src [][]any) er
 		rollback(pg)
 		return err
 	}
-	if _, err := pc.CopyFrom(ctx, pgx.Identifier{tableSpans}, spanColumns, pgx.CopyFromRows(src)); err != nil {
+	if _, err := pg.CopyFrom(ctx, bytes.NewReader(src), sqlCopySpans); err != nil {
 		rollback(pg)
 		return err
 	}
@@ -496,7 +556,7 @@ const (
 
 // stageSpans copies src into a temporary table dropped at commit and moves
 // the rows not yet stored into zipkin_spans, in one transaction.
-func stageSpans(ctx context.Context, pc *pgx.Conn, queue queueRow, src [][]any) error {
+func stageSpans(ctx context.Context, pc *pgx.Conn, queue queueRow, src []byte) error {
 	tx, err := pc.Begin(ctx)
 	if err != nil {
 		return err
@@ -508,7 +568,7 @@ func stageSpans(ctx context.Context, pc *pgx.Conn, queue queueRow, src [][]any) 
 	if _, err := tx.Exec(ctx, sqlQueue, queue.args()...); err != nil {
 		return err
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{tableStage}, spanColumns, pgx.CopyFromRows(src)); err != nil {
+	if _, err := pc.PgConn().CopyFrom(ctx, bytes.NewReader(src), sqlCopyStage); err != nil {
 		return err
 	}
 	if _, err := tx.Exec(ctx, sqlUnstage); err != nil {
@@ -551,21 +611,27 @@ func (s *Store) insertSpans(ctx context.Context, rows []spanRow) error {
 	return nil
 }
 
-// collectNames adds sp's zipkin_names rows to set.
+// collectNames adds sp's zipkin_names rows not known to be stored to set;
+// the caller holds s.namesMu for reading.
 func (s *Store) collectNames(set map[nameRow]struct{}, sp *model.Span) {
+	add := func(n nameRow) {
+		if _, ok := s.names[n]; !ok {
+			set[n] = struct{}{}
+		}
+	}
 	if svc := sp.LocalServiceName(); svc != "" {
-		set[nameRow{nameService, svc, ""}] = struct{}{}
+		add(nameRow{nameService, svc, ""})
 		if sp.Name != "" {
-			set[nameRow{nameSpan, svc, sp.Name}] = struct{}{}
+			add(nameRow{nameSpan, svc, sp.Name})
 		}
 		if r := sp.RemoteServiceName(); r != "" {
-			set[nameRow{nameRemote, svc, r}] = struct{}{}
+			add(nameRow{nameRemote, svc, r})
 		}
 	}
 	if len(s.keys) > 0 {
 		for k, v := range sp.Tags {
 			if s.keys[k] && v != "" {
-				set[nameRow{nameValue, k, v}] = struct{}{}
+				add(nameRow{nameValue, k, v})
 			}
 		}
 	}
@@ -573,8 +639,8 @@ func (s *Store) collectNames(set map[nameRow]struct{}, sp *model.Span) {
 
 // newNames returns the rows of set not yet known to be stored.
 func (s *Store) newNames(set map[nameRow]struct{}) []nameRow {
-	s.namesMu.Lock()
-	defer s.namesMu.Unlock()
+	s.namesMu.RLock()
+	defer s.namesMu.RUnlock()
 	var out []nameRow
 	for n := range set {
 		if _, ok := s.names[n]; !ok {
