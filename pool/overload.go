@@ -207,17 +207,19 @@ func (p *Pool) noteStmtLoss() {
 // Server overload: a database that takes more statements than it can finish in time queues
 // them itself, so the pool sees no queue of its own (its connections are all out, running
 // statements that miss their deadlines). The adaptive limit engages when, over at least
-// lossMemory intervals, at least minStmtLosses statements and stmtLossShare of the borrows
+// stmtLossWindow intervals, at least minStmtLosses statements and stmtLossShare of the borrows
 // ran into their deadlines: a stalled host loses one statement per connection it holds per
 // deadline, a small share of the borrows the healthy hosts serve meanwhile (and if the limit
-// engages anyway, the stall rule lets it go: congestedLocked).
+// engages anyway, the stall rule lets it go: congestedLocked). Three intervals, not ten: every
+// interval until it engages, the database's overload kills statements at their deadlines.
 const (
-	minStmtLosses = 8
-	stmtLossShare = 0.05
+	minStmtLosses  = 8
+	stmtLossShare  = 0.05
+	stmtLossWindow = 3 // intervals
 )
 
 // serverOverloaded counts a statement loss in the current window (under ovl.mu) and, once the
-// window is lossMemory intervals long, engages the adaptive limit if the losses were many.
+// window is stmtLossWindow intervals long, engages the adaptive limit if the losses were many.
 func (p *Pool) serverOverloaded() {
 	o := &p.ovl
 	now := p.nanotime()
@@ -228,7 +230,7 @@ func (p *Pool) serverOverloaded() {
 		o.sStart, o.sHandouts, o.sLosses = now, p.handoutsTotal(), 1
 		return
 	}
-	if now-o.sStart < lossMemory*o.interval {
+	if now-o.sStart < stmtLossWindow*o.interval {
 		return
 	}
 	h := p.handoutsTotal()

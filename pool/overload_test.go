@@ -574,7 +574,7 @@ func TestServerOverloadEngagesLimit(t *testing.T) {
 			for range tc.losses - 2 {
 				p.noteStmtLoss()
 			}
-			time.Sleep(12 * time.Millisecond) // the window is ten intervals long
+			time.Sleep(5 * time.Millisecond) // the window is three intervals long
 			p.noteStmtLoss()
 			if got := p.ovl.limit.Load() != 0; got != tc.want {
 				t.Errorf("%d losses among %d borrows: limit engaged = %v (limit %d); want %v", tc.losses, tc.handouts, got, p.ovl.limit.Load(), tc.want)
