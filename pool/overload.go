@@ -239,6 +239,11 @@ func (p *Pool) serverOverloaded() {
 	if many && o.limit.CompareAndSwap(0, int32(o.startLimit(p))) {
 		o.engaged.Store(true)
 		o.changes.Add(1)
+		// The borrowers the limit now queues would wait first come, first served until one
+		// of them lost its deadline in the queue (up to a deadline: the oldest served near
+		// it); the statements' losses are that evidence already, so the standing queue counts
+		// as congestion once it has not emptied for an interval.
+		o.lastLoss.Store(max(now, 1))
 	}
 }
 

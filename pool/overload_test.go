@@ -579,6 +579,12 @@ func TestServerOverloadEngagesLimit(t *testing.T) {
 			if got := p.ovl.limit.Load() != 0; got != tc.want {
 				t.Errorf("%d losses among %d borrows: limit engaged = %v (limit %d); want %v", tc.losses, tc.handouts, got, p.ovl.limit.Load(), tc.want)
 			}
+			// Engaged by the database's overload, the losses count for congestion: the
+			// standing queue the limit makes goes newest first without waiting for a waiter
+			// to lose its deadline in it.
+			if got := p.ovl.lastLoss.Load() != 0; got != tc.want {
+				t.Errorf("%d losses among %d borrows: a loss noted for congestion = %v; want %v", tc.losses, tc.handouts, got, tc.want)
+			}
 		})
 	}
 }

@@ -129,6 +129,7 @@ func RunOverload(args []string, stdout, stderr io.Writer) int {
 			"pool-N-nolimit (overload control without the adaptive limit)")
 	shortMs := fs.Duration("short", time.Millisecond, "short statement's server time")
 	scanMs := fs.Duration("scan", 50*time.Millisecond, "scan's server time")
+	traceEvery := fs.Duration("trace", 0, "print each pool's Stats (limit, congestion, waiters, shed) to stderr at this interval; 0: off")
 	count := fs.String("count", "completion", "which requests a configuration's figures count: completion (those that finished or failed in the measured time) or arrival (those that arrived in it, wherever they ended)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -210,7 +211,7 @@ func RunOverload(args []string, stdout, stderr io.Writer) int {
 			k := (r - 1) % len(order)
 			order = append(order[k:], order[:k]...)
 			for _, t := range order {
-				res, err := runOverload(conn, mon, sc, t, capacity**factor, capacity, *warm, *dur, *deadline, *count == "arrival")
+				res, err := runOverload(conn, mon, sc, t, capacity**factor, capacity, *warm, *dur, *deadline, *count == "arrival", *traceEvery, stderr)
 				if err != nil {
 					fmt.Fprintf(stderr, "overload: %s %s: %v\n", sc.Name, t.Name, err)
 					return 1
@@ -382,7 +383,7 @@ type overloadOutcome struct {
 // deadlines that added ~0.5 s of service to a 4 s measurement (database/sql "finished" 110 %
 // of the closed-loop capacity).
 func runOverload(c driver.Connector, mon *sql.DB, sc overloadScenario, t overloadTarget, rate, capacity float64,
-	warm, dur, deadline time.Duration, byArrival bool) (overloadResult, error) {
+	warm, dur, deadline time.Duration, byArrival bool, traceEvery time.Duration, traceOut io.Writer) (overloadResult, error) {
 	if err := awaitQuiet(mon); err != nil {
 		return overloadResult{}, err
 	}
@@ -421,6 +422,11 @@ func runOverload(c driver.Connector, mon *sql.DB, sc overloadScenario, t overloa
 	closeReasons.take()
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
 	start := time.Now()
+	if p != nil && traceEvery > 0 {
+		stop := make(chan struct{})
+		defer close(stop)
+		go traceStats(p, t.Name, start, traceEvery, traceOut, stop)
+	}
 	measureFrom := start.Add(warm)
 	end := measureFrom.Add(dur)
 	var conns0 int64
@@ -512,6 +518,22 @@ func runOverload(c driver.Connector, mon *sql.DB, sc overloadScenario, t overloa
 		_ = p.Close()
 	}
 	return res, nil
+}
+
+// traceStats prints p's overload figures every interval until stop is closed (-trace).
+func traceStats(p *pool.Pool, name string, start time.Time, every time.Duration, w io.Writer, stop <-chan struct{}) {
+	tk := time.NewTicker(every)
+	defer tk.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tk.C:
+			st := p.Stats()
+			fmt.Fprintf(w, "trace\t%s\t%.1fs\tlimit=%d congested=%v waiting=%d active=%d shed=%d changes=%d base=%.1fms\n",
+				name, time.Since(start).Seconds(), st.Limit, st.Congested, st.Waiting, st.Active, st.Shed, st.LimitChanges, ms(st.LimitBaseline))
+		}
+	}
 }
 
 // overloadRequest is one request: borrow, run, read the rows, all within deadline from arrival.
