@@ -392,23 +392,8 @@ func runOverload(c driver.Connector, mon *sql.DB, sc overloadScenario, t overloa
 		return overloadResult{}, err
 	}
 	// Fill: open the connections before the clock starts (a fixed-size pool fills itself).
-	if p == nil {
-		n := db.Stats().MaxOpenConnections
-		conns := make([]*sql.Conn, 0, n)
-		for range n {
-			cn, err := db.Conn(context.Background())
-			if err != nil {
-				return overloadResult{}, err
-			}
-			conns = append(conns, cn)
-		}
-		for _, cn := range conns {
-			_ = cn.Close()
-		}
-	} else {
-		for end := time.Now().Add(10 * time.Second); p.Stats().Idle < p.Stats().MaxConns && time.Now().Before(end); {
-			time.Sleep(5 * time.Millisecond)
-		}
+	if err := fillConnections(db, p); err != nil {
+		return overloadResult{}, err
 	}
 	outcomes := make(chan overloadOutcome, 4096)
 	var collected []overloadOutcome
@@ -518,6 +503,32 @@ func runOverload(c driver.Connector, mon *sql.DB, sc overloadScenario, t overloa
 		_ = p.Close()
 	}
 	return res, nil
+}
+
+// fillConnections opens a configuration's connections before its clock starts: database/sql's
+// MaxOpen of them, or, for a pool (which fills itself), waits up to 10 s until all are idle.
+func fillConnections(db *sql.DB, p *pool.Pool) error {
+	if p != nil {
+		for end := time.Now().Add(10 * time.Second); p.Stats().Idle < p.Stats().MaxConns && time.Now().Before(end); {
+			time.Sleep(5 * time.Millisecond)
+		}
+		return nil
+	}
+	n := db.Stats().MaxOpenConnections
+	conns := make([]*sql.Conn, 0, n)
+	defer func() {
+		for _, cn := range conns {
+			_ = cn.Close()
+		}
+	}()
+	for range n {
+		cn, err := db.Conn(context.Background())
+		if err != nil {
+			return err
+		}
+		conns = append(conns, cn)
+	}
+	return nil
 }
 
 // traceStats prints p's overload figures every interval until stop is closed (-trace).

@@ -141,23 +141,8 @@ func runTenants(c driver.Connector, mon *sql.DB, open func(driver.Connector) (*s
 			_ = p.Close()
 		}
 	}()
-	if p == nil {
-		n := db.Stats().MaxOpenConnections
-		conns := make([]*sql.Conn, 0, n)
-		for range n {
-			cn, err := db.Conn(context.Background())
-			if err != nil {
-				return tenantsResult{}, err
-			}
-			conns = append(conns, cn)
-		}
-		for _, cn := range conns {
-			_ = cn.Close()
-		}
-	} else {
-		for end := time.Now().Add(10 * time.Second); p.Stats().Idle < p.Stats().MaxConns && time.Now().Before(end); {
-			time.Sleep(5 * time.Millisecond)
-		}
+	if err := fillConnections(db, p); err != nil {
+		return tenantsResult{}, err
 	}
 	closeReasons.take()
 	type rec struct {
