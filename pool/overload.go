@@ -144,6 +144,7 @@ type overload struct {
 	baseline  int64 // lowest window mean since the limit engaged, ns
 	limitF    float64
 	skip      bool
+	throttled bool // throttleTenants throttled a tenant at the last window's end
 }
 
 // startLimit is where the adaptive limit starts when it engages: the floor, so that the
@@ -310,6 +311,15 @@ func (p *Pool) stalledLocked() {
 		o.limit.Store(0) // the next engagement starts afresh (engaged)
 		o.changes.Add(1)
 	}
+	if t := p.store.ten; t != nil {
+		raised := false
+		for _, c := range t.classes {
+			raised = c.throttle.Swap(0) != 0 || raised
+		}
+		if raised && !p.store.closed {
+			p.store.serveIdleLocked()
+		}
+	}
 }
 
 // releaseBench puts the connections the adaptive limit set aside back into circulation when
@@ -449,6 +459,9 @@ func (p *Pool) sampledRelease(e *entry) {
 	if o.adaptive && o.limit.Load() != 0 {
 		p.adjustLimit(mean, losses)
 	}
+	if o.adaptive {
+		o.throttled = p.throttleTenants()
+	}
 }
 
 // flatLatency: a window whose mean borrow time is within this factor of the baseline shows no
@@ -485,6 +498,9 @@ func (p *Pool) adjustLimit(mean int64, losses int32) {
 		}
 	default:
 		next = limit*max(0.5, b/m) + math.Sqrt(limit)
+	}
+	if o.throttled { // tenants contend (throttleTenants): the limit does not grow
+		next = min(next, limit)
 	}
 	ceiling := float64(p.maxConns())
 	next = 0.5*limit + 0.5*next

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync/atomic"
 )
@@ -67,6 +68,11 @@ type tenantClass struct {
 	key    string
 	stride uint64
 	cap    int32 // 0: none
+
+	// throttle (0: none) caps the class while it holds more than its share of a congested
+	// pool whose limit other tenants contend for (throttleTenants).
+	throttle atomic.Int32
+	winAcq   uint64 // guarded by overload.mu: acquires at the last window's end
 
 	held     atomic.Int32
 	acquires atomic.Uint64
@@ -156,15 +162,26 @@ func (p *Pool) stillSheddable(tc *tenantClass) bool {
 	return s.sheddableLocked(tc, 0)
 }
 
-// tryHold counts one more connection held by c unless c is at its cap.
+// limit is the most connections c may hold now: the smaller of its cap and its throttle,
+// 0 for none.
+func (c *tenantClass) limit() int32 {
+	l, t := c.cap, c.throttle.Load()
+	if t != 0 && (l == 0 || t < l) {
+		l = t
+	}
+	return l
+}
+
+// tryHold counts one more connection held by c unless c is at its cap or throttle.
 func (c *tenantClass) tryHold() bool {
-	if c.cap == 0 {
+	l := c.limit()
+	if l == 0 {
 		c.held.Add(1)
 		return true
 	}
 	for {
 		n := c.held.Load()
-		if n >= c.cap {
+		if n >= l {
 			return false
 		}
 		if c.held.CompareAndSwap(n, n+1) {
@@ -173,8 +190,8 @@ func (c *tenantClass) tryHold() bool {
 	}
 }
 
-// atCap reports whether c holds its cap.
-func (c *tenantClass) atCap() bool { return c.cap != 0 && c.held.Load() >= c.cap }
+// atCap reports whether c holds its cap or throttle.
+func (c *tenantClass) atCap() bool { l := c.limit(); return l != 0 && c.held.Load() >= l }
 
 // getFor is store.get for an acquire of class tc (nil: no tenants): the top of the idle stack,
 // counted against tc, unless tc is at its cap.
@@ -215,7 +232,7 @@ func untenant(e *entry) *tenantClass {
 // store.put (release to database/sql's idle list, close), and serves a waiter of a capped
 // class that this makes eligible from the idle stack.
 func (p *Pool) untenant(e *entry) {
-	if tc := untenant(e); tc != nil && tc.cap != 0 {
+	if tc := untenant(e); tc != nil && tc.limit() != 0 {
 		s := &p.store
 		s.mu.Lock()
 		if tc.head != nil && !s.closed {
@@ -339,6 +356,69 @@ func (s *store) unlinkClassLocked(w *waiter) {
 	}
 	w.tprev, w.tnext = nil, nil
 	c.nwait--
+}
+
+// throttleTenants shares a congested pool's limit between contending tenants, under
+// overload.mu at the end of each window of the adaptive limit.
+//
+// On a saturated database a statement runs beside every other in flight: a quiet tenant served
+// first by fair waiting still takes as long as the connections in circulation make it. The
+// limit settles at the database's knee plus a queue allowance of √limit (adjustLimit); while
+// two or more tenants borrowed in the window, the tenants whose demand (connections held and
+// waiters) exceeds their weighted share of the limit are throttled together to the knee's part,
+// limit − √limit, less one connection kept free for each other tenant, by weight and at least
+// one each, so that a quiet tenant's statement finds the database near its knee rather than
+// behind the loud tenant's queue on it. While any tenant is throttled the limit does not grow.
+// Throttles end when the limit lets go or the tenants no longer contend.
+func (p *Pool) throttleTenants() bool {
+	t := p.store.ten
+	if t == nil {
+		return false
+	}
+	limit := float64(p.ovl.limit.Load())
+	s := &p.store
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var active []*tenantClass
+	var wsum float64
+	for _, c := range t.classes {
+		acq := c.acquires.Load()
+		if acq != c.winAcq || c.nwait > 0 || c.held.Load() > 0 {
+			active = append(active, c)
+			wsum += float64(tenantStrideUnit / c.stride)
+		}
+		c.winAcq = acq
+	}
+	var over []*tenantClass
+	var wover float64
+	if limit > 0 && len(active) > 1 {
+		for _, c := range active {
+			w := float64(tenantStrideUnit / c.stride)
+			if float64(int(c.held.Load())+c.nwait) > limit*w/wsum {
+				over = append(over, c)
+				wover += w
+			}
+		}
+	}
+	under := len(active) - len(over)
+	if len(over) == 0 || under == 0 {
+		over = nil
+	}
+	budget := max(1, math.Round(limit-math.Sqrt(limit))-float64(under))
+	raised := false
+	for _, c := range t.classes {
+		var th int32
+		if slices.Contains(over, c) {
+			th = int32(max(1, math.Floor(budget*float64(tenantStrideUnit/c.stride)/wover)))
+		}
+		if old := c.throttle.Swap(th); old != 0 && (th == 0 || th > old) {
+			raised = true
+		}
+	}
+	if raised && !s.closed {
+		s.serveIdleLocked()
+	}
+	return over != nil
 }
 
 // tenantStats returns the classes' numbers (nil without tenants).

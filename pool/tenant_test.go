@@ -3,6 +3,7 @@ package pool
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strings"
@@ -313,5 +314,85 @@ func TestTenantCongestionShedsTheLoud(t *testing.T) {
 	// The release sheds the loud backlog down to one waiter (a class's last is not shed).
 	if !quietServed || loudServed > 1 {
 		t.Errorf("quiet served: %v, loud waiters served: %d; want the quiet one and at most one loud", quietServed, loudServed)
+	}
+}
+
+// While the adaptive limit is engaged and two tenants contend, the tenant beyond its share is
+// throttled to the knee's part of the limit less one connection per other tenant (limit 4:
+// 4 − √4 − 1 = 1), so that a connection it frees is not taken by it again; the limit does not
+// grow meanwhile. Once the other tenant stops borrowing, the throttle ends at the next window
+// and the throttled tenant's waiters are served from the idle connections.
+func TestTenantThrottleWhileContending(t *testing.T) {
+	p, _ := newPool(t, Config{MaxConns: 8, Tenants: map[string]Tenant{"loud": {}, "quiet": {}}})
+	loud, quiet := WithTenant(context.Background(), "loud"), WithTenant(context.Background(), "quiet")
+	var loudHeld []driver.Conn
+	for range 7 { // with the quiet one, MaxConns: waiters queue
+
+		c, err := p.Connect(loud)
+		if err != nil {
+			t.Fatal(err)
+		}
+		loudHeld = append(loudHeld, c)
+	}
+	quietHeld, err := p.Connect(quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := &p.ovl
+	got, errs := make(chan string, 4), make(chan error, 4)
+	queueWaiter(t, p, loud, "loud waiter 1", got, errs)
+	queueWaiter(t, p, loud, "loud waiter 2", got, errs)
+	o.limit.Store(4) // engaged: releases set connections aside until 4 circulate
+	window := func() bool {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		o.throttled = p.throttleTenants()
+		return o.throttled
+	}
+	if !window() {
+		t.Fatal("two tenants contend, loud beyond its share: no throttle")
+	}
+	if th := p.store.ten.index["loud"].throttle.Load(); th != 1 {
+		t.Fatalf("loud throttled to %d; want 1 (limit 4 − √4, less 1 for the other tenant)", th)
+	}
+	if th := p.store.ten.index["quiet"].throttle.Load(); th != 0 {
+		t.Fatalf("quiet throttled to %d; want none (under its share)", th)
+	}
+	o.mu.Lock()
+	o.baseline, o.limitF = int64(time.Millisecond), 4
+	p.store.waiting.Add(1)
+	o.congested.Store(true)
+	p.adjustLimit(int64(time.Millisecond), 0) // flat latency, demand: would grow by √4
+	o.congested.Store(false)
+	p.store.waiting.Add(-1)
+	grown := o.limit.Load()
+	o.mu.Unlock()
+	if grown != 4 {
+		t.Fatalf("the limit moved to %d while a tenant is throttled; want 4", grown)
+	}
+	_ = quietHeld.Close() // set aside (4 of 8 are), then one comes back to the idle stack
+	for _, c := range loudHeld[:4] {
+		_ = c.Close()
+	}
+	if s := p.overloadStats(); s.Benched != 4 {
+		t.Fatalf("%d connections set aside; want 4", s.Benched)
+	}
+	if st := p.Stats(); st.Waiting != 2 {
+		t.Fatalf("%d waiting; want the loud tenant's 2 waiting beside an idle connection (it holds 3, throttled to 1)", st.Waiting)
+	}
+	if window() { // quiet borrowed nothing since: no contention
+		t.Fatal("the throttle stayed after the quiet tenant stopped borrowing")
+	}
+	for range 2 {
+		select {
+		case <-got:
+		case err := <-errs:
+			t.Fatal(err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the loud waiters were not served from the idle connections once the throttle ended")
+		}
+	}
+	for _, c := range loudHeld[4:] {
+		_ = c.Close()
 	}
 }
