@@ -34,6 +34,33 @@ func TestTenantsGenerated(t *testing.T) {
 				tenants[k] = tn
 			}
 			p, _ := newPool(t, Config{MaxConns: maxConns, AcquireTimeout: time.Minute, Tenants: tenants})
+			// In half the configurations an adaptive limit moves at random and the contending
+			// tenants are throttled at every step (throttleTenants), as at the end of each of
+			// the limit's windows under overload: no tenant starves and no cap is exceeded.
+			stopLimit, limitDone := make(chan struct{}), make(chan struct{})
+			moving := r.IntN(2) == 0
+			go func() {
+				defer close(limitDone)
+				if !moving {
+					return
+				}
+				lr, o := rand.New(rand.NewPCG(uint64(seed), 9)), &p.ovl
+				for {
+					select {
+					case <-stopLimit:
+						return
+					case <-time.After(time.Duration(50+lr.IntN(500)) * time.Microsecond):
+					}
+					l := 1 + lr.IntN(maxConns)
+					o.mu.Lock()
+					old := o.limit.Swap(int32(l))
+					o.throttled = p.throttleTenants()
+					if l > int(old) {
+						p.unbench(l)
+					}
+					o.mu.Unlock()
+				}
+			}()
 			callers := 4 + r.IntN(12)
 			perCaller := 20 + r.IntN(30)
 			var held sync.Map // key → *atomic.Int64 (this test's own count, inside the pool's)
@@ -87,6 +114,8 @@ func TestTenantsGenerated(t *testing.T) {
 				}()
 			}
 			wg.Wait()
+			close(stopLimit)
+			<-limitDone
 			close(errs)
 			for err := range errs {
 				t.Fatalf("MaxConns %d, tenants %v: %v", maxConns, tenants, err)
