@@ -137,43 +137,64 @@ func appendDepRows(b []byte, rows []*depRow) []byte {
 var errDepRows = errors.New("mysqlstore: zipkin_dependency_queue or zipkin_dependency_traces holds rows this version cannot read")
 
 func decodeDepRows(b []byte, dst []depRow) ([]depRow, error) {
-	varint := func() int64 {
-		v, n := binary.Varint(b)
-		if n <= 0 {
-			b = nil
-			return 0
-		}
-		b = b[n:]
-		return v
-	}
-	str := func() string {
-		l, n := binary.Uvarint(b)
-		if n <= 0 || uint64(len(b)-n) < l {
-			b = nil
-			return ""
-		}
-		s := string(b[n : n+int(l)])
-		b = b[n+int(l):]
-		return s
-	}
-	for len(b) > 0 {
-		flags := b[0]
-		b = b[1:]
+	rd := varintReader{b: b}
+	for len(rd.b) > 0 && !rd.bad {
+		flags := rd.b[0]
+		rd.b = rd.b[1:]
 		r := depRow{ann: flags&1 != 0, shared: flags&2 != 0}
-		r.high, r.low, r.id, r.ts = varint(), varint(), varint(), varint()
+		r.high, r.low, r.id, r.ts = rd.varint(), rd.varint(), rd.varint(), rd.varint()
 		if r.ann {
-			r.aType = varint()
-			r.key = str()
-			r.service = str()
+			r.aType = rd.varint()
+			r.key = rd.str()
+			r.service = rd.str()
 		} else {
-			r.parent = varint()
+			r.parent = rd.varint()
 		}
-		if b == nil {
+		if rd.bad {
 			return dst, errDepRows
 		}
 		dst = append(dst, r)
 	}
 	return dst, nil
+}
+
+// varintReader reads the dependency tables' encoded rows and records: signed varints,
+// unsigned varints and length-prefixed strings. A short or malformed read sets bad and
+// returns the zero value from then on.
+type varintReader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *varintReader) varint() int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 || r.bad {
+		r.bad = true
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *varintReader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 || r.bad {
+		r.bad = true
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *varintReader) str() string {
+	l := r.uvarint()
+	if r.bad || uint64(len(r.b)) < l {
+		r.bad = true
+		return ""
+	}
+	s := string(r.b[:l])
+	r.b = r.b[l:]
+	return s
 }
 
 // depSpanRow is depRow for a span row of sp as spanRow writes it.
@@ -520,46 +541,22 @@ func (t *depTrace) readRecord(raw []byte, day string) error {
 		t.oldDay, t.oldLink, t.oldHour, t.legacy = rec.Day, rec.parse, -2, true
 		return nil
 	}
-	b := raw[1:]
-	bad := false
-	varint := func() int64 {
-		v, n := binary.Varint(b)
-		if n <= 0 {
-			bad = true
-			return 0
-		}
-		b = b[n:]
-		return v
-	}
-	str := func() string {
-		l, n := binary.Uvarint(b)
-		if n <= 0 || uint64(len(b)-n) < l {
-			bad = true
-			return ""
-		}
-		s := string(b[n : n+int(l)])
-		b = b[n+int(l):]
-		return s
-	}
-	t.oldHour = varint()
-	nl, n := binary.Uvarint(b)
-	if n <= 0 {
-		return errDepRows
-	}
-	b = b[n:]
-	for i := uint64(0); i < nl && !bad; i++ {
-		p, c := str(), str()
-		calls, errs := varint(), varint()
+	rd := varintReader{b: raw[1:]}
+	t.oldHour = rd.varint()
+	nl := rd.uvarint()
+	for i := uint64(0); i < nl && !rd.bad; i++ {
+		p, c := rd.str(), rd.str()
+		calls, errs := rd.varint(), rd.varint()
 		t.oldLink = append(t.oldLink, depLinkRow{p, c, calls, errs})
 	}
-	if bad {
+	if rd.bad {
 		return errDepRows
 	}
 	t.oldDay = day
 	if t.oldHour >= 0 {
 		t.oldDay = dayOfHour(t.oldHour)
 	}
-	rows, err := decodeDepRows(b, nil)
+	rows, err := decodeDepRows(rd.b, nil)
 	if err != nil {
 		return err
 	}
