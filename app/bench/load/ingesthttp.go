@@ -48,25 +48,32 @@ func ilHTTPEnv(ctx context.Context, o *options, m *mariaDB) (*env, error) {
 	if _, err := exec.LookPath("taskset"); err != nil {
 		return nil, fmt.Errorf("taskset not found on PATH: install it (Debian: apt-get install util-linux)")
 	}
+	if err := e.buildServer(ctx); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// buildServer builds cmd/zipkin-mysql into a temporary directory (e.tmp, e.bin) and notes
+// this executable (e.self), which runs the generators as child processes.
+func (e *env) buildServer(ctx context.Context) error {
 	var err error
 	if e.tmp, err = os.MkdirTemp("", "sqlpool-load-bin."); err != nil {
-		return nil, err
+		return err
 	}
 	root, err := moduleRoot()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	e.bin = filepath.Join(e.tmp, "zipkin-mysql")
 	logf("building cmd/zipkin-mysql")
 	build := exec.CommandContext(ctx, "go", "build", "-o", e.bin, "github.com/sqlpool/sqlpool/app/cmd/zipkin-mysql")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build ./app/cmd/zipkin-mysql: %v\n%s", err, out)
+		return fmt.Errorf("go build ./app/cmd/zipkin-mysql: %v\n%s", err, out)
 	}
-	if e.self, err = os.Executable(); err != nil {
-		return nil, err
-	}
-	return e, nil
+	e.self, err = os.Executable()
+	return err
 }
 
 // ilRunHTTP runs HTTP path p's turn: offered spans/s at rawRate × its

@@ -253,30 +253,15 @@ func setup(ctx context.Context, o *options) (*env, error) {
 			return nil, fmt.Errorf("%s not found on PATH: install it (Debian: apt-get install %s)", b.bin, b.pkg)
 		}
 	}
-	var err error
-	if e.tmp, err = os.MkdirTemp("", "sqlpool-load-bin."); err != nil {
-		return nil, err
-	}
-	root, err := moduleRoot()
-	if err != nil {
-		return nil, err
-	}
-	e.bin = filepath.Join(e.tmp, "zipkin-mysql")
-	logf("building cmd/zipkin-mysql")
-	build := exec.CommandContext(ctx, "go", "build", "-o", e.bin, "github.com/sqlpool/sqlpool/app/cmd/zipkin-mysql")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build ./app/cmd/zipkin-mysql: %v\n%s", err, out)
-	}
-	if e.self, err = os.Executable(); err != nil {
+	if err := e.buildServer(ctx); err != nil {
 		return nil, err
 	}
 	dir := ""
 	if o.bulkSpans > 0 {
 		dir = o.benchDir
 	}
-	e.mdb, err = startMariaDB(ctx, o.cpusDB, o.bufferPool, dir, logf)
-	if err != nil {
+	var err error
+	if e.mdb, err = startMariaDB(ctx, o.cpusDB, o.bufferPool, dir, logf); err != nil {
 		return nil, err
 	}
 	return e, nil
