@@ -62,6 +62,9 @@ type Store struct {
 
 	// lastDrain is when Accept last started a dependency drain (UnixNano).
 	lastDrain atomic.Int64
+	// noDeps (tests only: the ingest measurement's ceiling) makes COPY
+	// writes queue nothing for the dependency aggregation.
+	noDeps bool
 
 	// names are the zipkin_names rows known to be stored, so that a batch
 	// upserts only names not seen before by this process.

@@ -492,7 +492,12 @@ func (s *Store) copySpans(ctx context.Context, rows []spanRow) error {
 			return errNotPgx
 		}
 		s.drv.Store(drvPgx)
-		err := copyInTx(ctx, pc, queue, src)
+		var err error
+		if s.noDeps {
+			_, err = pc.PgConn().CopyFrom(ctx, bytes.NewReader(src), sqlCopySpans)
+		} else {
+			err = copyInTx(ctx, pc, queue, src)
+		}
 		if err == nil {
 			s.stats.copies.Add(1)
 			return nil
