@@ -46,7 +46,9 @@ import (
 // (PGSTORE_MEASURE_METHODS, comma-separated, picks the methods). The two
 // store paths drain the dependency queue while they write, every
 // PGSTORE_MEASURE_DRAIN_EVERY (default 500ms; 0: only at the end), and
-// once more at the end of the round, in the timing. Per round it logs the
+// once more at the end of the round, in the timing (PGSTORE_MEASURE_NODRAIN=1:
+// never; PGSTORE_MEASURE_NODEPS=1: the store paths queue nothing, one COPY
+// per batch, the ceiling of any dependency aggregation). Per round it logs the
 // CPU time of PostgreSQL's processes and of this process per span. It
 // runs only with PGSTORE_MEASURE=1 (docs/design/pgstore.md has the
 // commands).
@@ -144,6 +146,12 @@ func TestMeasureIngest(t *testing.T) {
 		store.noDeps, hstore.noDeps = true, true
 		t.Log("the store paths queue nothing for the dependency aggregation (PGSTORE_MEASURE_NODEPS=1)")
 	}
+	// PGSTORE_MEASURE_NODRAIN=1: the store paths queue their writes but
+	// never drain them (what the write side of the aggregation costs).
+	noDrain := os.Getenv("PGSTORE_MEASURE_NODRAIN") == "1"
+	if noDrain {
+		t.Log("the store paths' dependency queues are not drained (PGSTORE_MEASURE_NODRAIN=1)")
+	}
 	reg := prometheus.NewRegistry()
 	// The queue holds a whole round, so that no POST is refused: a POST
 	// refused for want of room has cost the server its decoding, and the
@@ -207,6 +215,9 @@ func TestMeasureIngest(t *testing.T) {
 			}
 			runtime.GC() // the garbage of building them is not collected in the timing
 			st := map[string]*Store{"accept": store, "http": hstore}[m]
+			if noDrain {
+				st = nil
+			}
 			sqlText := insertSQL(batch)
 			next := make(chan int, len(work))
 			for i := range work {
