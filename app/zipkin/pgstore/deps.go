@@ -496,7 +496,7 @@ func (s *Store) DrainDependencies(ctx context.Context) (int, error) {
 	for {
 		n, err := s.drainOnce(ctx, true)
 		total += n
-		if err != nil || n < drainRows {
+		if err != nil || n < s.drainBatch() {
 			return total, err
 		}
 	}
@@ -552,13 +552,17 @@ func (s *Store) maybeDrain(ctx context.Context) {
 		return
 	}
 	for range inlineDrains {
-		if n, err := s.drainOnce(ctx, false); err != nil || n < drainRows {
+		if n, err := s.drainOnce(ctx, false); err != nil || n < s.drainBatch() {
 			return
 		}
 	}
 }
 
-// drainOnce drains up to drainRows queue rows in one transaction and
+// drainBatch is how many queue rows one drain transaction takes: drainRows,
+// or fewer in tests (SetDrainRows).
+func (s *Store) drainBatch() int { return cmp.Or(s.drainLimit, drainRows) }
+
+// drainOnce drains up to drainBatch queue rows in one transaction and
 // returns how many it took; with !wait it returns 0, errDrainBusy when
 // another drain holds the lock.
 func (s *Store) drainOnce(ctx context.Context, wait bool) (int, error) {
@@ -580,7 +584,7 @@ func (s *Store) drainOnce(ctx context.Context, wait bool) (int, error) {
 			return 0, errDrainBusy
 		}
 	}
-	rows, err := tx.QueryContext(ctx, sqlTakeQueue, drainRows)
+	rows, err := tx.QueryContext(ctx, sqlTakeQueue, s.drainBatch())
 	if err != nil {
 		return 0, fmt.Errorf("pgstore: dependency drain: taking queued writes: %w", err)
 	}

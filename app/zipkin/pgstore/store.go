@@ -65,6 +65,9 @@ type Store struct {
 	// noDeps (tests only: the ingest measurement's ceiling) makes COPY
 	// writes queue nothing for the dependency aggregation.
 	noDeps bool
+	// drainLimit (tests only; 0: drainRows) bounds the queue rows one drain
+	// transaction takes, so that tests can drain part of the queue.
+	drainLimit int
 
 	// names are the zipkin_names rows known to be stored, so that a batch
 	// upserts only names not seen before by this process.
