@@ -91,10 +91,10 @@ require (
 require (
 	github.com/rabbitmq/amqp091-go v1.16.0
 	github.com/rcrowley/go-metrics v0.0.0-20201227073835-cf1acfcdf475
-	github.com/sqlpool/sqlpool v0.4.0
-	github.com/sqlpool/sqlpool/otelpool v0.4.0
-	github.com/sqlpool/sqlpool/pgdialect v0.4.0
-	github.com/sqlpool/sqlpool/sqlmockpool v0.4.0
+	github.com/sqlpool/sqlpool v0.4.1
+	github.com/sqlpool/sqlpool/otelpool v0.4.1
+	github.com/sqlpool/sqlpool/pgdialect v0.4.1
+	github.com/sqlpool/sqlpool/sqlmockpool v0.4.1
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kadm v1.20.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c

@@ -3,7 +3,7 @@ module github.com/sqlpool/sqlpool/otelpool
 go 1.26.0
 
 require (
-	github.com/sqlpool/sqlpool v0.4.0
+	github.com/sqlpool/sqlpool v0.4.1
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0

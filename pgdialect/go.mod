@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/lib/pq v1.12.3
-	github.com/sqlpool/sqlpool v0.4.0
+	github.com/sqlpool/sqlpool v0.4.1
 )
 
 require (
