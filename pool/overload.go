@@ -311,14 +311,8 @@ func (p *Pool) stalledLocked() {
 		o.limit.Store(0) // the next engagement starts afresh (engaged)
 		o.changes.Add(1)
 	}
-	if t := p.store.ten; t != nil {
-		raised := false
-		for _, c := range t.classes {
-			raised = c.throttle.Swap(0) != 0 || raised
-		}
-		if raised && !p.store.closed {
-			p.store.serveIdleLocked()
-		}
+	if p.store.ten != nil {
+		p.store.setThrottlesLocked(func(*tenantClass) int32 { return 0 })
 	}
 }
 

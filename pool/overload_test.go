@@ -196,11 +196,7 @@ func TestOverloadOffKeepsFIFO(t *testing.T) {
 // Stats.Idle and overloadStats.Benched) and brings them back when it rises; Close closes them.
 func TestAdaptiveLimitBenchesAndRestores(t *testing.T) {
 	p, _ := newPool(t, Config{MaxConns: 4, OverloadTarget: 5 * time.Millisecond})
-	eventually(t, "four idle connections", func() bool { return p.Stats().Idle == 4 })
-	var held []*conn
-	for range 4 {
-		held = append(held, mustConnect(t, p))
-	}
+	held := holdAll(t, p, 4)
 	p.ovl.limit.Store(2) // engaged at 2
 	for _, c := range held {
 		_ = c.Close()
@@ -493,11 +489,7 @@ func TestNoReturnsNoCongestion(t *testing.T) {
 // host) and nothing coming back, a waiter gets one the limit had set aside.
 func TestStallReleasesBenched(t *testing.T) {
 	p, _ := newPool(t, Config{MaxConns: 4, overloadInterval: 10 * time.Millisecond})
-	eventually(t, "four idle connections", func() bool { return p.Stats().Idle == 4 })
-	var held []*conn
-	for range 4 {
-		held = append(held, mustConnect(t, p))
-	}
+	held := holdAll(t, p, 4)
 	p.ovl.limit.Store(2) // engaged at 2
 	for _, c := range held {
 		_ = c.Close()
@@ -526,11 +518,7 @@ func TestStallReleasesBenched(t *testing.T) {
 // drains for longer than five intervals, instead of being let go and engaged again.
 func TestDrainingExcessIsNoStall(t *testing.T) {
 	p, _ := newPool(t, Config{MaxConns: 8, overloadInterval: 20 * time.Millisecond})
-	eventually(t, "eight idle connections", func() bool { return p.Stats().Idle == 8 })
-	var held []*conn
-	for range 8 {
-		held = append(held, mustConnect(t, p))
-	}
+	held := holdAll(t, p, 8)
 	p.ovl.limit.Store(2) // engaged at 2 with eight running
 	got, errs := make(chan string, 2), make(chan error, 2)
 	queueWaiter(t, p, context.Background(), "first", got, errs)
@@ -586,4 +574,15 @@ func TestServerOverloadEngagesLimit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// holdAll waits until p has n idle connections (MinConns) and borrows all of them.
+func holdAll(t *testing.T, p *Pool, n int) []*conn {
+	t.Helper()
+	eventually(t, fmt.Sprint(n, " idle connections"), func() bool { return p.Stats().Idle == n })
+	held := make([]*conn, 0, n)
+	for range n {
+		held = append(held, mustConnect(t, p))
+	}
+	return held
 }

@@ -385,7 +385,7 @@ func (p *Pool) throttleTenants() bool {
 		acq := c.acquires.Load()
 		if acq != c.winAcq || c.nwait > 0 || c.held.Load() > 0 {
 			active = append(active, c)
-			wsum += float64(tenantStrideUnit / c.stride)
+			wsum += c.weight()
 		}
 		c.winAcq = acq
 	}
@@ -393,32 +393,41 @@ func (p *Pool) throttleTenants() bool {
 	var wover float64
 	if limit > 0 && len(active) > 1 {
 		for _, c := range active {
-			w := float64(tenantStrideUnit / c.stride)
-			if float64(int(c.held.Load())+c.nwait) > limit*w/wsum {
+			if float64(int(c.held.Load())+c.nwait) > limit*c.weight()/wsum {
 				over = append(over, c)
-				wover += w
+				wover += c.weight()
 			}
 		}
 	}
-	under := len(active) - len(over)
-	if len(over) == 0 || under == 0 {
-		over = nil
+	if len(over) == len(active) {
+		over = nil // all beyond their share: no one is throttled
 	}
-	budget := max(1, math.Round(limit-math.Sqrt(limit))-float64(under))
-	raised := false
-	for _, c := range t.classes {
-		var th int32
-		if slices.Contains(over, c) {
-			th = int32(max(1, math.Floor(budget*float64(tenantStrideUnit/c.stride)/wover)))
+	budget := max(1, math.Round(limit-math.Sqrt(limit))-float64(len(active)-len(over)))
+	s.setThrottlesLocked(func(c *tenantClass) int32 {
+		if !slices.Contains(over, c) {
+			return 0
 		}
-		if old := c.throttle.Swap(th); old != 0 && (th == 0 || th > old) {
+		return int32(max(1, math.Floor(budget*c.weight()/wover)))
+	})
+	return over != nil
+}
+
+// weight is c's Tenant.Weight, as its stride encodes it.
+func (c *tenantClass) weight() float64 { return float64(tenantStrideUnit / c.stride) }
+
+// setThrottlesLocked sets every class's throttle to th(class) (0: none) and serves waiters
+// from the idle stack when a throttle rose or ended.
+func (s *store) setThrottlesLocked(th func(*tenantClass) int32) {
+	raised := false
+	for _, c := range s.ten.classes {
+		n := th(c)
+		if old := c.throttle.Swap(n); old != 0 && (n == 0 || n > old) {
 			raised = true
 		}
 	}
 	if raised && !s.closed {
 		s.serveIdleLocked()
 	}
-	return over != nil
 }
 
 // tenantStats returns the classes' numbers (nil without tenants).

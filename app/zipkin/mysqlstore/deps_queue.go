@@ -166,14 +166,10 @@ type varintReader struct {
 	bad bool
 }
 
+// varint reads a signed varint: binary.AppendVarint's zigzag form of an unsigned one.
 func (r *varintReader) varint() int64 {
-	v, n := binary.Varint(r.b)
-	if n <= 0 || r.bad {
-		r.bad = true
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
+	u := r.uvarint()
+	return int64(u>>1) ^ -int64(u&1)
 }
 
 func (r *varintReader) uvarint() uint64 {
